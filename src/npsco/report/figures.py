@@ -1,0 +1,252 @@
+"""The paper's figures as pure functions: plain data in, a ``matplotlib.figure.Figure`` out.
+
+- ``maze_trajectories_figure``: Fig. 2, trajectories of each method's policies on the Four Reward Maze.
+- ``novelty_reward_figure``: Fig. 3, relative novelty vs reward per task, mean +- std per method.
+- ``threshold_ablation_figure``: Fig. 4, box plots of returns under different novelty thresholds.
+- ``learning_curves_figure``: training curves, one line per policy, bold mean per group.
+- ``filmstrip`` / ``filmstrip_figure``: behaviour pictures (appendix E), frames laid side by side.
+
+Figures are built with ``matplotlib.figure.Figure`` directly, never through ``pyplot``: no global state, no GUI
+backend, and nothing to close. Render with ``fig.savefig(...)`` or ``save_figure`` (atomic write).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Circle, Rectangle
+
+from npsco.envs.maze import GOAL_RADIUS, GOALS, MAP_SIZE
+from npsco.stats import mean_std
+
+_PANEL_INCHES = 3.2
+"""Side of one square panel."""
+_MAX_COLUMNS = 6
+"""Panels per row before wrapping to the next row."""
+
+
+def _colour(index: int) -> str:
+    """The index-th colour of matplotlib's default cycle ("C0".."C9", repeating)."""
+    return f"C{index % 10}"
+
+
+def _grid(n: int, columns: int) -> tuple[int, int]:
+    """(rows, columns) of a grid holding n panels with at most ``columns`` per row."""
+    cols = max(1, min(n, columns))
+    return math.ceil(n / cols), cols
+
+
+def _method_order(data: Mapping[str, Mapping[str, object]]) -> list[str]:
+    """Method names across all tasks, in order of first appearance (fixes one colour per method)."""
+    names: dict[str, None] = {}
+    for per_method in data.values():
+        names.update(dict.fromkeys(per_method))
+    return list(names)
+
+
+def _require(data: Mapping, what: str) -> None:
+    if not data:
+        raise ValueError(f"no {what} to plot")
+
+
+def maze_trajectories_figure(panels: Mapping[str, Sequence[np.ndarray]], title: str | None = None) -> Figure:
+    """Paper Fig. 2: one square panel per method showing its trajectories on the Four Reward Maze.
+
+    ``panels`` maps a method name to its trajectories, each a (T, 2) array of (x, y) positions. Each panel shows the
+    ``MAP_SIZE`` square, the four reward regions as disks labelled with their reward, and every trajectory in its own
+    colour with a circle marker at its start. Panels wrap after six per row.
+    """
+    _require(panels, "methods")
+    rows, cols = _grid(len(panels), _MAX_COLUMNS)
+    fig = Figure(figsize=(_PANEL_INCHES * cols, _PANEL_INCHES * rows + (0.4 if title else 0.0)), layout="constrained")
+    max_reward = max(reward for _, _, reward in GOALS)
+    margin = GOAL_RADIUS + 0.5
+    for index, (method, trajectories) in enumerate(panels.items()):
+        ax = fig.add_subplot(rows, cols, index + 1)
+        ax.add_patch(Rectangle((0.0, 0.0), MAP_SIZE, MAP_SIZE, facecolor="0.96", edgecolor="0.3", linewidth=1.0))
+        for _, centre, reward in GOALS:
+            ax.add_patch(Circle(centre, GOAL_RADIUS, facecolor="gold", alpha=0.3 + 0.6 * reward / max_reward))
+            ax.text(*centre, f"+{reward:g}", ha="center", va="center", fontsize=8, fontweight="bold")
+        for k, trajectory in enumerate(trajectories):
+            positions = np.asarray(trajectory, dtype=float)
+            if positions.ndim != 2 or positions.shape[1] != 2 or len(positions) == 0:
+                raise ValueError(f"trajectory {k} of {method!r} must be a non-empty (T, 2) array")
+            ax.plot(positions[:, 0], positions[:, 1], color=_colour(k), linewidth=1.5)
+            ax.plot(*positions[0], marker="o", color=_colour(k), markersize=6, markeredgecolor="black")
+        ax.set_xlim(-margin, MAP_SIZE + margin)
+        ax.set_ylim(-margin, MAP_SIZE + margin)
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(method)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def novelty_reward_figure(data: Mapping[str, Mapping[str, tuple[np.ndarray, np.ndarray]]]) -> Figure:
+    """Paper Fig. 3: relative novelty (x) vs reward (y), one panel per task.
+
+    ``data[task][method] = (relative_novelties, rewards)``, one value per policy. Each policy is a faint point; each
+    method's mean is a bold marker with error bars of one (population) standard deviation in x and y, as in the
+    paper. A dashed vertical line marks relative novelty 1 (the PPO baseline). One legend for all panels.
+    """
+    _require(data, "tasks")
+    methods = _method_order(data)
+    fig = Figure(figsize=(_PANEL_INCHES * 1.3 * len(data) + 1.5, _PANEL_INCHES * 1.1), layout="constrained")
+    handles = {}
+    for index, (task, per_method) in enumerate(data.items()):
+        ax = fig.add_subplot(1, len(data), index + 1)
+        ax.axvline(1.0, color="0.6", linestyle="--", linewidth=1.0)
+        for method, (novelty, reward) in per_method.items():
+            x, y = np.asarray(novelty, dtype=float).ravel(), np.asarray(reward, dtype=float).ravel()
+            if x.shape != y.shape:
+                raise ValueError(f"{task}/{method}: {x.size} novelties but {y.size} rewards")
+            colour = _colour(methods.index(method))
+            ax.scatter(x, y, color=colour, alpha=0.3, s=18, linewidths=0)
+            (mx, sx), (my, sy) = mean_std(x), mean_std(y)
+            handles[method] = ax.errorbar(
+                mx, my, xerr=sx, yerr=sy, fmt="o", color=colour, markersize=8, capsize=3, linewidth=1.5
+            )
+        ax.set_title(task)
+        ax.set_xlabel("relative novelty")
+        if index == 0:
+            ax.set_ylabel("reward")
+    fig.legend([handles[m] for m in methods], methods, loc="outside right upper")
+    return fig
+
+
+def threshold_ablation_figure(data: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
+    """Paper Fig. 4: box plots of returns for each novelty threshold, one panel per task.
+
+    ``data[task][label] = returns`` (one per policy), with labels such as ``"0.5x"``, ``"1x"``, ``"2x"`` in the order
+    given. Returns under the label ``"PPO"``, if present, are drawn first as a grey reference box. Boxes span the
+    quartiles with a line at the median; whiskers reach the furthest point within 1.5 IQR and points beyond are
+    drawn as fliers (matplotlib's default, as in the paper's caption).
+    """
+    _require(data, "tasks")
+    fig = Figure(figsize=(_PANEL_INCHES * 1.2 * len(data), _PANEL_INCHES * 1.1), layout="constrained")
+    for index, (task, per_label) in enumerate(data.items()):
+        _require(per_label, f"thresholds for task {task!r}")
+        labels = ["PPO"] * ("PPO" in per_label) + [label for label in per_label if label != "PPO"]
+        ax = fig.add_subplot(1, len(data), index + 1)
+        boxes = ax.boxplot(
+            [np.asarray(per_label[label], dtype=float).ravel() for label in labels],
+            tick_labels=labels,
+            patch_artist=True,
+            medianprops={"color": "black"},
+        )
+        for label, box in zip(labels, boxes["boxes"]):
+            box.set_facecolor("0.8" if label == "PPO" else "C0")
+            box.set_alpha(0.7)
+        ax.set_title(task)
+        ax.set_xlabel("novelty threshold")
+        if index == 0:
+            ax.set_ylabel("return")
+    return fig
+
+
+def learning_curves_figure(
+    curves: Mapping[str, Sequence[tuple[np.ndarray, np.ndarray]]], ylabel: str = "return"
+) -> Figure:
+    """Training curves: environment steps (x) vs a value (y), one thin line per policy coloured by group.
+
+    ``curves[group]`` is a sequence of ``(steps, values)`` pairs, steps increasing. Each group's mean curve is drawn
+    bold: the policies are linearly interpolated onto the union of their steps within the range all of them cover
+    (no mean is drawn if they share no range).
+    """
+    _require(curves, "groups")
+    fig = Figure(figsize=(7.0, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for index, (group, runs) in enumerate(curves.items()):
+        colour = _colour(index)
+        pairs = [(np.asarray(s, dtype=float).ravel(), np.asarray(v, dtype=float).ravel()) for s, v in runs]
+        for k, (steps, values) in enumerate(pairs):
+            if steps.shape != values.shape or steps.size == 0:
+                raise ValueError(f"{group} curve {k}: steps and values must be non-empty and of equal length")
+            if np.any(np.diff(steps) <= 0):
+                raise ValueError(f"{group} curve {k}: steps must be strictly increasing")
+            ax.plot(steps, values, color=colour, alpha=0.35, linewidth=1.0)
+        start = max(steps[0] for steps, _ in pairs)
+        end = min(steps[-1] for steps, _ in pairs)
+        grid = np.unique(np.concatenate([steps[(steps >= start) & (steps <= end)] for steps, _ in pairs]))
+        if grid.size:
+            mean = np.mean([np.interp(grid, steps, values) for steps, values in pairs], axis=0)
+            ax.plot(grid, mean, color=colour, linewidth=2.5, label=f"{group} (n={len(pairs)})")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def filmstrip(frames: Sequence[np.ndarray], columns: int | None = None, pad: int = 2) -> np.ndarray:
+    """Lay frames side by side into one image, as the paper's behaviour pictures.
+
+    ``frames`` are (H, W, 3) uint8 images of one size. With ``columns=None`` they form one row; otherwise they wrap
+    into ``ceil(n / columns)`` rows of ``columns``. ``pad`` white pixels separate the frames and surround the whole
+    strip, so the result has shape ``(rows * H + (rows + 1) * pad, cols * W + (cols + 1) * pad, 3)``; cells after the
+    last frame stay white.
+    """
+    if not frames:
+        raise ValueError("no frames")
+    shape = np.shape(frames[0])
+    for k, frame in enumerate(frames):
+        if np.ndim(frame) != 3 or np.shape(frame)[2] != 3 or np.asarray(frame).dtype != np.uint8:
+            raise ValueError(f"frame {k} must be an (H, W, 3) uint8 array")
+        if np.shape(frame) != shape:
+            raise ValueError(f"frame {k} has shape {np.shape(frame)}, frame 0 has {shape}")
+    if pad < 0:
+        raise ValueError("pad must be non-negative")
+    if columns is not None and columns < 1:
+        raise ValueError("columns must be at least 1")
+    height, width = shape[:2]
+    cols = len(frames) if columns is None else columns
+    rows = math.ceil(len(frames) / cols)
+    strip = np.full((rows * height + (rows + 1) * pad, cols * width + (cols + 1) * pad, 3), 255, dtype=np.uint8)
+    for k, frame in enumerate(frames):
+        top = pad + (k // cols) * (height + pad)
+        left = pad + (k % cols) * (width + pad)
+        strip[top : top + height, left : left + width] = frame
+    return strip
+
+
+def filmstrip_figure(strips: Mapping[str, np.ndarray], width_inches: float = 10.0) -> Figure:
+    """Stack several filmstrips (images from ``filmstrip``) vertically, each titled with its label."""
+    _require(strips, "filmstrips")
+    heights = [width_inches * np.shape(image)[0] / np.shape(image)[1] for image in strips.values()]
+    fig = Figure(figsize=(width_inches, sum(heights) + 0.35 * len(strips)), layout="constrained")
+    axes = fig.subplots(len(strips), 1, squeeze=False, height_ratios=heights)[:, 0]
+    for ax, (label, image) in zip(axes, strips.items()):
+        ax.imshow(image)
+        ax.set_title(label, loc="left", fontsize=10)
+        ax.set_axis_off()
+    return fig
+
+
+def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int = 150) -> Path:
+    """Write ``fig`` to ``path`` atomically, in the format of its suffix (PNG if none); returns the path.
+
+    The figure is rendered to a temporary file in the same folder, then moved over ``path`` with ``os.replace``, so
+    a reader never sees a half-written file and an interrupted save leaves the old file intact. Missing parent
+    folders are created.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fmt = target.suffix.lstrip(".").lower() or "png"
+    # A fresh exclusive name (not mkstemp) so the file gets the usual umask permissions rather than 0600.
+    temp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(temp, "xb") as handle:
+            fig.savefig(handle, format=fmt, dpi=dpi)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return target
