@@ -1,0 +1,75 @@
+"""Learning benchmark: npsco PPO (`default` preset) on MuJoCo tasks, final deterministic return per seed.
+
+Bar (issue 2): CleanRL's published PPO at 1M steps (v4): Hopper 2052 +- 314, Walker2d 2891 +- 231, HalfCheetah 2906 +- 1129.
+Each finished run is appended to the JSON results file at once, so an interrupted benchmark keeps what it measured;
+a run already in the file is skipped when the benchmark is started again.
+
+    python benchmarks/ppo_mujoco.py --envs Hopper-v5 --seeds 0 1 2 --steps 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from npsco.algos.ppo import train
+from npsco.config import apply_overrides, preset
+from npsco.evaluation import run_episodes
+from npsco.io import atomic_write_json
+
+CLEANRL_1M = {"Hopper": (2052, 314), "Walker2d": (2891, 231), "HalfCheetah": (2906, 1129)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--envs", nargs="+", default=["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5"])
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--steps", type=float, default=1_000_000)
+    p.add_argument("--preset", default="default")
+    p.add_argument("--episodes", type=int, default=10, help="final deterministic evaluation episodes")
+    p.add_argument("--results", default="benchmarks/results/ppo_mujoco_1M.json")
+    p.add_argument("--runs", default="runs/bench/ppo_mujoco", help="run directories (policies, metrics)")
+    args = p.parse_args()
+
+    results_path = Path(args.results)
+    data = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
+    data["command"] = "python " + " ".join(sys.argv)
+    data["machine"] = f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}"
+    done = {(r["env_id"], r["seed"]) for r in data["runs"]}
+    for env_id in args.envs:
+        for seed in args.seeds:
+            if (env_id, seed) in done:
+                continue
+            cfg = apply_overrides(preset(env_id, args.preset), [f"seed={seed}", f"total_timesteps={int(args.steps)}"])
+            t0 = time.time()
+            res = train(cfg, run_dir=Path(args.runs) / f"{env_id}-seed{seed}", progress=False, tensorboard=False)
+            final = run_episodes(res.policy, args.episodes, seed=10_000)
+            row = {"env_id": env_id, "seed": seed, "steps": cfg.total_timesteps, "preset": args.preset,
+                   "final_return_mean": float(final.returns.mean()), "final_return_std": float(final.returns.std()),
+                   "eval_curve": [[e["global_step"], e["eval/return_mean"]] for e in res.eval_curve],
+                   "wall_seconds": round(time.time() - t0, 1)}
+            data["runs"].append(row)
+            data["summary"] = summarize(data["runs"])
+            atomic_write_json(results_path, data)
+            print(json.dumps({k: v for k, v in row.items() if k != "eval_curve"}), flush=True)
+    print(json.dumps(data.get("summary", {}), indent=2))
+
+
+def summarize(runs: list[dict]) -> dict:
+    out = {}
+    for env_id in sorted({r["env_id"] for r in runs}):
+        finals = np.array([r["final_return_mean"] for r in runs if r["env_id"] == env_id])
+        task = env_id.split("-")[0]
+        out[env_id] = {"seeds": int(finals.size), "mean": float(finals.mean()), "std": float(finals.std()),
+                       "per_seed": finals.round(1).tolist(), "cleanrl_1M_v4": CLEANRL_1M.get(task)}
+    return out
+
+
+if __name__ == "__main__":
+    main()

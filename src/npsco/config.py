@@ -1,0 +1,243 @@
+"""Training configuration: one flat PPO dataclass (a docstring per field) and the presets per task.
+
+Every method (PPO, IPD, WSR, TNB, CTNB, CPO) trains with the same `PPOConfig` for a task, as the paper does
+("the same hyper-parameter settings per environment"); method knobs live in `npsco.algos.methods.MethodConfig`.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from npsco.errors import NpscoError
+
+MAZE_ID = "npsco/FourRewardMaze-v0"
+MUJOCO_TASKS = ("Hopper", "Walker2d", "HalfCheetah")
+PRESETS = ("default", "paper")
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyper-parameters and run settings (CleanRL naming)."""
+
+    env_id: str = MAZE_ID
+    """Gymnasium id of the task (`npsco/FourRewardMaze-v0`, `Hopper-v5`, `Walker2d-v5`, `HalfCheetah-v5`, `-v4` too)."""
+    seed: int = 0
+    """Seed of torch, numpy and the environments; the same seed reproduces the same run on the same machine."""
+    total_timesteps: int = 1_000_000
+    """Environment steps to train for (summed over the vectorised environments)."""
+    num_envs: int = 1
+    """Number of environments stepped in parallel (one vector env)."""
+    num_steps: int = 2048
+    """Steps per environment per rollout; a rollout (batch) holds `num_envs * num_steps` transitions."""
+    env_backend: str = "auto"
+    """Vector-env backend: `auto` (numpy twin for the maze, `sync` otherwise), `sync`, `async`."""
+    max_episode_steps: int | None = None
+    """Override of the task's episode length (the maze default is 100, MuJoCo 1000); None keeps the task's own."""
+    learning_rate: float = 3e-4
+    """Adam learning rate (start value when annealed)."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the run."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """Lambda of generalised advantage estimation."""
+    num_minibatches: int = 32
+    """Minibatches per epoch (minibatch size = batch size / num_minibatches)."""
+    update_epochs: int = 10
+    """Passes over the batch per update."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    clip_coef: float = 0.2
+    """PPO surrogate clipping coefficient."""
+    clip_vloss: bool = True
+    """Clip the value loss around the old values, as CleanRL and the PPO paper's code do."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clipping threshold."""
+    target_kl: float | None = None
+    """Stop the epochs of an update early when the approximate KL exceeds this (None: never)."""
+    actor_hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of the actor's tanh MLP (the mean); log-std is a state-independent parameter."""
+    critic_hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of each critic's tanh MLP."""
+    init_log_std: float = 0.0
+    """Initial value of the actor's log standard deviation."""
+    norm_obs: bool = True
+    """Normalise observations with running mean/std statistics kept inside the policy (saved with it)."""
+    obs_clip: float = 10.0
+    """Clip normalised observations to [-obs_clip, obs_clip]."""
+    scale_reward: bool = True
+    """Divide rewards by the running std of the discounted return (training only; reported returns are raw)."""
+    reward_clip: float = 10.0
+    """Clip scaled rewards to [-reward_clip, reward_clip]."""
+    eval_every: int = 25
+    """Deterministic evaluation every this many iterations (and at the end); 0 disables periodic evaluation."""
+    eval_episodes: int = 10
+    """Episodes per periodic evaluation."""
+    torch_threads: int = 1
+    """torch.set_num_threads; 1 is fastest for these small networks on a few cores."""
+    checkpoint_every: int = 50
+    """Save a resumable training checkpoint every this many iterations (0: only at the end and on Ctrl-C)."""
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions per rollout."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        """Transitions per minibatch."""
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_iterations(self) -> int:
+        """Rollout + update iterations in the run."""
+        return max(1, self.total_timesteps // self.batch_size)
+
+    def validate(self) -> "PPOConfig":
+        """Refuse inconsistent settings with a clear message; returns self."""
+        checks = [
+            (self.total_timesteps > 0, "total_timesteps must be > 0"),
+            (self.num_envs > 0 and self.num_steps > 0, "num_envs and num_steps must be > 0"),
+            (self.num_minibatches > 0 and self.batch_size % self.num_minibatches == 0,
+             f"num_minibatches ({self.num_minibatches}) must divide the batch size num_envs*num_steps ({self.batch_size})"),
+            (self.update_epochs > 0, "update_epochs must be > 0"),
+            (0.0 < self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0, "gamma must be in (0, 1], gae_lambda in [0, 1]"),
+            (self.learning_rate > 0, "learning_rate must be > 0"),
+            (self.clip_coef > 0, "clip_coef must be > 0"),
+            (self.env_backend in ("auto", "sync", "async"), f"env_backend must be auto, sync or async, not {self.env_backend!r}"),
+            (self.eval_episodes > 0, "eval_episodes must be > 0"),
+            (self.torch_threads > 0, "torch_threads must be > 0"),
+            (self.max_episode_steps is None or self.max_episode_steps > 0, "max_episode_steps must be > 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise NpscoError(f"invalid configuration: {message}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (tuples become lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PPOConfig":
+        """Inverse of `to_dict`; unknown keys are refused."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise NpscoError(f"unknown PPO config field(s): {', '.join(unknown)}")
+        kwargs = {k: tuple(v) if k in ("actor_hidden", "critic_hidden") else v for k, v in data.items()}
+        return cls(**kwargs)
+
+
+def task_family(env_id: str) -> str:
+    """`maze`, `Hopper`, `Walker2d`, `HalfCheetah` or `other` for an env id."""
+    if env_id == MAZE_ID:
+        return "maze"
+    name = env_id.split("/")[-1].split("-")[0]
+    return name if name in MUJOCO_TASKS else "other"
+
+
+# The paper's Appendix C: actor 32 -> hid, hid = 10 / 64 / 256; 1M / 1.6M / 3M steps. gamma/lambda of the authors' code.
+_PAPER_MUJOCO = {
+    "Hopper": dict(actor_hidden=(32, 10), total_timesteps=1_000_000),
+    "Walker2d": dict(actor_hidden=(32, 64), total_timesteps=1_600_000),
+    "HalfCheetah": dict(actor_hidden=(32, 256), total_timesteps=3_000_000),
+}
+
+_MAZE_DEFAULT = dict(
+    total_timesteps=150_000,
+    num_envs=16,
+    num_steps=64,
+    num_minibatches=4,
+    update_epochs=10,
+    learning_rate=1e-3,
+    gamma=0.99,
+    ent_coef=0.0,
+    eval_every=10,
+    eval_episodes=50,
+    checkpoint_every=0,
+)
+
+
+def preset(env_id: str, name: str = "default") -> PPOConfig:
+    """The PPO configuration for a task.
+
+    `default` is strong and CleanRL-like (MuJoCo: 64x64 tanh MLPs, 1 env x 2048 steps, minibatch 64, 10 epochs, 1M steps).
+    `paper` follows the paper's Appendix C (actor 32 -> 10 / 64 / 256 for Hopper / Walker2d / HalfCheetah, 1M / 1.6M / 3M
+    steps) with the authors' gamma 0.995 and lambda 0.97. The maze has its own small budget in both.
+    """
+    if name not in PRESETS:
+        raise NpscoError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    family = task_family(env_id)
+    overrides: dict[str, Any] = {"env_id": env_id}
+    if family == "maze":
+        overrides.update(_MAZE_DEFAULT)
+    elif name == "paper" and family in _PAPER_MUJOCO:
+        overrides.update(_PAPER_MUJOCO[family], gamma=0.995, gae_lambda=0.97)
+    return PPOConfig(**overrides)
+
+
+def field_docs(cls: type = PPOConfig) -> dict[str, str]:
+    """The docstring of each dataclass field (the string literal under it), read from the source."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+                docs[node.target.id] = re.sub(r"\s+", " ", nxt.value.value).strip()
+    return docs
+
+
+def apply_overrides(cfg: Any, assignments: list[str]) -> Any:
+    """Apply `key=value` strings to a config dataclass (types follow the field's default), with clear errors."""
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    updates: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise NpscoError(f"--set expects key=value, got {item!r}")
+        if key not in fields:
+            raise NpscoError(f"unknown setting {key!r}; known: {', '.join(sorted(fields))}")
+        updates[key] = _parse_value(key, raw.strip(), str(fields[key].type))
+    return dataclasses.replace(cfg, **updates)
+
+
+def _parse_value(key: str, raw: str, annotation: str) -> Any:
+    """Convert `raw` to the type named by the field's annotation (`int`, `float | None`, `tuple[int, ...]`, ...)."""
+    try:
+        if raw.lower() == "none":
+            if "None" not in annotation:
+                raise ValueError(raw)
+            return None
+        if annotation.startswith("bool"):
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if annotation.startswith("tuple"):
+            return tuple(int(x) for x in raw.strip("()[]").split(",") if x.strip())
+        if annotation.startswith("int"):
+            value = float(raw)
+            if not value.is_integer():
+                raise ValueError(raw)
+            return int(value)
+        if annotation.startswith("float"):
+            return float(raw)
+        return raw
+    except ValueError:
+        raise NpscoError(f"bad value for {key}: {raw!r} (expected {annotation})") from None
+
+
+__all__ = ["PPOConfig", "preset", "task_family", "field_docs", "apply_overrides", "MAZE_ID", "PRESETS"]

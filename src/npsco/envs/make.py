@@ -1,0 +1,75 @@
+"""Vector environments for training and evaluation, with same-step autoreset everywhere.
+
+Every backend returns a Gymnasium `VectorEnv` whose `step` already resets finished sub-envs (the last observation of the
+finished episode is in `infos["final_obs"]`, masked by `infos["_final_obs"]`) and whose `reset(options={"reset_mask": m})`
+resets only the masked sub-envs (IPD uses it to end an episode early).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from npsco.config import MAZE_ID
+from npsco.errors import NpscoError
+
+BACKENDS = ("auto", "sync", "async")
+
+
+def check_env_id(env_id: str) -> None:
+    """Refuse an unknown or unsupported environment id with a message that says what to use instead."""
+    import npsco.envs  # noqa: F401  (registers the maze)
+
+    if env_id.endswith("-v3") or env_id.endswith("-v2"):
+        raise NpscoError(
+            f"{env_id}: MuJoCo -v2/-v3 environments need mujoco-py, which Gymnasium 1.x no longer supports; "
+            f"use {env_id[:-3]}-v5 (default) or {env_id[:-3]}-v4 (see docs/environments.md)"
+        )
+    if env_id not in gym.registry:
+        close = [k for k in gym.registry if k.split("/")[-1].split("-")[0].lower() in env_id.lower()]
+        hint = f"; did you mean {', '.join(sorted(close)[-3:])}?" if close else ""
+        raise NpscoError(f"unknown environment id {env_id!r}{hint}")
+
+
+def make_env(env_id: str, max_episode_steps: int | None = None, render_mode: str | None = None) -> gym.Env:
+    """One (non-vector) environment, for rendering and single-episode use."""
+    check_env_id(env_id)
+    kwargs: dict[str, Any] = {"render_mode": render_mode}
+    if env_id == MAZE_ID:
+        if max_episode_steps is not None:
+            kwargs["max_steps"] = max_episode_steps
+    elif max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
+    return gym.make(env_id, **kwargs)
+
+
+def make_vector_env(
+    env_id: str, num_envs: int, backend: str = "auto", max_episode_steps: int | None = None
+) -> gym.vector.VectorEnv:
+    """`num_envs` copies of the task in one vector env with same-step autoreset.
+
+    `auto` uses the batched numpy twin for the maze (all mazes stepped in one call) and `SyncVectorEnv` otherwise
+    (faster than `async` on 2 cores for MuJoCo). Seed it with `env.reset(seed=s)`: sub-env i gets seed s + i.
+    """
+    check_env_id(env_id)
+    if backend not in BACKENDS:
+        raise NpscoError(f"unknown env backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if env_id == MAZE_ID and backend == "auto":
+        from npsco.envs.maze import FourRewardMazeVec
+
+        return FourRewardMazeVec(num_envs, **({} if max_episode_steps is None else {"max_steps": max_episode_steps}))
+    fns = [lambda: make_env(env_id, max_episode_steps) for _ in range(num_envs)]
+    cls = gym.vector.AsyncVectorEnv if backend == "async" else gym.vector.SyncVectorEnv
+    return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def final_observations(infos: dict, done: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
+    """The last observation of each finished episode (rows where `done`), taken from `infos["final_obs"]`."""
+    final = np.array(next_obs, dtype=np.float32, copy=True)
+    if done.any():
+        rows = np.flatnonzero(done)
+        final[rows] = np.stack([np.asarray(infos["final_obs"][i], dtype=np.float32) for i in rows])
+    return final

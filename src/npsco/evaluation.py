@@ -1,0 +1,94 @@
+"""Evaluation of policies: deterministic episodes, with the visited states kept for novelty measurements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from npsco.config import MAZE_ID
+from npsco.envs.make import final_observations, make_vector_env
+from npsco.policy import Policy
+
+
+@dataclass
+class Episodes:
+    """The outcome of `run_episodes`: one entry per episode (episode i ran on an env seeded `seed + i`)."""
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    seed: int
+    goals: np.ndarray | None = None
+    """Maze only: the goal reached (index into `npsco.envs.maze.GOALS`, -1 for none)."""
+    states: list[np.ndarray] = field(default_factory=list)
+    """With `record_states`: the (length, obs_dim) raw observations at which each episode acted."""
+
+    def summary(self) -> dict:
+        """JSON-ready summary: mean, std, min, max of the returns, the mean length, and goal counts on the maze."""
+        out = {
+            "episodes": int(self.returns.size),
+            "seed": self.seed,
+            "return_mean": float(self.returns.mean()),
+            "return_std": float(self.returns.std()),
+            "return_min": float(self.returns.min()),
+            "return_max": float(self.returns.max()),
+            "length_mean": float(self.lengths.mean()),
+        }
+        if self.goals is not None:
+            from npsco.envs.maze import GOAL_NAMES
+
+            out["goals"] = {name: int((self.goals == i).sum()) for i, name in enumerate(GOAL_NAMES)}
+            out["goals"]["none"] = int((self.goals < 0).sum())
+        return out
+
+
+def run_episodes(
+    policy: Policy,
+    episodes: int,
+    seed: int = 0,
+    env_id: str | None = None,
+    max_episode_steps: int | None = None,
+    deterministic: bool = True,
+    record_states: bool = False,
+    start: tuple[float, float] | None = None,
+) -> Episodes:
+    """Run `episodes` episodes of `policy` in parallel (one vector env, env i seeded `seed + i`), one episode per env.
+
+    Actions are the clipped mean (deterministic) or clipped Gaussian samples drawn from a generator seeded with `seed`.
+    `start` fixes the maze's start position.
+    """
+    env_id = env_id or policy.metadata["env_id"]
+    envs = make_vector_env(env_id, episodes, max_episode_steps=max_episode_steps)
+    rng = np.random.default_rng(seed)
+    options = {"start": np.asarray(start, np.float32)} if start is not None else None
+    obs, _ = envs.reset(seed=seed, options=options)
+    returns = np.zeros(episodes)
+    lengths = np.zeros(episodes, np.int64)
+    running = np.ones(episodes, bool)
+    goals = np.full(episodes, -1, np.int64) if env_id == MAZE_ID else None
+    trajectories: list[list[np.ndarray]] = [[] for _ in range(episodes)]
+    try:
+        while running.any():
+            action = policy.act(obs, deterministic=deterministic, rng=rng)
+            if record_states:
+                for i in np.flatnonzero(running):
+                    trajectories[i].append(obs[i].astype(np.float32))
+            obs, reward, terminated, truncated, infos = envs.step(action)
+            returns[running] += reward[running]
+            lengths[running] += 1
+            ended = (terminated | truncated) & running
+            if ended.any():
+                if goals is not None:
+                    from npsco.envs.maze import goal_of
+
+                    final = final_observations(infos, ended, obs)
+                    goals[ended] = goal_of(final[ended])
+                if record_states:
+                    final = final_observations(infos, ended, obs)
+                    for i in np.flatnonzero(ended):
+                        trajectories[i].append(final[i])  # the final position, for pictures; not an acting state
+                running &= ~ended
+    finally:
+        envs.close()
+    states = [np.stack(t) for t in trajectories] if record_states else []
+    return Episodes(returns=returns, lengths=lengths, seed=seed, goals=goals, states=states)

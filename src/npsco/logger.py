@@ -1,0 +1,62 @@
+"""Per-iteration metrics: a JSON-lines file (always) and TensorBoard event files (optional), namespaced like CleanRL
+(`charts/`, `losses/`, `eval/`, `novelty/`, `ipd/`, ...)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+class MetricsLogger:
+    """Appends one JSON object per iteration to `metrics.jsonl` (flushed each time) and mirrors scalars to TensorBoard."""
+
+    def __init__(self, run_dir: str | Path | None, tensorboard: bool = True):
+        self.rows: list[dict[str, Any]] = []
+        self._file = None
+        self._tb = None
+        if run_dir is not None:
+            run_dir = Path(run_dir)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self._file = open(run_dir / "metrics.jsonl", "w", encoding="utf-8")
+            if tensorboard:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        row = {"global_step": int(step)}
+        row.update({k: _clean(v) for k, v in metrics.items()})
+        self.rows.append(row)
+        if self._file is not None:
+            self._file.write(json.dumps(row) + "\n")
+            self._file.flush()
+        if self._tb is not None:
+            for k, v in row.items():
+                if k != "global_step" and v is not None:
+                    self._tb.add_scalar(k, v, step)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def _clean(v: Any) -> float | None:
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a `metrics.jsonl` file (a torn last line, from a crash mid-write, is skipped)."""
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
