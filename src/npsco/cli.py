@@ -87,6 +87,72 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+# -------------------------------------------------------------------------------------------------------- population
+def population_config(args: argparse.Namespace):
+    """Build a PopulationConfig from the command line (shared by `population` and later `sweep`)."""
+    from npsco.config import MethodConfig, apply_overrides, preset
+    from npsco.envs.make import check_env_id
+    from npsco.population import PopulationConfig
+
+    check_env_id(args.env)
+    ppo = preset(args.env, args.preset)
+    ppo = apply_overrides(ppo, ([f"total_timesteps={args.steps}"] if args.steps else []) + args.set)
+    method = MethodConfig(method=args.method)
+    flags = [f"r0={args.r0}"] if args.r0 is not None else []
+    flags += [f"t_start={args.t_start}"] if args.t_start is not None else []
+    flags += [f"ipd_rule={args.ipd_rule}"] if args.ipd_rule else []
+    method = apply_overrides(method, flags + args.mset)
+    return PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
+                            r0_scales=tuple(args.r0_scale), refs_from=args.refs_from)
+
+
+@command("population")
+def cmd_population(args: argparse.Namespace) -> int:
+    from npsco.population import Population, summary_lines
+
+    config = population_config(args)
+    out = Path(args.out or f"runs/population/{_env_name(config.ppo.env_id)}-{config.method.method}")
+    pop = Population(out, config, progress=not args.no_progress)
+    print(f"population in {out}: {config.refs if not config.refs_from else 'borrowed'} PPO references, "
+          f"{config.novel} novel {config.method.method} policies per chain")
+    members = pop.run()
+    print("\n".join(summary_lines(members)))
+    print(f"manifest: {out / 'manifest.json'}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------- threshold
+@command("threshold")
+def cmd_threshold(args: argparse.Namespace) -> int:
+    from npsco.io import atomic_write_json
+    from npsco.novelty.threshold import default_threshold
+    from npsco.policy import load_policy
+
+    paths, names = [], []
+    for item in args.policies:
+        p = Path(item)
+        if (p / "manifest.json").exists():
+            from npsco.population import load_manifest
+
+            for m in load_manifest(p)["members"]:
+                if m["role"] == "reference" and m["status"] == "done":
+                    paths.append(p / m["path"] / "policy.safetensors")
+                    names.append(m["name"])
+        else:
+            paths.append(p)
+            names.append(p.stem if p.suffix else p.name)
+    policies = [load_policy(p) for p in paths]
+    th = default_threshold(policies, names, episodes=args.episodes, seed=args.seed)
+    print(f"r0 = {th.r0:.6f}  (mean pairwise distance of {len(policies)} policies)")
+    width = max(len(n) for n in names)
+    for n, row in zip(names, th.matrix):
+        print(f"{n:>{width}s} " + " ".join(f"{v:7.4f}" for v in row))
+    if args.out:
+        atomic_write_json(args.out, th.to_dict())
+        print(f"written: {args.out}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
     from npsco import __version__
@@ -114,6 +180,39 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=None, help="episodes (default 100 on the maze, 10 otherwise)")
     e.add_argument("--seed", type=int, default=0, help="episode i runs on an env seeded seed + i")
     e.add_argument("--out", default=None, help="JSON output (default: next to the checkpoint, .eval.json)")
+    from npsco.config import METHODS
+
+    pp = sub.add_parser("population", help="train R PPO references then K novel policies",
+                        description="The paper's workflow: R PPO references (seeds 0..R-1), the threshold r0, then K "
+                                    "novel policies one after another. Re-running the same command resumes.")
+    pp.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
+    pp.add_argument("--method", default="ipd", choices=METHODS, help="method of the novel policies (default ipd)")
+    pp.add_argument("--refs", type=int, default=5, help="number of PPO references R (default 5; paper 10)")
+    pp.add_argument("--novel", type=int, default=5, help="number of novel policies K per chain (default 5; paper 10)")
+    pp.add_argument("--out", default=None, help="run directory (default runs/population/ENV-METHOD)")
+    pp.add_argument("--refs-from", default=None, metavar="RUN", help="reuse the references of an earlier run")
+    pp.add_argument("--r0", type=float, default=None, help="absolute novelty threshold (default: the references' "
+                                                           "mean pairwise distance x --r0-scale)")
+    pp.add_argument("--r0-scale", type=float, nargs="+", default=[1.0], metavar="S",
+                    help="threshold(s) as multiples of the default; several values train one chain each (Fig. 4)")
+    pp.add_argument("--t-start", type=int, default=None, help="t_S: the constraint applies after this many steps "
+                                                              "(default 20 on MuJoCo, 3 on the maze)")
+    pp.add_argument("--ipd-rule", choices=("instant", "cumulative"), default=None,
+                    help="IPD termination rule: instant (paper, default) or cumulative (authors' code)")
+    pp.add_argument("--preset", default="default", choices=PRESETS)
+    pp.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
+    pp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
+    pp.add_argument("--mset", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5")
+    pp.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    th = sub.add_parser("threshold", help="the default r0 of a set of policies",
+                        description="r0 = mean pairwise distance between policies, each measured on its own visited "
+                                    "states (deterministic episodes).")
+    th.add_argument("policies", nargs="+", help="checkpoints, or population run directories (their references)")
+    th.add_argument("--episodes", type=int, default=10, help="deterministic episodes per policy (default 10)")
+    th.add_argument("--seed", type=int, default=0)
+    th.add_argument("--out", default=None, help="write the matrix and r0 as JSON here")
     return p
 
 

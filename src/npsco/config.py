@@ -241,3 +241,67 @@ def _parse_value(key: str, raw: str, annotation: str) -> Any:
 
 
 __all__ = ["PPOConfig", "preset", "task_family", "field_docs", "apply_overrides", "MAZE_ID", "PRESETS"]
+
+
+METHODS = ("ppo", "ipd", "wsr", "tnb", "ctnb", "cpo")
+
+
+@dataclass
+class MethodConfig:
+    """Settings of the novelty-seeking methods (PPO ignores them). Each method reads only its own fields."""
+
+    method: str = "ipd"
+    """Method of the novel policies: `ipd`, `wsr`, `tnb`, `ctnb`, `cpo` (or `ppo`: more seeds, no novelty)."""
+    r0: float | None = None
+    """Novelty threshold, absolute. None: `r0_scale` x the default (mean pairwise distance of the PPO references)."""
+    r0_scale: float = 1.0
+    """Multiple of the default threshold used when `r0` is None (the paper's Fig. 4 ablation varies it)."""
+    t_start: int | None = None
+    """The constraint applies after this many steps of an episode (paper: t_S = 20). None: the task's default
+    (20 on MuJoCo, 3 on the maze, whose episodes are shorter than 20 steps)."""
+    metric: str = "deterministic"
+    """Per-state distance: `deterministic` (||mu - mu_j||, paper App. C) or `wasserstein2` (paper Sec. 3.1)."""
+    novelty_action: str = "mean"
+    """Which action of the new policy is compared with the references': `mean` (its deterministic action, clipped, as
+    the paper's App. C) or `sample` (the action actually executed, noise included)."""
+    ipd_rule: str = "instant"
+    """IPD termination rule: `instant` (paper Alg. 1: end the episode at the first step t > t_S where the running
+    novelty < r0) or `cumulative` (authors' code: sum (u_t - r0) over t > t_S, end when the sum <= -ipd_slack)."""
+    ipd_slack: float = 0.1
+    """Slack of the `cumulative` IPD rule."""
+    wsr_weight: float | None = None
+    """WSR weight of the shaped novelty reward. None: the task's default (10 on the maze as the paper, 0.5 on MuJoCo
+    as the authors' README)."""
+    wsr_shape: str = "linear"
+    """WSR shape of the novelty reward: `linear` (u), `exp` (exp(u)), `neg_exp` (-exp(-u)) (paper Sec. 3.2)."""
+
+    def validate(self) -> "MethodConfig":
+        checks = [
+            (self.method in METHODS, f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}"),
+            (self.r0 is None or (isinstance(self.r0, (int, float)) and self.r0 > 0 and self.r0 < float("inf")),
+             f"r0 must be a positive number, got {self.r0!r}"),
+            (self.r0_scale > 0, f"r0_scale must be > 0, got {self.r0_scale}"),
+            (self.t_start is None or self.t_start >= 0, "t_start must be >= 0"),
+            (self.metric in ("deterministic", "wasserstein2"), f"unknown metric {self.metric!r}"),
+            (self.novelty_action in ("mean", "sample"), "novelty_action must be mean or sample"),
+            (self.ipd_rule in ("instant", "cumulative"), "ipd_rule must be instant or cumulative"),
+            (self.ipd_slack >= 0, "ipd_slack must be >= 0"),
+            (self.wsr_shape in ("linear", "exp", "neg_exp"), "wsr_shape must be linear, exp or neg_exp"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise NpscoError(f"invalid method configuration: {message}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def default_t_start(env_id: str) -> int:
+    """The task's default t_S: 20 as the paper on MuJoCo; 3 on the maze (its episodes end in < 20 steps)."""
+    return 3 if task_family(env_id) == "maze" else 20
+
+
+def default_wsr_weight(env_id: str) -> float:
+    """10 on the maze (paper Fig. 2), 0.5 elsewhere (authors' README for MuJoCo)."""
+    return 10.0 if task_family(env_id) == "maze" else 0.5

@@ -22,6 +22,12 @@ class Episodes:
     """Maze only: the goal reached (index into `npsco.envs.maze.GOALS`, -1 for none)."""
     states: list[np.ndarray] = field(default_factory=list)
     """With `record_states`: the (length, obs_dim) raw observations at which each episode acted."""
+    final_obs: np.ndarray | None = None
+    """With `record_states`: the last observation of each episode (episodes, obs_dim); `trajectory(i)` joins them."""
+
+    def trajectory(self, i: int) -> np.ndarray:
+        """Every observation of episode i, the final one included (for pictures of the path)."""
+        return np.concatenate([self.states[i], self.final_obs[i][None]], axis=0)
 
     def summary(self) -> dict:
         """JSON-ready summary: mean, std, min, max of the returns, the mean length, and goal counts on the maze."""
@@ -67,6 +73,7 @@ def run_episodes(
     running = np.ones(episodes, bool)
     goals = np.full(episodes, -1, np.int64) if env_id == MAZE_ID else None
     trajectories: list[list[np.ndarray]] = [[] for _ in range(episodes)]
+    last_obs = np.zeros((episodes, obs.shape[1]), np.float32)
     try:
         while running.any():
             action = policy.act(obs, deterministic=deterministic, rng=rng)
@@ -84,11 +91,10 @@ def run_episodes(
                     final = final_observations(infos, ended, obs)
                     goals[ended] = goal_of(final[ended])
                 if record_states:
-                    final = final_observations(infos, ended, obs)
-                    for i in np.flatnonzero(ended):
-                        trajectories[i].append(final[i])  # the final position, for pictures; not an acting state
+                    last_obs[ended] = final_observations(infos, ended, obs)[ended]
                 running &= ~ended
     finally:
         envs.close()
     states = [np.stack(t) for t in trajectories] if record_states else []
-    return Episodes(returns=returns, lengths=lengths, seed=seed, goals=goals, states=states)
+    return Episodes(returns=returns, lengths=lengths, seed=seed, goals=goals, states=states,
+                    final_obs=last_obs if record_states else None)

@@ -127,6 +127,8 @@ class StepInfo:
     """Raw observations s_t at which the actions were taken, (N, obs_dim)."""
     mean_action: np.ndarray
     """The new policy's deterministic action at s_t, clipped to the action bounds, (N, A)."""
+    action: np.ndarray
+    """The action executed at s_t (the Gaussian sample, clipped to the action bounds), (N, A)."""
     reward: np.ndarray
     """Task reward of the step, (N,)."""
     terminated: np.ndarray
@@ -276,7 +278,8 @@ class Trainer:
                 buf["values"][s][t] = mlp_forward(critics[s], obs)[:, 0]
             buf["obs"][t], buf["actions"][t] = obs, action
 
-            next_obs, reward, terminated, truncated, infos = self.envs.step(np.clip(action, self.act_low, self.act_high))
+            env_action = np.clip(action, self.act_low, self.act_high)
+            next_obs, reward, terminated, truncated, infos = self.envs.step(env_action)
             next_obs = next_obs.astype(np.float32)
             reward = np.asarray(reward, np.float64)
             self.episode_step += 1
@@ -284,7 +287,7 @@ class Trainer:
             env_done = terminated | truncated
             final_obs = final_observations(infos, truncated, next_obs)
 
-            out = self.method.on_step(StepInfo(raw_obs, np.clip(mean, self.act_low, self.act_high), reward,
+            out = self.method.on_step(StepInfo(raw_obs, np.clip(mean, self.act_low, self.act_high), env_action, reward,
                                                terminated, truncated, self.episode_step)) or StepOutcome()
             if out.terminate is not None and (forced := out.terminate & ~env_done).any():
                 # IPD: end these episodes now, as a true termination (no bootstrap), and start new ones.

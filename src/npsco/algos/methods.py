@@ -1,0 +1,93 @@
+"""What every novelty method shares: a `NoveltyMethod` base that tracks, during the rollout, the running novelty of
+each episode against the reference set, and logs it; and `make_method`, the registry of the methods."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from npsco.algos.ppo import Method, StepInfo
+from npsco.config import MethodConfig, default_t_start
+from npsco.errors import NpscoError
+from npsco.novelty.references import NoveltyTracker, ReferenceSet
+
+if TYPE_CHECKING:
+    from npsco.algos.ppo import Trainer
+
+
+class NoveltyMethod(Method):
+    """Base of IPD, WSR, TNB, CTNB and CPO: the reference set, the threshold r0 and the per-episode running novelty.
+
+    Subclasses call `self.novelty(step)` in `on_step` to get (d, u): the per-state distances (N, M) and the running
+    novelty u_t = min_j mean_{t'<=t} d_j (N,). Logged per iteration: `novelty/running_mean` (mean of u_t over the
+    steps), `novelty/running_min` (min of u_t over steps after t_S), `novelty/episode_mean` (mean of u at the end of
+    each episode), `novelty/below_r0_frac` (fraction of steps after t_S with u_t < r0).
+    """
+
+    def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str):
+        if not (np.isfinite(r0) and r0 > 0):
+            raise NpscoError(f"r0 must be a positive number, got {r0!r}")
+        self.references, self.r0, self.config = references, float(r0), config
+        self.t_start = config.t_start if config.t_start is not None else default_t_start(env_id)
+        self.trainer: Trainer | None = None
+        self.tracker: NoveltyTracker | None = None
+        self._reset_stats()
+
+    def bind(self, trainer: "Trainer") -> None:
+        super().bind(trainer)
+        self.trainer = trainer
+        self.references.check_compatible(trainer.obs_space, trainer.action_space, trainer.cfg.env_id)
+        self.tracker = NoveltyTracker(self.references, trainer.cfg.num_envs, self.config.metric)
+
+    def novelty(self, step: StepInfo) -> tuple[np.ndarray, np.ndarray]:
+        action = step.mean_action if self.config.novelty_action == "mean" else step.action
+        std = np.exp(self.trainer.agent.actor_logstd.detach().numpy().reshape(-1)) if self.config.metric == "wasserstein2" else None
+        d, u = self.tracker.update(step.obs, action, std)
+        self._u_sum += float(u.sum())
+        self._u_n += u.size
+        active = step.episode_step > self.t_start
+        if active.any():
+            self._u_min = min(self._u_min, float(u[active].min()))
+            self._below += int((u[active] < self.r0).sum())
+            self._active += int(active.sum())
+        self._last_u = u
+        return d, u
+
+    def end_episodes(self, done: np.ndarray) -> None:
+        if done.any():
+            self._episode_u.extend(self._last_u[done].tolist())
+        self.tracker.reset(done)
+
+    def iteration_metrics(self) -> dict[str, float]:
+        out = {
+            "novelty/running_mean": self._u_sum / max(self._u_n, 1),
+            "novelty/running_min": self._u_min if self._active else float("nan"),
+            "novelty/episode_mean": float(np.mean(self._episode_u)) if self._episode_u else float("nan"),
+            "novelty/below_r0_frac": self._below / self._active if self._active else 0.0,
+            "novelty/r0": self.r0,
+        }
+        self._reset_stats()
+        return out
+
+    def _reset_stats(self) -> None:
+        self._u_sum, self._u_n, self._u_min, self._below, self._active = 0.0, 0, float("inf"), 0, 0
+        self._episode_u: list[float] = []
+        self._last_u = np.zeros(0)
+
+    def metadata(self) -> dict[str, Any]:
+        return {**self.config.to_dict(), "r0": self.r0, "t_start": self.t_start, "references": list(self.references.names)}
+
+
+def make_method(config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str) -> Method:
+    """The `Method` object of `config.method`, bound to `references` and threshold `r0`."""
+    config.validate()
+    if config.method == "ppo":
+        return Method()
+    if r0 is None:
+        raise NpscoError(f"method {config.method} needs a threshold r0")
+    if config.method == "ipd":
+        from npsco.algos.ipd import IPD
+
+        return IPD(references, r0, config, env_id)
+    raise NpscoError(f"method {config.method!r} is not available in this version")

@@ -1,0 +1,133 @@
+"""A set of M frozen reference policies evaluated in ONE batched call per step, and the per-episode novelty tracker.
+
+`ReferenceSet` stacks the references' weights (one group per architecture; a population trained with one preset is one
+group) and their observation normalisers, so the M mean actions at N states cost a few batched matmuls whatever M is.
+`NoveltyTracker` keeps, per environment and per reference, the running mean of the per-state distance since the start
+of the episode: the quantity IPD constrains, WSR/TNB reward and CPO costs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+import numpy as np
+
+from npsco.errors import NpscoError
+from npsco.policy import OBS_NORM_EPS, Policy
+
+METRICS = ("deterministic", "wasserstein2")
+
+
+class _Group:
+    """References sharing one architecture, with stacked parameters (leading axis = reference)."""
+
+    def __init__(self, policies: Sequence[Policy]):
+        self.weights = [(np.stack([p.weights[i][0] for p in policies]), np.stack([p.weights[i][1] for p in policies])[:, None])
+                        for i in range(len(policies[0].weights))]
+        self.weights_t = [(w.transpose(0, 2, 1).copy(), b) for w, b in self.weights]
+        self.obs_mean = np.stack([p.obs_mean if p.norm_obs else np.zeros_like(p.obs_mean) for p in policies])[:, None]
+        self.obs_scale = np.stack([1.0 / np.sqrt(p.obs_var + OBS_NORM_EPS) if p.norm_obs else np.ones_like(p.obs_var)
+                                   for p in policies]).astype(np.float32)[:, None]
+        self.obs_clip = np.array([p.obs_clip if p.norm_obs else np.inf for p in policies], np.float32)[:, None, None]
+        self.low = np.stack([p.action_low for p in policies])[:, None]
+        self.high = np.stack([p.action_high for p in policies])[:, None]
+        self.std = np.stack([p.action_std for p in policies])[:, None]
+
+    def mean_actions(self, obs: np.ndarray) -> np.ndarray:
+        x = np.clip((obs[None] - self.obs_mean) * self.obs_scale, -self.obs_clip, self.obs_clip)
+        for i, (wt, b) in enumerate(self.weights_t):
+            x = np.matmul(x, wt) + b
+            if i < len(self.weights_t) - 1:
+                x = np.tanh(x)
+        return np.clip(x, self.low, self.high)
+
+
+class ReferenceSet:
+    """M frozen policies; `mean_actions(obs)` returns their executed deterministic actions, shape (M, N, A)."""
+
+    def __init__(self, policies: Sequence[Policy], names: Sequence[str] | None = None):
+        self.policies = list(policies)
+        self.names = list(names) if names is not None else [f"ref{i}" for i in range(len(self.policies))]
+        if len(self.names) != len(self.policies):
+            raise ValueError("one name per reference policy")
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for i, p in enumerate(self.policies):
+            groups[tuple(w.shape for w, _ in p.weights)].append(i)
+        self._groups = [(np.array(idx), _Group([self.policies[i] for i in idx])) for idx in groups.values()]
+        self.std = np.stack([p.action_std for p in self.policies]) if self.policies else None
+
+    def __len__(self) -> int:
+        return len(self.policies)
+
+    def check_compatible(self, observation_space, action_space, env_id: str = "the environment") -> None:
+        """Refuse references whose observation or action space differs from the environment's, naming both."""
+        for name, p in zip(self.names, self.policies):
+            for what, mine, theirs in (("observation", p.observation_space, observation_space),
+                                       ("action", p.action_space, action_space)):
+                same = mine.shape == theirs.shape and np.allclose(mine.low, theirs.low) and np.allclose(mine.high, theirs.high)
+                if not same:
+                    raise NpscoError(
+                        f"reference {name} ({p.metadata.get('env_id', '?')}) has {what} space {_describe(mine)} but "
+                        f"{env_id} has {_describe(theirs)}")
+
+    def mean_actions(self, obs: np.ndarray) -> np.ndarray:
+        """(M, N, A) clipped mean actions of every reference at raw observations `obs` (N, obs_dim)."""
+        obs = np.asarray(obs, np.float32)
+        if len(self._groups) == 1:
+            return self._groups[0][1].mean_actions(obs)
+        out = np.empty((len(self.policies), obs.shape[0], self.policies[0].action_dim), np.float32)
+        for idx, group in self._groups:
+            out[idx] = group.mean_actions(obs)
+        return out
+
+    def distances(self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None,
+                  metric: str = "deterministic") -> np.ndarray:
+        """Per-state distance (N, M) between `action` (N, A) of the new policy and each reference's at `obs`.
+
+        `deterministic`: ||a - mu_j(s)||_2 (paper App. C). `wasserstein2`: sqrt(||a - mu_j||^2 + ||std - std_j||^2),
+        the closed-form W2 between diagonal Gaussians (paper Sec. 3.1); needs the new policy's `std` (A,).
+        """
+        diff = self.mean_actions(obs) - action[None]
+        sq = np.einsum("mna,mna->nm", diff, diff)
+        if metric == "wasserstein2":
+            if std is None:
+                raise ValueError("the wasserstein2 metric needs the new policy's std")
+            sq = sq + ((self.std - std[None]) ** 2).sum(-1)[None]
+        elif metric != "deterministic":
+            raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
+        return np.sqrt(sq)
+
+
+def _describe(space) -> str:
+    low, high = np.unique(space.low), np.unique(space.high)
+    bounds = f"[{low[0]:g}, {high[0]:g}]" if low.size == 1 and high.size == 1 else "(varied bounds)"
+    return f"Box{tuple(space.shape)} {bounds}"
+
+
+class NoveltyTracker:
+    """Per env and per reference, the running mean of the per-state distance over the current episode.
+
+    `update(obs, action)` folds in one step and returns `(d, u)`: `d` (N, M) the per-state distances at this step and
+    `u` (N,) the running novelty min_j mean_{t' <= t} d_j(s_t'), the quantity of the paper's Algorithm 1.
+    """
+
+    def __init__(self, references: ReferenceSet, num_envs: int, metric: str = "deterministic"):
+        if len(references) == 0:
+            raise NpscoError("novelty needs at least one reference policy")
+        if metric not in METRICS:
+            raise NpscoError(f"unknown novelty metric {metric!r}; choose one of {', '.join(METRICS)}")
+        self.references, self.metric = references, metric
+        self.sums = np.zeros((num_envs, len(references)))
+        self.counts = np.zeros(num_envs)
+
+    def update(self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        d = self.references.distances(obs, action, std, self.metric)
+        self.sums += d
+        self.counts += 1
+        return d, (self.sums / self.counts[:, None]).min(axis=1)
+
+    def reset(self, mask: np.ndarray) -> None:
+        """Forget the episodes of the masked envs (they ended)."""
+        self.sums[mask] = 0.0
+        self.counts[mask] = 0

@@ -1,0 +1,281 @@
+"""The paper's workflow: R PPO reference policies (seeds 0..R-1), the threshold r0, then K novel policies trained one
+after another, the k-th against the R references and the k-1 novel policies before it.
+
+Everything lands in one run directory, described by `manifest.json` (written atomically after every change):
+
+    RUN/config.json            the population's configuration (a re-run must match it)
+    RUN/manifest.json          every policy: role, method, seed, threshold, status, checkpoint, final evaluation
+    RUN/threshold.json         the references' pairwise distance matrix and the default r0
+    RUN/refs/ref{i}/           one `npsco train` run directory per reference (policy.safetensors, metrics.jsonl, ...)
+    RUN/novel/{chain}/k{k}/    one per novel policy; a chain is a method and threshold, e.g. `ipd` or `ipd-r0x2`
+
+Running the same command again resumes: finished policies are never trained again; a policy whose training was
+interrupted restarts from scratch with the same seed, so the result is the one an uninterrupted run gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from npsco.config import MethodConfig, PPOConfig, task_family
+from npsco.errors import NpscoError
+from npsco.io import atomic_write_json, read_json
+from npsco.policy import Policy, load_policy
+
+NOVEL_SEED_OFFSET = 1000
+"""The k-th novel policy of every chain trains with seed NOVEL_SEED_OFFSET + k (same seeds across methods)."""
+
+
+@dataclass
+class PopulationConfig:
+    """A population run: the task's PPO settings, the references, and the novel chains."""
+
+    ppo: PPOConfig
+    """PPO settings shared by every policy of the population (references and novel ones)."""
+    method: MethodConfig
+    """Method of the novel policies and its knobs."""
+    refs: int = 5
+    """Number of PPO reference policies R (seeds 0..R-1)."""
+    novel: int = 5
+    """Number of novel policies K per chain."""
+    r0_scales: tuple[float, ...] = (1.0,)
+    """Thresholds as multiples of the default r0, one chain each (ignored when `method.r0` is set)."""
+    refs_from: str | None = None
+    """Reuse the references of this earlier run directory instead of training them."""
+    threshold_episodes: int | None = None
+    """Deterministic episodes per reference for the threshold (None: 50 on the maze, 5 on MuJoCo)."""
+    eval_episodes: int | None = None
+    """Deterministic episodes of each policy's final evaluation (None: 100 on the maze, 10 otherwise)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ppo": self.ppo.to_dict(), "method": self.method.to_dict(), "refs": self.refs, "novel": self.novel,
+                "r0_scales": list(self.r0_scales), "refs_from": self.refs_from,
+                "threshold_episodes": self.threshold_episodes, "eval_episodes": self.eval_episodes}
+
+    def validate(self) -> "PopulationConfig":
+        self.ppo.validate()
+        self.method.validate()
+        if self.refs < 0 or self.novel < 0:
+            raise NpscoError("--refs and --novel must be >= 0")
+        if self.method.method != "ppo" and self.novel > 0 and self.method.r0 is None and self.refs < 2 and not self.refs_from:
+            raise NpscoError("the default threshold needs at least 2 references (--refs >= 2), or give --r0")
+        if self.method.method != "ppo" and self.novel > 0 and self.refs == 0 and not self.refs_from:
+            raise NpscoError("novel policies need references: --refs >= 1 or --refs-from RUN")
+        if not self.r0_scales or any(s <= 0 for s in self.r0_scales):
+            raise NpscoError(f"--r0-scale values must be > 0, got {list(self.r0_scales)}")
+        return self
+
+    @property
+    def final_episodes(self) -> int:
+        return self.eval_episodes or (100 if task_family(self.ppo.env_id) == "maze" else 10)
+
+    @property
+    def distance_episodes(self) -> int:
+        return self.threshold_episodes or (50 if task_family(self.ppo.env_id) == "maze" else 5)
+
+
+@dataclass
+class Member:
+    """One policy of the population, as recorded in the manifest."""
+
+    name: str
+    role: str  # "reference" | "novel"
+    method: str
+    seed: int
+    path: str  # run directory, relative to the population directory (or absolute for borrowed references)
+    chain: str | None = None
+    index: int | None = None
+    threshold: float | None = None
+    references: list[str] = field(default_factory=list)
+    status: str = "pending"  # pending | training | done
+    final_eval: dict[str, Any] | None = None
+    eval_curve: list[list[float]] = field(default_factory=list)
+    wall_seconds: float | None = None
+
+    @property
+    def checkpoint(self) -> str:
+        return str(Path(self.path) / "policy.safetensors")
+
+
+class Population:
+    """A population run directory: its config, manifest and the training of its members."""
+
+    def __init__(self, out: str | Path, config: PopulationConfig, progress: bool = True,
+                 log: Callable[[str], None] = print):
+        self.out, self.config, self.progress, self.log = Path(out), config.validate(), progress, log
+        self.manifest_path = self.out / "manifest.json"
+        self.members: list[Member] = []
+        self.r0_default: float | None = None
+
+    # ------------------------------------------------------------------------------------------------- manifest
+    def save_manifest(self) -> None:
+        atomic_write_json(self.manifest_path, {
+            "format": "npsco-population", "format_version": 1, "env_id": self.config.ppo.env_id,
+            "method": self.config.method.method, "r0_default": self.r0_default,
+            "members": [dataclasses.asdict(m) for m in self.members],
+        })
+
+    def open(self) -> None:
+        """Create the run directory, or check that an existing one has the same configuration and load it."""
+        config = self.config.to_dict()
+        if (self.out / "config.json").exists():
+            if read_json(self.out / "config.json") != config:
+                raise NpscoError(f"{self.out} holds a population with a different configuration; "
+                                 f"use another --out (or delete it to start over)")
+            data = read_json(self.manifest_path) if self.manifest_path.exists() else {"members": []}
+            self.members = [Member(**m) for m in data.get("members", [])]
+            self.r0_default = data.get("r0_default")
+        else:
+            if self.out.exists() and any(self.out.iterdir()):
+                raise NpscoError(f"{self.out} exists and is not a population run directory; choose another --out")
+            atomic_write_json(self.out / "config.json", config)
+        if not self.members:
+            self.members = self._plan()
+        self.save_manifest()
+
+    def _plan(self) -> list[Member]:
+        cfg = self.config
+        members: list[Member] = []
+        if cfg.refs_from:
+            members += self._borrowed_references(Path(cfg.refs_from))
+        else:
+            members += [Member(name=f"ref{i}", role="reference", method="ppo", seed=i, path=f"refs/ref{i}")
+                        for i in range(cfg.refs)]
+        for chain in self.chains():
+            for k in range(cfg.novel):
+                members.append(Member(name=f"{chain}/k{k}", role="novel", method=cfg.method.method,
+                                      seed=NOVEL_SEED_OFFSET + k, path=f"novel/{chain}/k{k}", chain=chain, index=k))
+        return members
+
+    def _borrowed_references(self, other: Path) -> list[Member]:
+        path = other / "manifest.json"
+        if not path.exists():
+            raise NpscoError(f"--refs-from {other}: no population manifest there")
+        refs = [Member(**m) for m in read_json(path)["members"] if m["role"] == "reference"]
+        if not refs or any(m.status != "done" for m in refs):
+            raise NpscoError(f"--refs-from {other}: its references are not all trained")
+        for m in refs:
+            m.path = str((other / m.path).resolve())
+        return refs
+
+    def chains(self) -> list[str]:
+        m = self.config.method
+        if m.method == "ppo" or m.r0 is not None or self.config.r0_scales == (1.0,):
+            return [m.method]
+        return [f"{m.method}-r0x{s:g}" for s in self.config.r0_scales]
+
+    def chain_scale(self, chain: str) -> float:
+        return float(chain.split("-r0x")[1]) if "-r0x" in chain else 1.0
+
+    def policy(self, member: Member) -> Policy:
+        return load_policy(self.out / member.checkpoint)
+
+    # ------------------------------------------------------------------------------------------------- training
+    def run(self) -> list[Member]:
+        """Train every member not yet done, in order, then return the members."""
+        self.open()
+        refs = [m for m in self.members if m.role == "reference"]
+        todo = [m for m in self.members if m.status != "done"]
+        if not todo:
+            self.log(f"{self.out}: every policy is already trained")
+            return self.members
+        total = len(self.members)
+        for m in refs:
+            if m.status != "done":
+                self._train(m, method=None, position=self.members.index(m) + 1, total=total)
+        novel = [m for m in self.members if m.role == "novel"]
+        if novel and self.config.method.method != "ppo":
+            self._ensure_threshold(refs)
+        for m in novel:
+            if m.status != "done":
+                self._train(m, method=self._method_for(m), position=self.members.index(m) + 1, total=total)
+        return self.members
+
+    def _ensure_threshold(self, refs: list[Member]) -> None:
+        if self.config.method.r0 is not None or self.r0_default is not None:
+            return
+        from npsco.novelty.threshold import default_threshold
+
+        self.log(f"computing the default threshold from {len(refs)} references ...")
+        th = default_threshold([self.policy(m) for m in refs], [m.name for m in refs],
+                               episodes=self.config.distance_episodes, seed=0,
+                               max_episode_steps=self.config.ppo.max_episode_steps)
+        atomic_write_json(self.out / "threshold.json", th.to_dict())
+        self.r0_default = th.r0
+        self.save_manifest()
+        self.log(f"r0 (mean pairwise distance of the references) = {th.r0:.4f}")
+
+    def threshold_for(self, member: Member) -> float:
+        if self.config.method.r0 is not None:
+            return float(self.config.method.r0)
+        return self.r0_default * self.chain_scale(member.chain)
+
+    def _method_for(self, member: Member):
+        from npsco.algos.methods import make_method
+        from npsco.novelty.references import ReferenceSet
+
+        prior = [m for m in self.members
+                 if m.role == "reference" or (m.chain == member.chain and m.index is not None and m.index < member.index)]
+        member.references = [m.name for m in prior]
+        member.threshold = self.threshold_for(member)
+        refs = ReferenceSet([self.policy(m) for m in prior], member.references)
+        return make_method(self.config.method, refs, member.threshold, self.config.ppo.env_id)
+
+    def _train(self, member: Member, method, position: int, total: int) -> None:
+        from npsco.algos.ppo import Trainer
+        from npsco.evaluation import run_episodes
+
+        run_dir = self.out / member.path
+        if run_dir.exists():  # an interrupted earlier attempt: restart it from scratch, same seed
+            shutil.rmtree(run_dir)
+        member.status = "training"
+        self.save_manifest()
+        what = "reference PPO" if member.role == "reference" else f"novel {member.method} (vs {len(member.references)} policies, r0={member.threshold:.4g})"
+        self.log(f"[{position}/{total}] {member.name}: {what}, seed {member.seed}")
+        cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
+        t0 = time.time()
+        trainer = Trainer(cfg, method, run_dir, metadata={"population": {"name": member.name, "role": member.role,
+                                                                          "chain": member.chain, "index": member.index}})
+        result = trainer.train(progress=self.progress)
+        if result.interrupted:
+            raise KeyboardInterrupt
+        final = run_episodes(result.policy, self.config.final_episodes, seed=10_000,
+                             max_episode_steps=cfg.max_episode_steps)
+        member.final_eval = final.summary()
+        member.eval_curve = [[e["global_step"], e["eval/return_mean"]] for e in result.eval_curve]
+        member.wall_seconds = round(time.time() - t0, 1)
+        member.status = "done"
+        self.save_manifest()
+        line = f"    return {final.returns.mean():.2f} +- {final.returns.std():.2f}"
+        if final.goals is not None:
+            line += "  goals: " + ", ".join(f"{k} {v}" for k, v in member.final_eval["goals"].items() if v)
+        self.log(line)
+
+
+def load_manifest(run: str | Path) -> dict[str, Any]:
+    """The manifest of a population run directory, with a clear error if there is none."""
+    path = Path(run) / "manifest.json"
+    if not path.exists():
+        raise NpscoError(f"{run}: not a population run directory (no manifest.json)")
+    return read_json(path)
+
+
+def summary_lines(members: Sequence[Member]) -> list[str]:
+    """One line per trained policy: name, return and (maze) the goals it reaches."""
+    lines = []
+    for m in members:
+        if m.final_eval is None:
+            lines.append(f"{m.name:>16s}  {m.status}")
+            continue
+        line = f"{m.name:>16s}  return {m.final_eval['return_mean']:8.2f} +- {m.final_eval['return_std']:.2f}"
+        goals = m.final_eval.get("goals")
+        if goals:
+            n = sum(goals.values())
+            line += "   " + ", ".join(f"{k} {100 * v / n:.0f}%" for k, v in goals.items() if v)
+        lines.append(line)
+    return lines
