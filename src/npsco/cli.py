@@ -103,7 +103,8 @@ def population_config(args: argparse.Namespace):
     flags += [f"ipd_rule={args.ipd_rule}"] if args.ipd_rule else []
     method = apply_overrides(method, flags + args.mset)
     return PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
-                            r0_scales=tuple(args.r0_scale), refs_from=args.refs_from)
+                            r0_scales=tuple(args.r0_scale), refs_from=args.refs_from,
+                            ref_checkpoints=tuple(args.ref_checkpoints))
 
 
 @command("population")
@@ -191,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--novel", type=int, default=5, help="number of novel policies K per chain (default 5; paper 10)")
     pp.add_argument("--out", default=None, help="run directory (default runs/population/ENV-METHOD)")
     pp.add_argument("--refs-from", default=None, metavar="RUN", help="reuse the references of an earlier run")
+    pp.add_argument("--ref-checkpoints", nargs="+", default=[], metavar="CKPT",
+                    help="use these checkpoints (or npsco train run directories) as the references")
     pp.add_argument("--r0", type=float, default=None, help="absolute novelty threshold (default: the references' "
                                                            "mean pairwise distance x --r0-scale)")
     pp.add_argument("--r0-scale", type=float, nargs="+", default=[1.0], metavar="S",

@@ -46,7 +46,10 @@ class PopulationConfig:
     r0_scales: tuple[float, ...] = (1.0,)
     """Thresholds as multiples of the default r0, one chain each (ignored when `method.r0` is set)."""
     refs_from: str | None = None
-    """Reuse the references of this earlier run directory instead of training them."""
+    """Reuse the references of this earlier population run directory instead of training them."""
+    ref_checkpoints: tuple[str, ...] = ()
+    """Use these policy checkpoints (files, or `npsco train` run directories) as the references instead of training
+    them; e.g. PPO policies trained with `npsco train` or by a benchmark."""
     threshold_episodes: int | None = None
     """Deterministic episodes per reference for the threshold (None: 50 on the maze, 5 on MuJoCo)."""
     eval_episodes: int | None = None
@@ -55,6 +58,7 @@ class PopulationConfig:
     def to_dict(self) -> dict[str, Any]:
         return {"ppo": self.ppo.to_dict(), "method": self.method.to_dict(), "refs": self.refs, "novel": self.novel,
                 "r0_scales": list(self.r0_scales), "refs_from": self.refs_from,
+                "ref_checkpoints": list(self.ref_checkpoints),
                 "threshold_episodes": self.threshold_episodes, "eval_episodes": self.eval_episodes}
 
     def validate(self) -> "PopulationConfig":
@@ -62,10 +66,13 @@ class PopulationConfig:
         self.method.validate()
         if self.refs < 0 or self.novel < 0:
             raise NpscoError("--refs and --novel must be >= 0")
-        if self.method.method != "ppo" and self.novel > 0 and self.method.r0 is None and self.refs < 2 and not self.refs_from:
+        if self.refs_from and self.ref_checkpoints:
+            raise NpscoError("--refs-from and --ref-checkpoints are alternatives; give one")
+        borrowed = bool(self.refs_from or self.ref_checkpoints)
+        if self.method.method != "ppo" and self.novel > 0 and self.method.r0 is None and self.refs < 2 and not borrowed:
             raise NpscoError("the default threshold needs at least 2 references (--refs >= 2), or give --r0")
-        if self.method.method != "ppo" and self.novel > 0 and self.refs == 0 and not self.refs_from:
-            raise NpscoError("novel policies need references: --refs >= 1 or --refs-from RUN")
+        if self.method.method != "ppo" and self.novel > 0 and self.refs == 0 and not borrowed:
+            raise NpscoError("novel policies need references: --refs >= 1, --refs-from RUN or --ref-checkpoints")
         if not self.r0_scales or any(s <= 0 for s in self.r0_scales):
             raise NpscoError(f"--r0-scale values must be > 0, got {list(self.r0_scales)}")
         return self
@@ -143,6 +150,8 @@ class Population:
         members: list[Member] = []
         if cfg.refs_from:
             members += self._borrowed_references(Path(cfg.refs_from))
+        elif cfg.ref_checkpoints:
+            members += self._checkpoint_references(cfg.ref_checkpoints)
         else:
             members += [Member(name=f"ref{i}", role="reference", method="ppo", seed=i, path=f"refs/ref{i}")
                         for i in range(cfg.refs)]
@@ -162,6 +171,32 @@ class Population:
         for m in refs:
             m.path = str((other / m.path).resolve())
         return refs
+
+    def _checkpoint_references(self, paths: Sequence[str]) -> list[Member]:
+        """References from checkpoints: evaluated now like trained references, their eval curves read from the
+        metrics.jsonl beside them when there is one."""
+        from npsco.evaluation import run_episodes
+        from npsco.logger import read_metrics
+        from npsco.policy import resolve_checkpoint
+
+        members = []
+        for i, p in enumerate(paths):
+            ckpt = resolve_checkpoint(p).resolve()
+            if ckpt.name != "policy.safetensors":
+                raise NpscoError(f"--ref-checkpoints {p}: expected a run directory or a file named policy.safetensors")
+            policy = load_policy(ckpt)
+            if policy.metadata["env_id"] != self.config.ppo.env_id:
+                raise NpscoError(f"--ref-checkpoints {p}: trained on {policy.metadata['env_id']}, "
+                                 f"not {self.config.ppo.env_id}")
+            metrics = ckpt.parent / "metrics.jsonl"
+            curve = [[r["global_step"], r["eval/return_mean"]] for r in read_metrics(metrics)
+                     if r.get("eval/return_mean") is not None] if metrics.exists() else []
+            final = run_episodes(policy, self.config.final_episodes, seed=10_000,
+                                 max_episode_steps=self.config.ppo.max_episode_steps)
+            members.append(Member(name=f"ref{i}", role="reference", method=policy.metadata.get("method", "ppo"),
+                                  seed=int(policy.metadata.get("seed", i)), path=str(ckpt.parent), status="done",
+                                  final_eval=final.summary(), eval_curve=curve))
+        return members
 
     def chains(self) -> list[str]:
         m = self.config.method
