@@ -1,0 +1,217 @@
+"""ReferenceSet (M frozen policies evaluated in one batched call) and NoveltyTracker (per-env running novelty).
+
+Policies are built directly from small random numpy weights; the batched evaluation must equal evaluating each
+`Policy.mean_action` on its own, whatever the mix of normalisers, action bounds and architectures."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from npsco.errors import NpscoError
+from npsco.novelty.metrics import deterministic_distance, wasserstein2_distance
+from npsco.novelty.references import NoveltyTracker, ReferenceSet
+from npsco.policy import Policy, space_metadata
+
+OBS_DIM, ACT_DIM = 3, 2
+
+
+def make_policy(seed: int, hidden=(8, 8), norm_obs: bool = True, bound: float = 1.0, obs_dim: int = OBS_DIM,
+                act_dim: int = ACT_DIM, obs_clip: float = 5.0, obs_low: float = -np.inf) -> Policy:
+    """A policy with random weights (big enough that some means fall outside the bounds) and its own normaliser."""
+    rng = np.random.default_rng(seed)
+    sizes = [obs_dim, *hidden, act_dim]
+    weights = [(rng.normal(0.0, 0.9, (sizes[i + 1], sizes[i])).astype(np.float32),
+                rng.normal(0.0, 0.5, sizes[i + 1]).astype(np.float32)) for i in range(len(sizes) - 1)]
+    obs_space = gym.spaces.Box(obs_low, np.inf, (obs_dim,), np.float32)
+    act_space = gym.spaces.Box(-bound, bound, (act_dim,), np.float32)
+    return Policy(
+        weights=weights,
+        log_std=rng.normal(-0.5, 0.3, act_dim).astype(np.float32),
+        obs_mean=rng.normal(1.0, 2.0, obs_dim).astype(np.float32),
+        obs_var=rng.uniform(0.5, 9.0, obs_dim).astype(np.float32),
+        obs_clip=obs_clip, norm_obs=norm_obs,
+        action_low=act_space.low, action_high=act_space.high,
+        metadata={"env_id": "Test-v0", "observation_space": space_metadata(obs_space),
+                  "action_space": space_metadata(act_space)},
+    )
+
+
+def constant_policy(action, obs_dim: int = 2) -> Policy:
+    """A one-layer policy whose mean action is `action` everywhere (zero weights, bias = action)."""
+    action = np.asarray(action, np.float32)
+    act_space = gym.spaces.Box(-1.0, 1.0, action.shape, np.float32)
+    obs_space = gym.spaces.Box(0.0, 16.0, (obs_dim,), np.float32)
+    return Policy(weights=[(np.zeros((action.size, obs_dim), np.float32), action)],
+                  log_std=np.zeros(action.size, np.float32), obs_mean=np.zeros(obs_dim, np.float32),
+                  obs_var=np.ones(obs_dim, np.float32), obs_clip=10.0, norm_obs=False,
+                  action_low=act_space.low, action_high=act_space.high,
+                  metadata={"env_id": "npsco/FourRewardMaze-v0", "observation_space": space_metadata(obs_space),
+                            "action_space": space_metadata(act_space)})
+
+
+def observations(n: int = 40, seed: int = 7, obs_dim: int = OBS_DIM) -> np.ndarray:
+    # wide enough that some normalised observations hit the clip of 5
+    return np.random.default_rng(seed).normal(1.0, 12.0, (n, obs_dim)).astype(np.float32)
+
+
+def one_by_one(policies, obs):
+    return np.stack([p.mean_action(obs) for p in policies])
+
+
+# ----------------------------------------------------------------------------------------------- batched evaluation
+def test_one_group_equals_each_policy_evaluated_alone():
+    policies = [make_policy(s, norm_obs=s != 2, bound=0.5 + 0.5 * s, obs_clip=3.0 + s) for s in range(5)]
+    refs = ReferenceSet(policies)
+    assert len(refs._groups) == 1
+    obs = observations()
+    expected = one_by_one(policies, obs)
+    got = refs.mean_actions(obs)
+    assert got.shape == (5, 40, ACT_DIM)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    # the test is not vacuous: clipping to bounds and normalisation both matter, and the policies disagree
+    raw = np.stack([p.raw_mean(obs) for p in policies])
+    assert (np.abs(raw) > np.stack([p.action_high for p in policies])[:, None]).any()
+    assert np.abs(expected[0] - expected[1]).max() > 0.1
+
+
+def test_mixed_architectures_form_several_groups_and_keep_the_reference_order():
+    hiddens = [(8, 8), (5,), (8, 8), (4, 4, 4), (5,), (6, 3)]
+    policies = [make_policy(10 + i, hidden=h, norm_obs=i % 2 == 0, bound=1.0 + i) for i, h in enumerate(hiddens)]
+    refs = ReferenceSet(policies, names=[f"p{i}" for i in range(6)])
+    assert len(refs._groups) == 4
+    assert sorted(np.concatenate([idx for idx, _ in refs._groups]).tolist()) == list(range(6))
+    obs = observations(n=25, seed=3)
+    np.testing.assert_allclose(refs.mean_actions(obs), one_by_one(policies, obs), rtol=1e-5, atol=1e-6)
+    # one observation (N = 1) works too
+    np.testing.assert_allclose(refs.mean_actions(obs[:1]), one_by_one(policies, obs[:1]), rtol=1e-5, atol=1e-6)
+
+
+def test_a_policy_without_normalisation_ignores_its_statistics():
+    p = make_policy(4, norm_obs=False)
+    obs = observations(n=6)
+    got = ReferenceSet([p]).mean_actions(obs)[0]
+    q = make_policy(4, norm_obs=False)
+    q.obs_mean, q.obs_var = q.obs_mean + 100.0, q.obs_var * 50.0
+    np.testing.assert_allclose(got, ReferenceSet([q]).mean_actions(obs)[0], rtol=0, atol=0)
+    np.testing.assert_allclose(got, p.mean_action(obs), rtol=1e-5, atol=1e-6)
+
+
+# -------------------------------------------------------------------------------------------------------- distances
+@pytest.fixture
+def mixed():
+    policies = [make_policy(20), make_policy(21, hidden=(5,)), make_policy(22, norm_obs=False), make_policy(23, hidden=(5,))]
+    return policies, ReferenceSet(policies)
+
+
+def test_deterministic_distances_equal_the_metric_function(mixed):
+    policies, refs = mixed
+    obs = observations(n=30, seed=11)
+    action = np.random.default_rng(0).uniform(-1, 1, (30, ACT_DIM)).astype(np.float32)
+    d = refs.distances(obs, action)
+    assert d.shape == (30, 4)
+    expected = np.stack([deterministic_distance(p.mean_action(obs), action) for p in policies], axis=1)
+    np.testing.assert_allclose(d, expected, rtol=1e-5, atol=1e-6)
+    assert d.min() >= 0 and d.std() > 0.1
+
+
+def test_wasserstein2_distances_equal_the_metric_function(mixed):
+    policies, refs = mixed
+    obs = observations(n=30, seed=12)
+    action = np.random.default_rng(1).uniform(-1, 1, (30, ACT_DIM)).astype(np.float32)
+    std = np.array([0.3, 1.7], np.float32)
+    d = refs.distances(obs, action, std=std, metric="wasserstein2")
+    expected = np.stack([wasserstein2_distance(p.mean_action(obs), np.broadcast_to(p.action_std, (30, ACT_DIM)),
+                                               action, np.broadcast_to(std, (30, ACT_DIM))) for p in policies], axis=1)
+    np.testing.assert_allclose(d, expected, rtol=1e-5, atol=1e-6)
+    # the std term is really there: W2 > the deterministic distance wherever the stds differ
+    assert (d > refs.distances(obs, action) + 1e-3).all()
+
+
+def test_distances_refuse_a_missing_std_and_an_unknown_metric(mixed):
+    _, refs = mixed
+    obs, action = observations(n=2), np.zeros((2, ACT_DIM), np.float32)
+    with pytest.raises(ValueError, match="std"):
+        refs.distances(obs, action, metric="wasserstein2")
+    with pytest.raises(ValueError, match="unknown metric"):
+        refs.distances(obs, action, metric="cosine")
+
+
+# -------------------------------------------------------------------------------------------------- compatibility
+def test_names_must_match_the_policies():
+    with pytest.raises(ValueError):
+        ReferenceSet([make_policy(0), make_policy(1)], names=["only-one"])
+
+
+def test_a_reference_with_another_observation_space_is_refused_naming_both():
+    refs = ReferenceSet([make_policy(0), make_policy(1, obs_dim=4)], names=["a", "b"])
+    env_obs = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+    env_act = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
+    with pytest.raises(NpscoError) as e:
+        refs.check_compatible(env_obs, env_act, "Test-v0")
+    msg = str(e.value)
+    assert "reference b" in msg and "observation space" in msg
+    assert "Box(4,)" in msg and "Box(3,)" in msg and "Test-v0" in msg
+
+
+def test_a_reference_with_other_observation_bounds_is_refused():
+    refs = ReferenceSet([make_policy(0, obs_low=0.0)])
+    with pytest.raises(NpscoError, match=r"observation space Box\(3,\) \[0, inf\].*Box\(3,\) \[-inf, inf\]"):
+        refs.check_compatible(gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
+                              gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32))
+
+
+@pytest.mark.parametrize("shape,bound,theirs", [((ACT_DIM,), 2.0, r"Box\(2,\) \[-2, 2\]"),
+                                                 ((3,), 1.0, r"Box\(3,\) \[-1, 1\]")])
+def test_a_reference_with_another_action_space_is_refused_naming_both(shape, bound, theirs):
+    refs = ReferenceSet([make_policy(0)], names=["r"])
+    with pytest.raises(NpscoError, match=rf"reference r .*action space Box\(2,\) \[-1, 1\] but Env-v1 has {theirs}"):
+        refs.check_compatible(gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
+                              gym.spaces.Box(-bound, bound, shape, np.float32), "Env-v1")
+
+
+def test_matching_spaces_are_accepted():
+    refs = ReferenceSet([make_policy(0), make_policy(1, hidden=(5,))])
+    refs.check_compatible(gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
+                          gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------- the tracker
+def test_tracker_running_means_per_env_and_reset_per_env_exact_numbers():
+    # three constant references in one dimension: c = 0, 0.5, -0.5, so d_j = |a - c_j| exactly
+    refs = ReferenceSet([constant_policy([0.0], obs_dim=2), constant_policy([0.5], obs_dim=2),
+                         constant_policy([-0.5], obs_dim=2)])
+    tracker = NoveltyTracker(refs, num_envs=2)
+    obs = np.full((2, 2), 3.0, np.float32)
+
+    d, u = tracker.update(obs, np.array([[0.5], [-0.25]], np.float32))
+    np.testing.assert_array_equal(d, [[0.5, 0.0, 1.0], [0.25, 0.75, 0.25]])
+    np.testing.assert_array_equal(u, [0.0, 0.25])
+
+    d, u = tracker.update(obs, np.array([[0.0], [0.25]], np.float32))
+    np.testing.assert_array_equal(d, [[0.0, 0.5, 0.5], [0.25, 0.25, 0.75]])
+    np.testing.assert_array_equal(u, [0.25, 0.25])  # env0 means (0.25, 0.25, 0.75); env1 (0.25, 0.5, 0.5)
+
+    tracker.reset(np.array([False, True]))  # env1's episode ended
+    np.testing.assert_array_equal(tracker.counts, [2, 0])
+    np.testing.assert_array_equal(tracker.sums[1], [0, 0, 0])
+
+    d, u = tracker.update(obs, np.array([[-0.5], [0.75]], np.float32))
+    np.testing.assert_array_equal(d, [[0.5, 1.0, 0.0], [0.75, 0.25, 1.25]])
+    # env0: means (1/3, 1/2, 1/2) -> 1/3; env1 starts afresh: (0.75, 0.25, 1.25) -> 0.25 (0.4167 without the reset)
+    np.testing.assert_allclose(u, [1.0 / 3.0, 0.25], rtol=1e-12)
+    np.testing.assert_array_equal(tracker.counts, [3, 1])
+
+
+def test_tracker_uses_the_wasserstein2_metric_with_the_new_policys_std():
+    refs = ReferenceSet([constant_policy([0.0, 0.0])])  # log_std 0: std 1
+    tracker = NoveltyTracker(refs, num_envs=1, metric="wasserstein2")
+    _, u = tracker.update(np.zeros((1, 2), np.float32), np.array([[0.6, 0.0]], np.float32),
+                          std=np.array([1.0, 1.8], np.float32))
+    np.testing.assert_allclose(u, [1.0], rtol=1e-6)  # sqrt(0.6^2 + 0.8^2)
+
+
+def test_tracker_refuses_no_references_and_unknown_metrics():
+    with pytest.raises(NpscoError, match="at least one reference"):
+        NoveltyTracker(ReferenceSet([]), num_envs=1)
+    with pytest.raises(NpscoError, match="unknown novelty metric"):
+        NoveltyTracker(ReferenceSet([constant_policy([0.0])]), num_envs=1, metric="kl")
