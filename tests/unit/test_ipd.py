@@ -1,0 +1,267 @@
+"""IPD: the two termination rules on scripted novelty sequences, then the rule inside the real `Trainer` on the maze
+with hand-built policies whose actions are known, so the step at which each episode is terminated can be predicted."""
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from npsco.algos.ipd import IPD, ipd_cumulative_violation, ipd_instant_violation
+from npsco.algos.ppo import Trainer
+from npsco.config import MAZE_ID, MethodConfig, preset
+from npsco.errors import NpscoError
+from npsco.novelty.metrics import running_novelty
+from npsco.novelty.references import NoveltyTracker, ReferenceSet
+from npsco.policy import Policy, space_metadata
+
+# ------------------------------------------------------------------------------------------- the rules, scripted
+# Per-step distances to two references; reference 0 is the nearest. Running means of reference 0:
+#   t:  1    2    3      4      5      6       7       8       9
+#   u:  0    0    0.5    0.625  0.54   0.4833  0.4143  0.3625  0.3222
+SCRIPT = np.array([[0.0, 2.0], [0.0, 2.0], [1.5, 2.0], [1.0, 2.0], [0.2, 2.0], [0.2, 2.0], [0.0, 2.0], [0.0, 2.0],
+                   [0.0, 2.0], [0.0, 2.0]])
+
+
+def instant_stop(distances, r0, t_start):
+    """Play an episode step by step through the tracker and the instant rule; the step it is ended at (or None)."""
+    tracker = NoveltyTracker(ReferenceSet([const_ref([0.0, 0.0]), const_ref([0.0, 0.0])]), num_envs=1)
+    tracker.references.distances = lambda obs, action, std, metric: action  # feed the scripted distances
+    for t, d in enumerate(distances, start=1):
+        _, u = tracker.update(None, d[None])
+        if ipd_instant_violation(u, np.array([t]), r0, t_start)[0]:
+            return t
+    return None
+
+
+def cumulative_stop(distances, r0, t_start, slack):
+    u = running_novelty(distances)
+    margin = np.zeros(1)
+    for t, ut in enumerate(u, start=1):
+        violated, margin = ipd_cumulative_violation(margin, np.array([ut]), np.array([t]), r0, t_start, slack)
+        if violated[0]:
+            return t
+    return None
+
+
+@pytest.mark.parametrize("t_start,expected", [(0, 1), (1, 2), (2, 6), (3, 6), (5, 6), (6, 7), (8, 9)])
+def test_instant_rule_ends_at_the_first_step_after_t_start_with_novelty_below_r0(t_start, expected):
+    # r0 = 0.5: u < r0 at t = 1, 2, 6, 7, ...; u == r0 at t = 3 is not a violation
+    assert instant_stop(SCRIPT, r0=0.5, t_start=t_start) == expected
+
+
+def test_instant_rule_never_fires_at_or_before_t_start():
+    always_zero = np.zeros((10, 2))  # the worst possible novelty at every step
+    assert instant_stop(always_zero, r0=0.5, t_start=9) == 10
+    assert instant_stop(always_zero, r0=0.5, t_start=10) is None
+    assert instant_stop(SCRIPT, r0=1e-3, t_start=3) is None  # novelty above a tiny r0 after t_S: never ends
+
+
+def test_instant_rule_is_per_env():
+    u = np.array([0.1, 0.1, 0.9, 0.1])
+    steps = np.array([4, 3, 7, 1])
+    np.testing.assert_array_equal(ipd_instant_violation(u, steps, r0=0.5, t_start=3), [True, False, False, False])
+
+
+@pytest.mark.parametrize("t_start,slack,expected", [
+    (3, 0.1, 9),    # margins from t = 4: +.125 +.04 -.0167 -.0857 -.1375 (-.075 at t=8) -.1778 -> sum -.253 at t = 9
+    (3, 0.0, 8),    # sum first <= 0 at t = 8 (-.0749)
+    (3, 0.3, 10),   # -.253 at t = 9, -.553 at t = 10
+    (6, 0.1, 8),    # only t >= 7 counts: -.0857 at t = 7, -.2232 at t = 8
+    (0, 0.1, 1),    # t = 1: u = 0, margin -0.5
+])
+def test_cumulative_rule_sums_margins_after_t_start_until_minus_slack(t_start, slack, expected):
+    assert cumulative_stop(SCRIPT, r0=0.5, t_start=t_start, slack=slack) == expected
+
+
+def test_cumulative_rule_later_than_instant_on_the_same_script():
+    assert instant_stop(SCRIPT, r0=0.5, t_start=3) == 6
+    assert cumulative_stop(SCRIPT, r0=0.5, t_start=3, slack=0.1) == 9
+
+
+def test_cumulative_rule_ignores_margins_at_or_before_t_start():
+    zeros = np.zeros((10, 2))
+    margin = np.zeros(3)
+    violated, margin = ipd_cumulative_violation(margin, np.zeros(3), np.array([1, 3, 4]), 0.5, 3, 0.1)
+    np.testing.assert_array_equal(margin, [0.0, 0.0, -0.5])
+    np.testing.assert_array_equal(violated, [False, False, True])
+    assert cumulative_stop(zeros, r0=0.5, t_start=10, slack=0.0) is None
+    assert cumulative_stop(zeros, r0=0.5, t_start=9, slack=0.0) == 10
+
+
+# ------------------------------------------------------------------------------------ through the real Trainer
+@pytest.fixture(scope="module", autouse=True)
+def torch_optimizers_imported():
+    """The first torch optimizer of a process imports torch._dynamo (5-10 s on 2 busy cores): pay it once here, not
+    inside the first test that builds a Trainer."""
+    torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
+
+
+MAZE_OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
+MAZE_ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+MAX_STEPS = 10
+
+
+def maze_policy(weights) -> Policy:
+    return Policy(weights=[(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights],
+                  log_std=np.zeros(2, np.float32), obs_mean=np.zeros(2, np.float32), obs_var=np.ones(2, np.float32),
+                  obs_clip=10.0, norm_obs=False, action_low=MAZE_ACT.low, action_high=MAZE_ACT.high,
+                  metadata={"env_id": MAZE_ID, "observation_space": space_metadata(MAZE_OBS),
+                            "action_space": space_metadata(MAZE_ACT)})
+
+
+def const_ref(action) -> Policy:
+    return maze_policy([(np.zeros((2, 2)), action)])
+
+
+def step_ref() -> Policy:
+    """Mean action (0.4 tanh(100 (x - 8)) + 0.6, 0): (0.2, 0) on the left half of the map, (1, 0) on the right."""
+    return maze_policy([([[100.0, 0.0]], [-800.0]), ([[0.4], [0.0]], [0.6, 0.0])])
+
+
+class RecordingIPD(IPD):
+    """IPD that keeps, per rollout step, the raw observations, episode steps and its termination decisions."""
+
+    def on_step(self, step):
+        out = super().on_step(step)
+        self.steps.append((step.obs.copy(), step.episode_step.copy(), out.terminate.copy()))
+        return out
+
+
+def maze_trainer(refs, r0, num_envs=4, num_steps=40, seed=3, **method):
+    cfg = preset(MAZE_ID)
+    cfg.num_envs, cfg.num_steps, cfg.total_timesteps, cfg.num_minibatches = num_envs, num_steps, num_envs * num_steps, 2
+    cfg.max_episode_steps, cfg.eval_every, cfg.seed = MAX_STEPS, 0, seed
+    ipd = RecordingIPD(ReferenceSet(refs), r0, MethodConfig(method="ipd", **method), MAZE_ID)
+    ipd.steps = []
+    trainer = Trainer(cfg, ipd, tensorboard=False)
+    # the new policy: mean action exactly (0, 0) everywhere (zero weights and biases), std e^-30: it stands still
+    with torch.no_grad():
+        for p in trainer.agent.actor_mean.parameters():
+            p.zero_()
+        trainer.agent.actor_logstd.fill_(-30.0)
+    resets = []
+    original = trainer.envs.reset
+
+    def spy(**kwargs):
+        resets.append((len(ipd.steps) - 1, kwargs.get("options", {}).get("reset_mask").copy()))
+        return original(**kwargs)
+
+    trainer.envs.reset = spy
+    return trainer, ipd, resets
+
+
+def predicted_episodes(ipd, end_after):
+    """From the recorded starts: per env, the (rollout step, forced?) of each episode end, given `end_after(x)`:
+    the episode step at which an episode started at x is ended by the constraint (None: never, truncated)."""
+    T, N = len(ipd.steps), ipd.steps[0][0].shape[0]
+    ends = np.zeros((T, N), bool)
+    forced = np.zeros((T, N), bool)
+    for i in range(N):
+        t = 0
+        while t < T:
+            x = ipd.steps[t][0][i, 0]
+            assert abs(x - 8.0) > 0.05, "a start on the reference's switch: pick another seed"
+            length = end_after(x) or MAX_STEPS
+            # the agent stands still: the whole episode is at its start position
+            for k in range(t, min(t + length, T)):
+                np.testing.assert_array_equal(ipd.steps[k][0][i], ipd.steps[t][0][i])
+                assert ipd.steps[k][1][i] == k - t + 1
+            if t + length - 1 < T:
+                ends[t + length - 1, i] = True
+                forced[t + length - 1, i] = end_after(x) is not None
+            t += length
+    return ends, forced
+
+
+@pytest.mark.parametrize("t_start", [1, 3, 5])
+def test_trainer_terminates_resets_and_counts_at_the_predicted_step(t_start):
+    # distance to the reference: 0.2 on the left half, 1.0 on the right; r0 = 0.5
+    trainer, ipd, resets = maze_trainer([step_ref()], r0=0.5, t_start=t_start)
+    buf = trainer.collect_rollout()
+    ends, forced = predicted_episodes(ipd, lambda x: t_start + 1 if x < 8 else None)
+    assert forced.any() and (ends & ~forced).any()  # both kinds of episode end occur
+    np.testing.assert_array_equal(buf["done"], ends)
+    np.testing.assert_array_equal(buf["terminated"], forced)  # the constraint's ends are true terminations
+    assert trainer.forced_ends == forced.sum()
+    # each forced end reset exactly that env, at that step, through reset_mask
+    assert [(t, m.tolist()) for t, m in resets] == [(t, forced[t].tolist()) for t in np.flatnonzero(forced.any(1))]
+    # an env whose episode was ended starts the next step from a new start position
+    for t, i in zip(*np.nonzero(forced[:-1])):
+        assert not np.array_equal(ipd.steps[t + 1][0][i], ipd.steps[t][0][i])
+        assert ipd.steps[t + 1][1][i] == 1
+    metrics = ipd.iteration_metrics()
+    assert metrics["ipd/terminated"] == forced.sum()
+    assert metrics["ipd/terminated_frac"] == pytest.approx(forced.sum() / ends.sum())
+    assert metrics["novelty/below_r0_frac"] > 0
+
+
+def test_forced_ends_are_not_bootstrapped_but_truncations_are():
+    trainer, ipd, _ = maze_trainer([step_ref()], r0=0.5, t_start=3)
+    buf = trainer.collect_rollout()
+    terminated, truncated = buf["terminated"], buf["done"] & ~buf["terminated"]
+    assert terminated.any() and truncated.any()
+    base = trainer.compute_advantages(buf).advantages["task"]
+    nv = buf["next_values"]["task"]
+    nv[terminated] += 1000.0  # V(s') after a forced end must not matter
+    np.testing.assert_array_equal(trainer.compute_advantages(buf).advantages["task"], base)
+    nv[truncated] += 1000.0  # while after a time-limit truncation it is bootstrapped
+    assert not np.allclose(trainer.compute_advantages(buf).advantages["task"], base)
+
+
+def test_trainer_with_the_cumulative_rule_ends_when_the_margin_sum_reaches_minus_slack():
+    # left half: u = 0.2, margin -0.3 per step after t_S = 3; slack 0.5 -> ended at step 5 (the sum is -0.6);
+    # if the sum were not reset between episodes, later episodes would end at step 4
+    trainer, ipd, _ = maze_trainer([step_ref()], r0=0.5, t_start=3, ipd_rule="cumulative", ipd_slack=0.5)
+    buf = trainer.collect_rollout()
+    ends, forced = predicted_episodes(ipd, lambda x: 5 if x < 8 else None)
+    assert forced.sum() >= 2
+    np.testing.assert_array_equal(buf["terminated"], forced)
+    np.testing.assert_array_equal(buf["done"], ends)
+
+
+def test_the_new_policys_mean_is_measured_against_every_reference_and_the_nearest_counts():
+    # references at distance 0.3 and 0.6 from the new policy's (0, 0): u = 0.3 < r0 = 0.4 -> every episode ends at
+    # t_S + 1 = 4, whatever its start
+    trainer, ipd, _ = maze_trainer([const_ref([0.6, 0.0]), const_ref([0.0, -0.3])], r0=0.4, t_start=3)
+    buf = trainer.collect_rollout()
+    ends, forced = predicted_episodes(ipd, lambda x: 4)
+    np.testing.assert_array_equal(buf["terminated"], forced)
+    assert forced.sum() == 4 * (40 // 4)
+    assert ipd.iteration_metrics()["ipd/terminated_frac"] == 1.0
+
+
+@pytest.mark.parametrize("rule", ["instant", "cumulative"])
+def test_with_a_tiny_r0_nothing_is_ever_terminated(rule):
+    trainer, ipd, resets = maze_trainer([step_ref()], r0=1e-3, t_start=1, ipd_rule=rule)
+    buf = trainer.collect_rollout()
+    assert not buf["terminated"].any() and trainer.forced_ends == 0 and resets == []
+    assert buf["done"].sum() == 4 * (40 // MAX_STEPS)  # only truncations
+    metrics = ipd.iteration_metrics()
+    assert metrics["ipd/terminated_frac"] == 0.0 and metrics["novelty/below_r0_frac"] == 0.0
+
+
+def test_a_whole_training_iteration_logs_the_ipd_metrics():
+    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=2, num_envs=2, num_steps=12)
+    result = trainer.train(progress=False)
+    (row,) = result.metrics
+    assert row["ipd/terminated_frac"] == 1.0 and row["ipd/terminated"] == 2 * 4  # episodes of 3 steps
+    assert row["novelty/r0"] == 0.5
+    assert row["novelty/running_mean"] == pytest.approx(0.3, rel=1e-5)
+    assert row["novelty/episode_mean"] == pytest.approx(0.3, rel=1e-5)
+    assert row["novelty/below_r0_frac"] == 1.0
+    assert result.policy.metadata["method_config"]["t_start"] == 2
+
+
+def test_references_of_another_task_are_refused_by_the_trainer():
+    other = maze_policy([(np.zeros((3, 2)), np.zeros(3))])
+    other.action_low, other.action_high = -np.ones(3, np.float32), np.ones(3, np.float32)
+    with pytest.raises(NpscoError, match=r"action space Box\(3,\) \[-1, 1\] but npsco/FourRewardMaze-v0 has Box\(2,\)"):
+        maze_trainer([other], r0=0.5)
+
+
+def test_ipd_refuses_a_non_positive_threshold():
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(NpscoError, match="r0 must be a positive number"):
+            IPD(ReferenceSet([const_ref([0.0, 0.0])]), bad, MethodConfig(method="ipd"), MAZE_ID)
