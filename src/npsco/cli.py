@@ -65,13 +65,21 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------- evaluate
+def _is_population_run(path: str) -> bool:
+    return (Path(path) / "manifest.json").exists()
+
+
 @command("evaluate")
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    if any(_is_population_run(t) for t in args.targets):
+        return _evaluate_runs(args)
+    if len(args.targets) > 1:
+        raise NpscoError("give one checkpoint, or one or more population run directories")
     from npsco.evaluation import run_episodes
     from npsco.io import atomic_write_json
     from npsco.policy import load_policy, resolve_checkpoint
 
-    path = resolve_checkpoint(args.checkpoint)
+    path = resolve_checkpoint(args.targets[0])
     policy = load_policy(path)
     episodes = args.episodes or (100 if policy.metadata["env_id"].startswith("npsco/") else 10)
     res = run_episodes(policy, episodes, seed=args.seed, max_episode_steps=policy.metadata["config"].get("max_episode_steps"))
@@ -84,6 +92,104 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         line += "; goals " + ", ".join(f"{k} {v}" for k, v in summary["goals"].items() if v)
     print(line)
     print(f"written: {out}")
+    return 0
+
+
+def _evaluate_runs(args: argparse.Namespace) -> int:
+    """`npsco evaluate RUN...`: every policy of each population run -> RUN/evaluation/ (or one combined table in --out)."""
+    from npsco.evaluation import combine, evaluate_runs, evaluation_dir, write_evaluation
+    from npsco.report.build import fmt, pm
+
+    missing = [t for t in args.targets if not _is_population_run(t)]
+    if missing:
+        raise NpscoError(f"{missing[0]}: not a population run directory (no manifest.json); evaluate checkpoints one "
+                         f"at a time")
+    docs = evaluate_runs(args.targets, args.episodes, args.seed, reuse=not args.force, write=args.out is None)
+    if args.out:
+        doc = docs[0] if len(docs) == 1 else combine(docs)
+        written = write_evaluation(doc, args.out)
+    else:
+        written = [evaluation_dir(d["run"]) / name for d in docs for name in ("evaluation.json", "evaluation.csv")]
+    stats = (docs[0] if len(docs) == 1 else combine(docs))["statistics"]
+    print(f"{'method':>14s} {'task':>20s} {'n':>3s}  {'reward':>20s}  {'success':>7s}  {'rel. novelty':>14s}")
+    for s in stats["per_task"]:
+        success = fmt(s["success_rate"], 2) if s["success_rate"] is not None else "-"
+        print(f"{s['group']:>14s} {s['task']:>20s} {s['n']:>3d}  {pm(s['return']):>20s}  {success:>7s}  "
+              f"{pm(s['relative_novelty']):>14s}")
+    print("results: " + ", ".join(str(p) for p in written))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------------ report
+@command("report")
+def cmd_report(args: argparse.Namespace) -> int:
+    from npsco.report.build import build_report, report_command
+
+    for run in args.runs:
+        if not _is_population_run(run):
+            raise NpscoError(f"{run}: not a population run directory (no manifest.json)")
+    path = build_report(args.runs, args.out, episodes=args.episodes, seed=args.seed, reuse=not args.force,
+                        filmstrips=not args.no_filmstrips, gif=args.gif, max_filmstrips=args.max_filmstrips,
+                        command=report_command())
+    print(f"report: {path}  (HTML: {path.with_suffix('.html')})")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------------ render
+@command("render")
+def cmd_render(args: argparse.Namespace) -> int:
+    from npsco.policy import load_policy, resolve_checkpoint
+    from npsco.report.behaviour import episode_frames, filmstrip_image, save_animation, save_image
+
+    path = resolve_checkpoint(args.checkpoint)
+    policy = load_policy(path)
+    start = tuple(args.start) if args.start else None
+    if start is not None and not policy.metadata["env_id"].startswith("npsco/"):
+        raise NpscoError("--start applies to the Four Reward Maze only")
+    frames = episode_frames(policy, args.frames, args.every, seed=args.seed, start=start, size=args.size,
+                            animation=args.gif)
+    out = Path(args.out) if args.out else path.with_suffix(".gif" if args.gif else ".filmstrip.png")
+    if args.gif:
+        save_animation(frames.images, out, fps=args.fps)
+    else:
+        save_image(filmstrip_image(frames, columns=args.frames), out)
+    end = " (the episode ended)" if frames.ended else ""
+    print(f"{len(frames.images)} frames at steps {frames.steps[0]}..{frames.steps[-1]}{end}, "
+          f"return {frames.episode_return:.2f}; written: {out}")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------------- experiment
+EXPERIMENT_METHODS = ("ipd", "wsr", "tnb", "ctnb", "cpo")
+
+
+@command("experiment")
+def cmd_experiment(args: argparse.Namespace) -> int:
+    """PPO references once, then every method's novel policies against them, then the report. Resumable."""
+    out = Path(args.out)
+    methods = list(dict.fromkeys(args.methods))
+    bad = [m for m in methods if m not in EXPERIMENT_METHODS]
+    if bad:
+        raise NpscoError(f"--methods: unknown {', '.join(bad)}; choose from {', '.join(EXPERIMENT_METHODS)}")
+    common = ["--env", args.env, "--preset", args.preset] + (["--steps", str(args.steps)] if args.steps else [])
+    common += [a for s in args.set for a in ("--set", s)] + (["--no-progress"] if args.no_progress else [])
+    plan = [["population", "--method", "ppo", "--refs", str(args.refs), "--novel", "0", "--out", str(out / "ppo"),
+             *common]]
+    for m in methods:
+        scales = ["1", *[f"{s:g}" for s in args.ablation]] if m == "ipd" and args.ablation else []
+        plan.append(["population", "--method", m, "--refs-from", str(out / "ppo"), "--novel", str(args.novel),
+                     "--out", str(out / m), *(["--r0-scale", *scales] if scales else []), *common])
+    runs = [str(out / "ppo")] + [str(out / m) for m in methods]
+    report = ["report", *runs, "--out", str(out / "report")] + (["--episodes", str(args.episodes)] if args.episodes else [])
+    print(f"experiment in {out}: {args.refs} PPO references, {args.novel} novel policies for each of "
+          f"{', '.join(methods) or 'no method'}" + (f" (IPD also at r0 x {args.ablation})" if args.ablation else ""))
+    for step in plan + ([] if args.no_report else [report]):
+        print("\n$ npsco " + " ".join(step), flush=True)
+        rc = main(step)
+        if rc != 0:
+            return rc
+    if not args.no_report:
+        print(f"\nexperiment done; report: {out / 'report' / 'report.md'} and {out / 'report' / 'report.html'}")
     return 0
 
 
@@ -176,11 +282,62 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard event files")
 
-    e = sub.add_parser("evaluate", help="evaluate a checkpoint", description="Deterministic evaluation of a checkpoint.")
-    e.add_argument("checkpoint", help="a policy .safetensors file or a run directory holding policy.safetensors")
-    e.add_argument("--episodes", type=int, default=None, help="episodes (default 100 on the maze, 10 otherwise)")
+    e = sub.add_parser("evaluate", help="evaluate a checkpoint or population runs",
+                       description="Deterministic evaluation. A checkpoint: its return (JSON next to it). Population "
+                                   "run directories: every policy's return, novelty, relative novelty, success and "
+                                   "state novelty, with per-method statistics (RUN/evaluation/evaluation.csv and "
+                                   ".json; see docs/report.md).")
+    e.add_argument("targets", nargs="+", metavar="RUN_OR_CHECKPOINT",
+                   help="population run directories, or one policy .safetensors file / run directory holding one")
+    e.add_argument("--episodes", type=int, default=None, help="episodes per policy (default 100 on the maze, 10 otherwise)")
     e.add_argument("--seed", type=int, default=0, help="episode i runs on an env seeded seed + i")
-    e.add_argument("--out", default=None, help="JSON output (default: next to the checkpoint, .eval.json)")
+    e.add_argument("--out", default=None, help="checkpoint: JSON output (default: next to it, .eval.json); runs: a "
+                                               "folder for one combined evaluation.csv/.json (default: RUN/evaluation/)")
+    e.add_argument("--force", action="store_true", help="runs: re-evaluate even when RUN/evaluation/ is up to date")
+
+    r = sub.add_parser("report", help="Markdown/HTML report of population runs",
+                       description="Table 1, Figs. 2-4, training curves, behaviour filmstrips, per-policy results and "
+                                   "the configuration of population runs (evaluated first where needed).")
+    r.add_argument("runs", nargs="+", metavar="RUN", help="population run directories (e.g. one per method)")
+    r.add_argument("--out", required=True, help="folder for report.md, report.html, figures/ and evaluation.csv")
+    r.add_argument("--episodes", type=int, default=None, help="evaluation episodes per policy (default 100 maze, 10 otherwise)")
+    r.add_argument("--seed", type=int, default=0, help="evaluation episode i runs on an env seeded seed + i")
+    r.add_argument("--force", action="store_true", help="re-evaluate even when RUN/evaluation/ is up to date")
+    r.add_argument("--no-filmstrips", action="store_true", help="no behaviour pictures (they need rendering)")
+    r.add_argument("--max-filmstrips", type=int, default=None, metavar="N", help="at most N filmstrips")
+    r.add_argument("--gif", action="store_true", help="also an animated GIF per policy")
+
+    rd = sub.add_parser("render", help="filmstrip (PNG) or animation (GIF) of one policy",
+                        description="Frames of one deterministic episode: every K steps, N frames, side by side (or a "
+                                    "GIF). MuJoCo renders offscreen (MUJOCO_GL=egl by default).")
+    rd.add_argument("checkpoint", help="a policy .safetensors file or a run directory holding policy.safetensors")
+    rd.add_argument("--out", default=None, help="output file (default: next to the checkpoint, .filmstrip.png or .gif)")
+    rd.add_argument("--frames", type=int, default=None, help="frames (default: maze 6, MuJoCo 8; GIF 40 / 100)")
+    rd.add_argument("--every", type=int, default=None, help="steps between frames (default: maze 3, MuJoCo 25; GIF 1 / 4)")
+    rd.add_argument("--gif", action="store_true", help="an animated GIF instead of a filmstrip")
+    rd.add_argument("--fps", type=float, default=10.0, help="GIF frames per second (default 10)")
+    rd.add_argument("--seed", type=int, default=0, help="seed of the episode's environment")
+    rd.add_argument("--size", type=int, default=None, help="frame side in pixels (default: maze 160, MuJoCo 240)")
+    rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
+
+    x = sub.add_parser("experiment", help="the default experiment: references, every method, report",
+                       description="PPO references (OUT/ppo), then novel policies of each method against them "
+                                   "(OUT/METHOD, --refs-from OUT/ppo), then `npsco report` (OUT/report). Re-running "
+                                   "the same command resumes.")
+    x.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
+    x.add_argument("--out", default="runs/experiment", help="experiment folder (default runs/experiment)")
+    x.add_argument("--refs", type=int, default=5, help="PPO references (default 5)")
+    x.add_argument("--novel", type=int, default=3, help="novel policies per method (default 3)")
+    x.add_argument("--methods", nargs="+", default=["ipd"], metavar="METHOD",
+                   help="methods of the novel policies, from: ipd wsr tnb ctnb cpo (default: ipd)")
+    x.add_argument("--ablation", type=float, nargs="+", default=[], metavar="S",
+                   help="also train IPD chains at these multiples of r0 (Fig. 4), e.g. --ablation 2")
+    x.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
+    x.add_argument("--episodes", type=int, default=None, help="evaluation episodes per policy in the report")
+    x.add_argument("--preset", default="default", choices=PRESETS)
+    x.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
+    x.add_argument("--no-report", action="store_true", help="train only")
+    x.add_argument("--no-progress", action="store_true", help="no progress bars")
     from npsco.config import METHODS
 
     pp = sub.add_parser("population", help="train R PPO references then K novel policies",

@@ -1,0 +1,145 @@
+"""Behaviour pictures: frames of one deterministic episode of a policy, laid out as a filmstrip (PNG) or an animation
+(GIF), as the paper's appendix pictures.
+
+The maze is drawn by its own `rgb_array` render (map, regions, the path so far); MuJoCo tasks are rendered offscreen by
+`gymnasium.make(env_id, render_mode="rgb_array")`, which needs an OpenGL backend: `MUJOCO_GL=egl` (set here by default
+before MuJoCo is first used) works headless with Mesa. GIFs are written with Pillow (a matplotlib dependency); no video
+encoder is needed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from npsco.config import MAZE_ID
+from npsco.policy import Policy
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+@dataclass
+class Frames:
+    """Frames of one deterministic episode, and the step at which each was taken (0 = after reset)."""
+
+    images: list[np.ndarray]
+    steps: list[int]
+    ended: bool
+    """Whether the episode ended before all the frames asked for were taken (its last frame is the final state)."""
+    episode_return: float
+
+
+def default_sampling(env_id: str, animation: bool = False) -> tuple[int, int]:
+    """(frames, every): maze 6 frames every 3 steps (its episodes last ~15 steps); MuJoCo 8 frames every 25 steps
+    (200 steps, 1.6 s of Hopper); animations take every step (maze) or every 4th (MuJoCo), up to 100 frames."""
+    if env_id == MAZE_ID:
+        return (40, 1) if animation else (6, 3)
+    return (100, 4) if animation else (8, 25)
+
+
+def default_size(env_id: str) -> int:
+    """Side of a frame in pixels: 160 for the maze, 240 for MuJoCo (software rendering costs ~0.1-0.4 s a frame)."""
+    return 160 if env_id == MAZE_ID else 240
+
+
+def make_render_env(env_id: str, size: int, max_episode_steps: int | None = None):
+    """A single environment that renders `size` x `size` RGB frames."""
+    import gymnasium as gym
+
+    from npsco.envs.make import check_env_id
+
+    check_env_id(env_id)
+    if env_id == MAZE_ID:
+        kwargs = {"render_size": size} | ({"max_steps": max_episode_steps} if max_episode_steps else {})
+    else:
+        kwargs = {"width": size, "height": size} | ({"max_episode_steps": max_episode_steps} if max_episode_steps else {})
+    return gym.make(env_id, render_mode="rgb_array", **kwargs)
+
+
+def episode_frames(policy: Policy, frames: int | None = None, every: int | None = None, seed: int = 0,
+                   start: tuple[float, float] | None = None, size: int | None = None,
+                   max_episode_steps: int | None = None, animation: bool = False) -> Frames:
+    """Run one deterministic episode (env seeded `seed`; `start` fixes the maze's start) and take a frame after the
+    reset and every `every` steps, `frames` in all; if the episode ends first, its final state is the last frame."""
+    env_id = policy.metadata["env_id"]
+    d_frames, d_every = default_sampling(env_id, animation)
+    frames, every = frames or d_frames, every or d_every
+    if frames < 1 or every < 1:
+        from npsco.errors import NpscoError
+
+        raise NpscoError("--frames and --every must be >= 1")
+    max_episode_steps = max_episode_steps or (policy.metadata.get("config") or {}).get("max_episode_steps")
+    env = make_render_env(env_id, size or default_size(env_id), max_episode_steps)
+    try:
+        obs, _ = env.reset(seed=seed, options={"start": start} if start is not None else None)
+        images, steps, total, t, ended = [env.render()], [0], 0.0, 0, False
+        while len(images) < frames:
+            obs, reward, terminated, truncated, _ = env.step(policy.mean_action(obs))
+            total += float(reward)
+            t += 1
+            if terminated or truncated:
+                images.append(env.render())
+                steps.append(t)
+                ended = len(images) < frames
+                break
+            if t % every == 0:
+                images.append(env.render())
+                steps.append(t)
+    finally:
+        env.close()
+    return Frames(images=[np.ascontiguousarray(i, dtype=np.uint8) for i in images], steps=steps, ended=ended,
+                  episode_return=total)
+
+
+def filmstrip_image(frames: Frames, columns: int | None = None, pad: int = 2) -> np.ndarray:
+    """The frames side by side, each with a thin grey border; with `columns` the strip keeps that width (white cells
+    after an early end)."""
+    from npsco.report.figures import filmstrip
+
+    framed = []
+    for image in frames.images:
+        image = image.copy()
+        image[[0, -1], :] = 150
+        image[:, [0, -1]] = 150
+        framed.append(image)
+    return filmstrip(framed, columns=columns, pad=pad)
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    """An (H, W, 3) uint8 image as PNG bytes."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.asarray(image, dtype=np.uint8)).save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def gif_bytes(images: list[np.ndarray], fps: float = 10.0) -> bytes:
+    """Frames as a looping animated GIF (Pillow)."""
+    from PIL import Image
+
+    pictures = [Image.fromarray(np.asarray(i, dtype=np.uint8)) for i in images]
+    buffer = io.BytesIO()
+    pictures[0].save(buffer, format="GIF", save_all=True, append_images=pictures[1:],
+                     duration=max(20, int(round(1000 / fps))), loop=0)
+    return buffer.getvalue()
+
+
+def save_image(image: np.ndarray, path: str | os.PathLike) -> Path:
+    """Write an image as PNG, atomically."""
+    from npsco.io import atomic_write_bytes
+
+    atomic_write_bytes(path, png_bytes(image))
+    return Path(path)
+
+
+def save_animation(images: list[np.ndarray], path: str | os.PathLike, fps: float = 10.0) -> Path:
+    """Write frames as an animated GIF, atomically."""
+    from npsco.io import atomic_write_bytes
+
+    atomic_write_bytes(path, gif_bytes(images, fps))
+    return Path(path)

@@ -1,0 +1,416 @@
+"""`npsco report`: evaluations of population runs -> a Markdown and HTML report with the paper's Table 1, Figs. 2-4,
+training curves, behaviour filmstrips, per-policy results, and the configuration and commands behind every number.
+
+The data steps are pure functions of the evaluation rows (`table1_blocks`, `fig2_panels`, `fig3_data`, `fig4_data`,
+`population_command`, ...); `build_report` runs them, renders the figures and writes the files:
+
+    OUT/report.md, OUT/report.html     the report (the HTML embeds its images, the Markdown links them)
+    OUT/figures/*.png                  the figures; OUT/figures/behaviour/*.png (and .gif) the filmstrips
+    OUT/evaluation.csv, .json          every policy once (all runs together) and the statistics of the tables
+"""
+
+from __future__ import annotations
+
+import platform
+import shlex
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from npsco.evaluation import FIG2_START, group_sort_key
+from npsco.report.document import Block, Code, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
+
+PACKAGES = ("npsco", "numpy", "scipy", "torch", "gymnasium", "mujoco", "matplotlib", "safetensors", "pillow")
+
+
+# -------------------------------------------------------------------------------------------------- formatting
+def fmt(x: float | None, digits: int | None = None) -> str:
+    """A number with as many decimals as its size deserves (returns of 2000 and of 9.9 both read well)."""
+    if x is None or not np.isfinite(x):
+        return "–"
+    if digits is None:
+        digits = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2
+    return f"{x:.{digits}f}"
+
+
+def pm(summary: dict | None) -> str:
+    return "–" if not summary else f"{fmt(summary['mean'])} ± {fmt(summary['std'])}"
+
+
+def iqm_ci(summary: dict | None) -> str:
+    return "–" if not summary else f"{fmt(summary['iqm'])} [{fmt(summary['iqm_ci_low'])}, {fmt(summary['iqm_ci_high'])}]"
+
+
+def _tasks(rows: list[dict]) -> list[str]:
+    return sorted({r["task"] for r in rows}, key=lambda t: (t != "FourRewardMaze-v0", t))
+
+
+def _groups(rows: list[dict]) -> list[str]:
+    return sorted({r["group"] for r in rows}, key=group_sort_key)
+
+
+# ------------------------------------------------------------------------------------------------------ tables
+def table1_blocks(stats: dict) -> list[Block]:
+    """Table 1 (reward mean ± std and success rate per method and task) and its IQM [95% CI] companion."""
+    cells = {(s["group"], s["task"]): s for s in stats["per_task"]}
+    tasks = sorted({t for _, t in cells}, key=lambda t: (t != "FourRewardMaze-v0", t))
+    groups = sorted({g for g, _ in cells}, key=group_sort_key)
+    main = Table(header=["Method", *[f"{t} reward" for t in tasks], *[f"{t} success" for t in tasks]], rows=[])
+    robust = Table(header=["Method", *[f"{t} reward IQM [95% CI]" for t in tasks], "normalised IQM [95% CI]",
+                           "policies"], rows=[])
+    aggregate = {a["group"]: a for a in stats["aggregate"]}
+    for g in groups:
+        per = [cells.get((g, t)) for t in tasks]
+        main.rows.append([g, *[pm(c["return"]) if c else "–" for c in per],
+                          *[fmt(c["success_rate"], 2) if c and c["success_rate"] is not None else "–" for c in per]])
+        a = aggregate.get(g)
+        norm = f"{fmt(a['normalized_return_iqm'], 2)} [{fmt(a['ci_low'], 2)}, {fmt(a['ci_high'], 2)}]" if a else "–"
+        robust.rows.append([g, *[iqm_ci(c["return"]) if c else "–" for c in per], norm,
+                            " / ".join(str(c["n"]) if c else "0" for c in per)])
+    return [main, Paragraph("Interquartile mean (IQM) of the policies' returns with 95% bootstrap confidence "
+                            "intervals (percentile, 2000 resamples); the normalised column pools all tasks, each "
+                            "return divided by its task's success baseline (median PPO return), with a stratified "
+                            "bootstrap over tasks."), robust]
+
+
+def novelty_table(stats: dict) -> Table:
+    table = Table(header=["Method", "Task", "policies", "relative novelty", "relative novelty IQM [95% CI]",
+                          "state novelty"], rows=[], align="llrrrr")
+    for s in stats["per_task"]:
+        table.rows.append([s["group"], s["task"], str(s["n"]), pm(s["relative_novelty"]),
+                           iqm_ci(s["relative_novelty"]), pm(s["state_novelty"])])
+    return table
+
+
+def goals_text(row: dict) -> str:
+    """Maze: the goals the policy reaches from random starts, most frequent first (e.g. `left 97%, top 3%`)."""
+    shares = [(g, row.get(f"goal_{g}")) for g in ("top", "bottom", "left", "right", "none")]
+    shares = sorted([(g, s) for g, s in shares if s], key=lambda gs: -gs[1])
+    return ", ".join(f"{g} {100 * s:.0f}%" for g, s in shares) or "–"
+
+
+def policy_table(rows: list[dict]) -> Table:
+    maze = any(r.get("goal_from_right") is not None for r in rows)
+    header = ["Policy", "Method", "Task", "seed", "return", "novelty", "relative novelty", "state novelty",
+              "best training eval", "success"] + (["goal from (14.5, 8)", "goals (random starts)"] if maze else [])
+    table = Table(header=header, rows=[], align="lllr" + "r" * 5 + "l" + ("ll" if maze else ""))
+    for r in sorted(rows, key=lambda r: (group_sort_key(r["group"]), r["task"], r["name"])):
+        line = [f"{Path(r['run']).name}:{r['name']}", r["group"], r["task"], str(r["seed"]),
+                f"{fmt(r['return_mean'])} ± {fmt(r['return_std'])}", fmt(r["novelty"], 3),
+                fmt(r["relative_novelty"]), fmt(r["state_novelty"]), fmt(r["best_training_eval"]),
+                {True: "yes", False: "no", None: "–"}[r["success"]]]
+        if maze:
+            line += [r.get("goal_from_right") or "–", goals_text(r) if r.get("goal_from_right") else "–"]
+        table.rows.append(line)
+    return table
+
+
+# ----------------------------------------------------------------------------------------------- figure data
+def fig2_panels(rows: list[dict]) -> dict[str, list[np.ndarray]]:
+    """Fig. 2: per group (PPO references included), the maze trajectories from `FIG2_START`, in policy order."""
+    panels: dict[str, list[np.ndarray]] = {}
+    for g in _groups(rows):
+        trajectories = [np.asarray(r["fig2_trajectory"]) for r in rows
+                        if r["group"] == g and r.get("fig2_trajectory")]
+        if trajectories:
+            panels[g] = trajectories
+    return panels
+
+
+def fig2_goals(rows: list[dict]) -> Table:
+    """Which goal each policy of each group reaches from the Fig. 2 start, and how many distinct goals."""
+    table = Table(header=["Method", "goal of each policy from (14.5, 8)", "distinct goals"], rows=[], align="llr")
+    for g in _groups(rows):
+        goals = [r["goal_from_right"] for r in rows if r["group"] == g and r.get("goal_from_right")]
+        if goals:
+            table.rows.append([g, ", ".join(goals), str(len(set(goals) - {"none"}))])
+    return table
+
+
+def fig3_data(rows: list[dict]) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Fig. 3: data[task][group] = (relative novelties, returns) of the policies with a relative novelty."""
+    data: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    for t in _tasks(rows):
+        for g in _groups(rows):
+            sel = [r for r in rows if r["task"] == t and r["group"] == g and r["relative_novelty"] is not None]
+            if sel:
+                data.setdefault(t, {})[g] = (np.array([r["relative_novelty"] for r in sel]),
+                                             np.array([r["return_mean"] for r in sel]))
+    return data
+
+
+def fig4_data(rows: list[dict]) -> dict[str, dict[str, np.ndarray]]:
+    """Fig. 4: data[task][label] = returns of a method's policies trained at different multiples S of the default r0
+    (the rows' `r0_scale`: chains `METHOD-r0xS`, and 1 for a plain chain at the default threshold), labelled `Sx`
+    (`METHOD Sx` when several methods were ablated), with the PPO references as `PPO`. Empty when no method was
+    trained at two or more thresholds."""
+    data: dict[str, dict[str, np.ndarray]] = {}
+    for t in _tasks(rows):
+        scaled = [r for r in rows if r["task"] == t and r["role"] != "reference" and r.get("r0_scale")]
+        by_method: dict[str, dict[float, list[float]]] = {}
+        for r in scaled:
+            by_method.setdefault(r["method"], {}).setdefault(r["r0_scale"], []).append(r["return_mean"])
+        by_method = {m: s for m, s in by_method.items() if len(s) >= 2}
+        if not by_method:
+            continue
+        panel: dict[str, np.ndarray] = {}
+        refs = [r["return_mean"] for r in rows if r["task"] == t and r["role"] == "reference"]
+        if refs:
+            panel["PPO"] = np.array(refs)
+        for m in sorted(by_method, key=group_sort_key):
+            for scale in sorted(by_method[m]):
+                label = f"{scale:g}x" if len(by_method) == 1 else f"{m} {scale:g}x"
+                panel[label] = np.array(by_method[m][scale])
+        data[t] = panel
+    return data
+
+
+def curve_data(rows: list[dict], task: str) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """Training curves of a task: per group, the (steps, evaluation return) of each policy that has one."""
+    curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for g in _groups(rows):
+        for r in rows:
+            curve = np.asarray(r.get("eval_curve") or [], dtype=float)
+            if r["task"] == task and r["group"] == g and len(curve) and np.all(np.diff(curve[:, 0]) > 0):
+                curves.setdefault(g, []).append((curve[:, 0], curve[:, 1]))
+    return curves
+
+
+# ------------------------------------------------------------------------------------------------- provenance
+def package_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _diff(base: dict, actual: dict) -> dict:
+    return {k: v for k, v in actual.items() if k in base and base[k] != v}
+
+
+def _value(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def population_command(run: str | Path, config: dict) -> str:
+    """The `npsco population` command line equivalent to a run's config.json (the preset that needs the fewest
+    overrides, then --set/--mset for every setting that differs from it)."""
+    from npsco.config import PRESETS, MethodConfig, preset
+
+    ppo, method = dict(config.get("ppo") or {}), dict(config.get("method") or {})
+    env = ppo.get("env_id")
+    if not env:
+        return f"# {run}: config.json has no PPO configuration"
+    ppo["actor_hidden"] = list(ppo.get("actor_hidden", []))
+    ppo["critic_hidden"] = list(ppo.get("critic_hidden", []))
+    diffs = {p: _diff(preset(env, p).to_dict(), ppo) for p in PRESETS}
+    chosen = min(PRESETS, key=lambda p: len(diffs[p]))
+    args = ["npsco", "population", "--env", env]
+    if chosen != "default":
+        args += ["--preset", chosen]
+    args += ["--method", str(method.get("method", "ipd"))]
+    if config.get("refs_from"):
+        args += ["--refs-from", str(config["refs_from"])]
+    elif config.get("ref_checkpoints"):
+        args += ["--ref-checkpoints", *map(str, config["ref_checkpoints"])]
+    else:
+        args += ["--refs", str(config.get("refs"))]
+    args += ["--novel", str(config.get("novel"))]
+    if list(config.get("r0_scales") or [1.0]) != [1.0]:
+        args += ["--r0-scale", *[f"{s:g}" for s in config["r0_scales"]]]
+    extra = dict(diffs[chosen])
+    if "total_timesteps" in extra:
+        args += ["--steps", str(extra.pop("total_timesteps"))]
+    for k, v in extra.items():
+        args += ["--set", f"{k}={_value(v)}"]
+    defaults = MethodConfig().to_dict()
+    flags = {"r0": "--r0", "t_start": "--t-start", "ipd_rule": "--ipd-rule"}
+    for k, v in _diff(defaults, method).items():
+        if k == "method":
+            continue
+        args += [flags[k], _value(v)] if k in flags else ["--mset", f"{k}={_value(v)}"]
+    args += ["--out", str(run)]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+# ------------------------------------------------------------------------------------------------------ build
+def _figure(fig, out: Path, name: str) -> str:
+    from npsco.report.figures import save_figure
+
+    save_figure(fig, out / "figures" / name, dpi=110)
+    return f"figures/{name}"
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+
+
+def behaviour_blocks(rows: list[dict], out: Path, seed: int, gif: bool, limit: int | None,
+                     log: Callable[[str], None]) -> list[Block]:
+    """A filmstrip per policy (one deterministic episode; the maze from the Fig. 2 start), grouped by method."""
+    from npsco.policy import load_policy
+    from npsco.report.behaviour import default_sampling, episode_frames, filmstrip_image, save_animation, save_image
+
+    blocks: list[Block] = []
+    chosen = sorted(rows, key=lambda r: (r["task"], group_sort_key(r["group"]), r["name"]))[:limit]
+    if not chosen:
+        return [Paragraph("No filmstrips (`--no-filmstrips`, or `--max-filmstrips 0`).")]
+    for task in _tasks(chosen):
+        for g in _groups([r for r in chosen if r["task"] == task]):
+            blocks.append(Heading(f"{task}: {g}", 3))
+            for r in [r for r in chosen if r["task"] == task and r["group"] == g]:
+                policy = load_policy(r["checkpoint"])
+                maze = r.get("goal_from_right") is not None
+                start = FIG2_START if maze else None
+                n_frames, every = default_sampling(policy.metadata["env_id"])
+                log(f"  filmstrip {task} {r['name']}")
+                frames = episode_frames(policy, n_frames, every, seed=seed, start=start)
+                stem = _safe(f"{task}__{Path(r['run']).name}__{r['name']}")
+                path = save_image(filmstrip_image(frames, columns=n_frames), out / "figures" / "behaviour" / f"{stem}.png")
+                where = f"from {FIG2_START}" if maze else f"env seed {seed}"
+                end = f", episode ended at step {frames.steps[-1]}" if frames.ended else ""
+                caption = (f"{r['name']} (seed {r['seed']}): steps {', '.join(map(str, frames.steps))} of a "
+                           f"deterministic episode {where}{end}; return {fmt(frames.episode_return)}.")
+                blocks.append(Image(str(path.relative_to(out)), f"filmstrip of {r['name']}", caption))
+                if gif:
+                    anim = episode_frames(policy, seed=seed, start=start, animation=True)
+                    gpath = save_animation(anim.images, out / "figures" / "behaviour" / f"{stem}.gif")
+                    blocks.append(Image(str(gpath.relative_to(out)), f"animation of {r['name']}",
+                                        f"{r['name']}: animation, {len(anim.images)} frames."))
+    if limit is not None and len(rows) > limit:
+        blocks.append(Paragraph(f"Filmstrips of {len(rows) - limit} more policies omitted (`--max-filmstrips {limit}`)."))
+    return blocks
+
+
+def build_report(runs: list[str | Path], out: str | Path, episodes: int | None = None, seed: int = 0,
+                 reuse: bool = True, filmstrips: bool = True, gif: bool = False, max_filmstrips: int | None = None,
+                 command: str | None = None, log: Callable[[str], None] = print) -> Path:
+    """Evaluate `runs` (reusing up-to-date evaluations) and write the report into `out`; returns report.md's path."""
+    from npsco.evaluation import combine, evaluate_runs, rows_to_csv
+    from npsco.io import atomic_write_json, atomic_write_text, read_json
+    from npsco.report.figures import (learning_curves_figure, maze_trajectories_figure, novelty_reward_figure,
+                                      threshold_ablation_figure)
+
+    out = Path(out)
+    docs = evaluate_runs(runs, episodes, seed, reuse=reuse, write=True, log=log)
+    combined = combine(docs)
+    rows, stats = combined["policies"], combined["statistics"]
+    log(f"writing the report into {out}")
+
+    blocks: list[Block] = [
+        Heading("npsco report", 1),
+        Paragraph(f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} by "
+                  f"`{command or 'npsco report'}`, from {len(docs)} population run(s) with {len(rows)} policies: "
+                  + ", ".join(f"`{d['run']}`" for d in docs) + "."),
+    ]
+    pending = [f"{Path(d['run']).name}: {', '.join(d['pending'])}" for d in docs if d.get("pending")]
+    if pending:
+        blocks.append(Paragraph("Not yet trained (left out): " + "; ".join(pending) + "."))
+
+    blocks += [Heading("Table 1: reward and success rate"),
+               Paragraph("Reward: deterministic return of each policy (mean over its evaluation episodes), then mean ± "
+                         "std over the policies of a method (population std, as the paper). Success rate (paper Sec. "
+                         "4.2): the fraction of policies that reached the median return of the PPO references at some "
+                         "evaluation during their training; a PPO reference is scored on its evaluated return, so "
+                         "PPO's rate is about 0.5 by definition. Rows: `ppo` are the PPO references; a chain trained "
+                         "at a multiple S of the default threshold is `METHOD-r0xS`."),
+               *table1_blocks(stats)]
+
+    blocks += [Heading("Novelty"),
+               Paragraph("Novelty of a policy: min over the PPO references of D(policy, reference), the mean distance "
+                         "between their executed deterministic actions on the states the policy visits (for a "
+                         "reference: against the other references). Relative novelty divides it by the mean "
+                         "distance between PPO references (1 = as different as two PPO seeds). State novelty: min "
+                         "over the references of the sliced-Wasserstein distance between the visited-state "
+                         "distributions (standardised states): do the policies go to different places?"),
+               novelty_table(stats)]
+
+    blocks.append(Heading("Fig. 2: Four Reward Maze trajectories"))
+    panels = fig2_panels(rows)
+    if panels:
+        maze_rows = [r for r in rows if r.get("goal_from_right")]
+        blocks += [Image(_figure(maze_trajectories_figure(panels), out, "fig2_maze_trajectories.png"),
+                         "Fig. 2", f"One deterministic episode of every policy from {FIG2_START}, near the right "
+                         "edge; one panel per method, PPO references included. Regions: top +5, bottom +5, left +10, "
+                         "right +1."),
+                   fig2_goals(maze_rows)]
+    else:
+        blocks.append(Paragraph("No Four Reward Maze run among the runs given: nothing to draw."))
+
+    blocks.append(Heading("Fig. 3: relative novelty and reward"))
+    data3 = fig3_data(rows)
+    if data3:
+        blocks.append(Image(_figure(novelty_reward_figure(data3), out, "fig3_novelty_reward.png"), "Fig. 3",
+                            "Each policy is a faint point; each method's mean ± std is a bold marker with error bars. "
+                            "Dashed line: relative novelty 1 (PPO)."))
+    else:
+        blocks.append(Paragraph("No relative novelty could be measured (it needs at least 2 PPO references)."))
+
+    blocks.append(Heading("Fig. 4: threshold ablation"))
+    data4 = fig4_data(rows)
+    if data4:
+        blocks.append(Image(_figure(threshold_ablation_figure(data4), out, "fig4_threshold_ablation.png"), "Fig. 4",
+                            "Returns of chains trained at different multiples of the default threshold r0 (box: "
+                            "quartiles and median; whiskers: 1.5 IQR; points: beyond), PPO references in grey."))
+    else:
+        blocks.append(Paragraph("Nothing to ablate: no method was trained at two or more thresholds. Train a "
+                                "population with e.g. `--r0-scale 0.5 1 2` and give its run to `npsco report`."))
+
+    blocks.append(Heading("Training curves"))
+    for t in _tasks(rows):
+        curves = curve_data(rows, t)
+        if curves:
+            fig = learning_curves_figure(curves, ylabel=f"{t}: evaluation return")
+            blocks.append(Image(_figure(fig, out, f"curves_{_safe(t)}.png"), f"training curves {t}",
+                                f"{t}: deterministic evaluation return during training, per policy, bold mean per "
+                                "method."))
+
+    blocks.append(Heading("Behaviour"))
+    blocks.append(Paragraph("Frames of one deterministic episode per policy, side by side (appendix D's pictures); "
+                            "MuJoCo rendered offscreen, the maze by its own renderer (dark line: the path so far)."))
+    blocks += behaviour_blocks(rows, out, seed, gif, max_filmstrips if filmstrips else 0, log)
+
+    blocks += [Heading("Per-policy results"), policy_table(rows),
+               Paragraph("All columns, and the full action-distance and state-diversity matrices, are in "
+                         "`evaluation.csv` / `evaluation.json` here and in each run's `evaluation/` folder.")]
+
+    versions = package_versions()
+    blocks += [Heading("Configuration and commands"),
+               Table(header=["package", "version"], rows=[[k, v] for k, v in versions.items()], align="ll"),
+               Paragraph("Commands that produced these numbers (training, then evaluation, then this report):")]
+    commands = []
+    for d in docs:
+        config_path = Path(d["run"]) / "config.json"
+        config = read_json(config_path) if config_path.exists() else {}
+        commands.append(population_command(d["run"], config))
+    commands += [d["command"] for d in docs]
+    commands.append(command or "npsco report " + " ".join(shlex.quote(str(r)) for r in runs) + f" --out {out}")
+    blocks.append(Code("\n".join(commands), "bash"))
+    for d in docs:
+        config_path = Path(d["run"]) / "config.json"
+        if config_path.exists():
+            blocks += [Paragraph(f"`{config_path}`:"), Code(config_path.read_text(encoding="utf-8"), "json")]
+        settings = ", ".join(f"{k} {v}" for k, v in d["settings"].items())
+        blocks.append(Items([f"evaluation of `{d['run']}`: {settings}; fingerprint {d['fingerprint']}"]))
+
+    atomic_write_text(out / "evaluation.csv", rows_to_csv(rows))
+    atomic_write_json(out / "evaluation.json", {**combined, "versions": versions, "commands": commands})
+    atomic_write_text(out / "report.md", to_markdown(blocks))
+    atomic_write_text(out / "report.html", to_html(blocks, "npsco report", out))
+    return out / "report.md"
+
+
+def report_command(argv: list[str] | None = None) -> str:
+    """The command line of this process, for the report's provenance."""
+    argv = sys.argv[1:] if argv is None else argv
+    return "npsco " + " ".join(shlex.quote(a) for a in argv)
