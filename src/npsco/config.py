@@ -274,6 +274,27 @@ class MethodConfig:
     as the authors' README)."""
     wsr_shape: str = "linear"
     """WSR shape of the novelty reward: `linear` (u), `exp` (exp(u)), `neg_exp` (-exp(-u)) (paper Sec. 3.2)."""
+    tnb_rule: str = "safe"
+    """TNB/CTNB combination of the task and novelty gradients (`npsco.algos.constrained.bisector`): `safe` (the bisector;
+    for an obtuse angle the task gradient first loses its component against the novelty gradient, so a step never
+    lowers novelty, as the authors' code intends) or `paper` (Eq. 5 literally, which for an obtuse angle subtracts a
+    multiple of the novelty gradient)."""
+    ctnb_slack: float = 0.0
+    """CTNB: an iteration's constraint counts as violated (bisector step; else a plain PPO step) when the mean of
+    (u_t - r0) over the batch's steps with t > t_S is < -ctnb_slack."""
+    cpo_max_kl: float = 0.01
+    """CPO trust region: the bound delta on the batch's mean KL(pi_old || pi_new)."""
+    cpo_damping: float = 0.1
+    """CPO: damping added to the Fisher-vector products, (F + damping I) v."""
+    cpo_cg_iters: int = 10
+    """CPO: conjugate-gradient iterations for F^-1 g and F^-1 b."""
+    cpo_backtrack_iters: int = 10
+    """CPO: line-search trials; trial i scales the step by cpo_backtrack_coef ** i."""
+    cpo_backtrack_coef: float = 0.8
+    """CPO: line-search shrink factor."""
+    cpo_cost_limit: float = 0.0
+    """CPO: limit d of the constraint J_C <= d, with J_C the batch's mean per-step cost r0 - min_j d_j(s_t); 0 means
+    "mean novelty >= r0"."""
 
     def validate(self) -> "MethodConfig":
         checks = [
@@ -287,6 +308,13 @@ class MethodConfig:
             (self.ipd_rule in ("instant", "cumulative"), "ipd_rule must be instant or cumulative"),
             (self.ipd_slack >= 0, "ipd_slack must be >= 0"),
             (self.wsr_shape in ("linear", "exp", "neg_exp"), "wsr_shape must be linear, exp or neg_exp"),
+            (self.tnb_rule in ("safe", "paper"), "tnb_rule must be safe or paper"),
+            (self.ctnb_slack >= 0, "ctnb_slack must be >= 0"),
+            (self.cpo_max_kl > 0, "cpo_max_kl must be > 0"),
+            (self.cpo_damping > 0, "cpo_damping must be > 0 (the Fisher matrix can be singular)"),
+            (self.cpo_cg_iters > 0, "cpo_cg_iters must be > 0"),
+            (self.cpo_backtrack_iters > 0, "cpo_backtrack_iters must be > 0"),
+            (0 < self.cpo_backtrack_coef < 1, "cpo_backtrack_coef must be in (0, 1)"),
         ]
         for ok, message in checks:
             if not ok:
