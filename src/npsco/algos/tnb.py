@@ -1,0 +1,127 @@
+"""Task-Novelty Bisector (TNB, Zhang et al. 2019; paper Sec. 3.4) and its constrained variant CTNB (paper Alg. 2).
+
+Both add a novelty reward stream r_nov,t = u_t - r0 (u_t the episode's running novelty, as the authors' code) with its
+own critic, GAE and advantage normalisation. Per minibatch, the task PPO surrogate L_task and the novelty PPO
+surrogate L_nov give two ascent directions on the **actor parameters** theta (mean MLP and log-std):
+
+    f = -grad_theta L_task(clip),   g = -grad_theta L_nov(clip),   p = bisector(f, g, rule)
+
+and one Adam step follows the gradient -p on theta (plus PPO's entropy bonus), while the critics follow the gradients
+of their own value losses (`Trainer.critic_loss`, times vf_coef); the global gradient norm is clipped as PPO does.
+
+TNB always uses the bisector. CTNB decides once per iteration (per batch) from the rollout: with the margins
+m_t = u_t - r0 of the batch's steps with t > t_S, the constraint is violated when mean(m_t) < -ctnb_slack; then the
+update is TNB's, else it is plain PPO (`Trainer.ppo_update`, whose critic loss still trains the novelty critic).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from npsco.algos.constrained import bisector, flat_grad
+from npsco.algos.methods import NoveltyMethod
+from npsco.algos.ppo import Batch, StepInfo, StepOutcome, Trainer, normalize_advantages, policy_loss
+
+
+def ctnb_violated(margin_sum: float, active_steps: int, slack: float) -> bool:
+    """CTNB's per-iteration test: mean of (u_t - r0) over the batch's steps with t > t_S < -slack.
+
+    `margin_sum` is the sum of u_t - r0 over those `active_steps` steps; with none (every episode shorter than t_S)
+    the constraint is not violated. The authors' code tested sum < -0.1 instead: the same as ours with slack
+    0.1 / active_steps, i.e. about 0 for batches of thousands of steps.
+    """
+    return active_steps > 0 and margin_sum / active_steps < -slack
+
+
+def _add_to_grads(params: list[torch.Tensor], flat: torch.Tensor) -> None:
+    """param.grad += the slice of the 1-D `flat` that belongs to param (laid out as `flat_grad`)."""
+    offset = 0
+    for p in params:
+        piece = flat[offset: offset + p.numel()].view_as(p)
+        p.grad = piece.clone() if p.grad is None else p.grad + piece
+        offset += p.numel()
+
+
+class TNB(NoveltyMethod):
+    """PPO whose actor steps along the bisector of the task and novelty surrogate gradients.
+
+    Logs `tnb/cos` (mean over minibatches of the cosine between f and g), `tnb/obtuse_frac` (fraction of minibatches
+    with cos <= 0), `losses/novelty_policy_loss`, and the usual `losses/*` (the value loss sums both critics')."""
+
+    name = "tnb"
+    streams = ("novelty",)
+
+    def on_step(self, step: StepInfo) -> StepOutcome:
+        _, u = self.novelty(step)
+        return StepOutcome(streams={"novelty": (u - self.r0).astype(np.float32)})
+
+    def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
+        cfg = trainer.cfg
+        stats: dict[str, list[float]] = {}
+        for _epoch in range(cfg.update_epochs):
+            for mb in trainer.minibatches():
+                for k, v in self.bisector_step(trainer, batch, mb).items():
+                    stats.setdefault(k, []).append(v)
+            if cfg.target_kl is not None and stats["losses/approx_kl"][-1] > cfg.target_kl:
+                break
+        out = {k: float(np.mean(v)) for k, v in stats.items()}
+        out["tnb/obtuse_frac"] = float(np.mean(np.array(stats["tnb/cos"]) <= 0))
+        return out
+
+    def bisector_step(self, trainer: Trainer, batch: Batch, mb: torch.Tensor) -> dict[str, float]:
+        """One optimiser step on minibatch `mb`: actor along p = bisector(f, g), critics on their value losses."""
+        cfg, agent = trainer.cfg, trainer.agent
+        obs = batch.obs[mb]
+        new_logprob, entropy, _ = agent.evaluate(obs, batch.actions[mb])
+        adv_task, adv_nov = batch.advantages["task"][mb], batch.advantages["novelty"][mb]
+        if cfg.norm_adv:
+            adv_task, adv_nov = normalize_advantages(adv_task), normalize_advantages(adv_nov)
+        task_loss, info = policy_loss(new_logprob, batch.logprobs[mb], adv_task, cfg.clip_coef)
+        nov_loss, _ = policy_loss(new_logprob, batch.logprobs[mb], adv_nov, cfg.clip_coef)
+        actor = agent.actor_parameters()
+        f = -flat_grad(task_loss, actor, retain_graph=True)
+        g = -flat_grad(nov_loss, actor)
+        p = bisector(f, g, rule=self.config.tnb_rule)
+
+        v_loss = trainer.critic_loss(batch, mb, obs)
+        trainer.optimizer.zero_grad(set_to_none=True)
+        (cfg.vf_coef * v_loss - cfg.ent_coef * entropy).backward()  # critics' grads, and the entropy's on log-std
+        _add_to_grads(actor, -p)
+        nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+        trainer.optimizer.step()
+        cos = torch.dot(f, g) / (torch.linalg.vector_norm(f) * torch.linalg.vector_norm(g) + 1e-12)
+        return {"losses/policy_loss": task_loss.item(), "losses/novelty_policy_loss": nov_loss.item(),
+                "losses/value_loss": v_loss.item(), "losses/entropy": entropy.item(),
+                "losses/approx_kl": info["approx_kl"].item(), "losses/clipfrac": info["clipfrac"].item(),
+                "tnb/cos": cos.item()}
+
+
+class CTNB(TNB):
+    """TNB's bisector step only in iterations whose batch violates the constraint (`ctnb_violated`), else plain PPO.
+
+    Logs `ctnb/constraint_active` (1 if the bisector was used this iteration, else 0) and `ctnb/margin_mean` (the mean
+    of u_t - r0 over the batch's steps with t > t_S); `tnb/*` only in iterations with the bisector."""
+
+    name = "ctnb"
+
+    def bind(self, trainer: Trainer) -> None:
+        super().bind(trainer)
+        self._margin_sum, self._active_steps = 0.0, 0
+
+    def on_step(self, step: StepInfo) -> StepOutcome:
+        out = super().on_step(step)
+        active = step.episode_step > self.t_start
+        self._margin_sum += float(out.streams["novelty"][active].sum())
+        self._active_steps += int(active.sum())
+        return out
+
+    def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
+        violated = ctnb_violated(self._margin_sum, self._active_steps, self.config.ctnb_slack)
+        out = super().update(trainer, batch) if violated else trainer.ppo_update(batch)
+        out["ctnb/constraint_active"] = float(violated)
+        if self._active_steps:
+            out["ctnb/margin_mean"] = self._margin_sum / self._active_steps
+        self._margin_sum, self._active_steps = 0.0, 0
+        return out
