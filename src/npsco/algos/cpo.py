@@ -1,0 +1,162 @@
+"""Constrained Policy Optimization (Achiam et al. 2017) with a novelty cost, the paper's CMDP baseline (Table 1).
+
+Cost. Each step costs c_t = r0 - d_t, with d_t = min_j d_j(s_t) the distance to the nearest reference at this state
+(not the running mean). The constraint is on the average per-step cost, undiscounted,
+
+    J_C = E[c_t] <= cost_limit (0 by default),   i.e.   E[min_j d_j(s_t)] >= r0 - cost_limit,
+
+estimated from the batch as the mean of c_t over its steps. Note min_j of per-step distances is not the paper's
+novelty min_j of the running means: mean_t min_j d_j(s_t) <= min_j mean_t d_j(s_t) (a mean of minima is at most the
+minimum of the means), so satisfying the CPO constraint implies the novelty constraint at the episode level, and it is
+stricter when different states are nearest to different references. The per-step form is what a critic can learn:
+c_t depends on s_t (and, with `novelty_action=sample`, a_t) only, while the running mean depends on the history.
+
+Update, once per iteration, on the actor parameters theta (mean MLP and log-std), at the rollout policy theta_old:
+
+    g = grad mean(rho A_r),   b = grad mean(rho A_c),   rho = pi_theta(a|s) / pi_old(a|s)
+
+with A_r the task GAE advantages normalised over the batch (scale-free: the step does not depend on |g|) and A_c the
+cost GAE advantages (own critic, same gamma and lambda) only centred, since b is compared with J_C. mean(rho A_c)
+changes by ~ the change of J_C (performance-difference lemma, per-step normalisation). F is the Fisher matrix, the
+Hessian of the mean KL(pi_old || pi_theta) over the batch at theta_old, used through products (F + damping I) v;
+`conjugate_gradient` gives F^-1 g and F^-1 b; `cpo_step` solves max g.x s.t. x^T F x / 2 <= max_kl, J_C - limit + b.x
+<= 0 (with its recovery step when no point of the trust region is feasible). A backtracking line search
+(x, coef x, coef^2 x, ...) accepts the first step with mean KL <= max_kl, a cost surrogate change <= max(0, -c)
+(c = J_C - limit: a feasible policy may spend its slack, an infeasible one must not get worse) and, in the cases with
+a feasible point, a reward surrogate that does not decrease; if none passes, theta stays. Then the task and cost
+critics train with PPO's Adam minibatch epochs on their value losses. No entropy bonus.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from npsco.algos.constrained import conjugate_gradient, cpo_step, flat_grad, get_flat_params, set_flat_params
+from npsco.algos.methods import NoveltyMethod
+from npsco.algos.ppo import Batch, StepInfo, StepOutcome, Trainer, normalize_advantages
+from npsco.policy import ActorCritic
+
+
+def novelty_cost(d: np.ndarray, r0: float) -> np.ndarray:
+    """Per-step cost c_t = r0 - min_j d_j(s_t) from the (N, M) distances to the M references."""
+    return (r0 - d.min(axis=1)).astype(np.float32)
+
+
+def gaussian_kl(mean_p: torch.Tensor, log_std_p: torch.Tensor, mean_q: torch.Tensor,
+                log_std_q: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) per state for diagonal Gaussians, summed over action dims:
+
+        sum_i  log(s_q / s_p) + (s_p^2 + (m_p - m_q)^2) / (2 s_q^2) - 1/2
+    """
+    var_p, var_q = torch.exp(2 * log_std_p), torch.exp(2 * log_std_q)
+    return (log_std_q - log_std_p + (var_p + (mean_p - mean_q) ** 2) / (2 * var_q) - 0.5).sum(-1)
+
+
+class CPOProblem:
+    """The quantities of one CPO update on a batch, at the rollout policy theta_old: surrogates, KL and Fisher products."""
+
+    def __init__(self, agent: ActorCritic, batch: Batch, norm_adv: bool, damping: float):
+        self.agent, self.damping = agent, damping
+        self.params = agent.actor_parameters()
+        self.obs, self.actions, self.old_logprob = batch.obs, batch.actions, batch.logprobs
+        adv_r = batch.advantages["task"]
+        self.adv_r = normalize_advantages(adv_r) if norm_adv else adv_r
+        self.adv_c = batch.advantages["cost"] - batch.advantages["cost"].mean()
+        with torch.no_grad():
+            self.old_mean = agent.actor_mean(self.obs)
+            self.old_log_std = agent.actor_logstd.detach().clone()
+
+    def surrogates(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean(rho A_r), mean(rho A_c)) at the actor's current parameters."""
+        logprob, _, _ = self.agent.evaluate(self.obs, self.actions)
+        ratio = torch.exp(logprob - self.old_logprob)
+        return (ratio * self.adv_r).mean(), (ratio * self.adv_c).mean()
+
+    def kl(self) -> torch.Tensor:
+        """Mean over the batch of KL(pi_old || pi_theta) at the actor's current parameters."""
+        mean = self.agent.actor_mean(self.obs)
+        return gaussian_kl(self.old_mean, self.old_log_std, mean, self.agent.actor_logstd).mean()
+
+    def fisher_product(self, v: torch.Tensor) -> torch.Tensor:
+        """(F + damping I) v, with F the Hessian of the mean KL at theta_old (double backward)."""
+        grad_kl = flat_grad(self.kl(), self.params, create_graph=True)
+        return flat_grad(torch.dot(grad_kl, v), self.params) + self.damping * v
+
+
+class CPO(NoveltyMethod):
+    """CPO on the novelty cost. Logs `cpo/cost` (J_C, the batch's mean per-step cost), `cpo/case` (`cpo_step`'s case:
+    0 infeasible recovery, 1 infeasible with feasible points, 2 feasible with an active constraint, 3 TRPO step, 4 no
+    cost gradient), `cpo/lambda`, `cpo/nu` (dual variables), `cpo/kl` (mean KL of the step taken, 0 if none),
+    `cpo/step_accepted`, `cpo/backtracks`, `cpo/surrogate_change`, `cpo/cost_surrogate_change`, `losses/value_loss`."""
+
+    name = "cpo"
+    streams = ("cost",)
+
+    def bind(self, trainer: Trainer) -> None:
+        super().bind(trainer)
+        self._cost_sum, self._cost_n = 0.0, 0
+
+    def on_step(self, step: StepInfo) -> StepOutcome:
+        d, _ = self.novelty(step)
+        cost = novelty_cost(d, self.r0)
+        self._cost_sum += float(cost.sum())
+        self._cost_n += cost.size
+        return StepOutcome(streams={"cost": cost})
+
+    def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
+        cost = self._cost_sum / max(self._cost_n, 1)
+        self._cost_sum, self._cost_n = 0.0, 0
+        out = {"cpo/cost": cost, **self.policy_step(trainer.agent, batch, cost, trainer.cfg.norm_adv)}
+        out.update(self.train_critics(trainer, batch))
+        return out
+
+    def policy_step(self, agent: ActorCritic, batch: Batch, cost: float, norm_adv: bool = True) -> dict[str, float]:
+        """The CPO step of the actor from the batch, `cost` being J_C; returns the `cpo/*` metrics."""
+        cfg = self.config
+        problem = CPOProblem(agent, batch, norm_adv, cfg.cpo_damping)
+        surr_r, surr_c = problem.surrogates()
+        g = flat_grad(surr_r, problem.params, retain_graph=True)
+        b = flat_grad(surr_c, problem.params)
+        Hinv_g = conjugate_gradient(problem.fisher_product, g, cfg.cpo_cg_iters)
+        Hinv_b = conjugate_gradient(problem.fisher_product, b, cfg.cpo_cg_iters)
+        c = cost - cfg.cpo_cost_limit
+        x, info = cpo_step(g, b, c, Hinv_g, Hinv_b, cfg.cpo_max_kl)
+
+        theta_old = get_flat_params(problem.params)
+        surr_r, surr_c = surr_r.item(), surr_c.item()
+        accepted, kl, d_r, d_c, trials = False, 0.0, 0.0, 0.0, 0
+        for i in range(cfg.cpo_backtrack_iters):
+            trials = i + 1
+            set_flat_params(problem.params, theta_old + cfg.cpo_backtrack_coef ** i * x)
+            with torch.no_grad():
+                new_r, new_c = problem.surrogates()
+                kl = problem.kl().item()
+            d_r, d_c = new_r.item() - surr_r, new_c.item() - surr_c
+            improves = d_r >= 0 or info.case <= 1  # without a feasible point, only the cost counts
+            if all(map(math.isfinite, (kl, d_r, d_c))) and kl <= cfg.cpo_max_kl and d_c <= max(0.0, -c) and improves:
+                accepted = True
+                break
+        if not accepted:
+            set_flat_params(problem.params, theta_old)
+            kl, d_r, d_c = 0.0, 0.0, 0.0
+        return {"cpo/case": float(info.case), "cpo/lambda": info.lam, "cpo/nu": info.nu, "cpo/kl": kl,
+                "cpo/step_accepted": float(accepted), "cpo/backtracks": float(trials - 1 if accepted else trials),
+                "cpo/surrogate_change": d_r, "cpo/cost_surrogate_change": d_c}
+
+    def train_critics(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
+        """PPO's epochs of Adam minibatch steps on the task and cost critics' value losses (actor untouched)."""
+        cfg, critics = trainer.cfg, trainer.agent.critic_parameters()
+        losses = []
+        for _epoch in range(cfg.update_epochs):
+            for mb in trainer.minibatches():
+                v_loss = trainer.critic_loss(batch, mb)
+                trainer.optimizer.zero_grad(set_to_none=True)
+                (cfg.vf_coef * v_loss).backward()
+                nn.utils.clip_grad_norm_(critics, cfg.max_grad_norm)
+                trainer.optimizer.step()
+                losses.append(v_loss.item())
+        return {"losses/value_loss": float(np.mean(losses))}
