@@ -90,4 +90,16 @@ def make_method(config: MethodConfig, references: ReferenceSet, r0: float | None
         from npsco.algos.ipd import IPD
 
         return IPD(references, r0, config, env_id)
+    if config.method == "wsr":
+        from npsco.algos.wsr import WSR
+
+        return WSR(references, r0, config, env_id)
+    if config.method in ("tnb", "ctnb"):
+        from npsco.algos.tnb import CTNB, TNB
+
+        return (TNB if config.method == "tnb" else CTNB)(references, r0, config, env_id)
+    if config.method == "cpo":
+        from npsco.algos.cpo import CPO
+
+        return CPO(references, r0, config, env_id)
     raise NpscoError(f"method {config.method!r} is not available in this version")
