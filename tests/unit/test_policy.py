@@ -374,3 +374,9 @@ def test_a_rewritten_valid_checkpoint_still_loads(saved, tmp_path):
     loaded = load_policy(write(tmp_path / "p.safetensors", tensors, meta))
     obs = raw_observations()
     np.testing.assert_array_equal(loaded.mean_action(obs), saved[0].mean_action(obs))
+
+
+def test_load_policy_is_the_public_api():
+    import npsco
+
+    assert npsco.load_policy is load_policy and npsco.Policy is Policy

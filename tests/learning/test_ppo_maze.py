@@ -1,0 +1,21 @@
+"""Learning test: PPO with the maze's `default` preset finds the +10 (left) region from most starts."""
+
+import numpy as np
+import pytest
+
+from npsco.algos.ppo import train
+from npsco.config import MAZE_ID, preset
+from npsco.envs.maze import GOAL_NAMES
+from npsco.evaluation import run_episodes
+
+
+@pytest.mark.slow
+def test_ppo_learns_to_reach_the_left_goal_on_the_maze():
+    cfg = preset(MAZE_ID)  # 150k steps
+    assert cfg.seed == 0 and cfg.total_timesteps == 150_000
+    result = train(cfg, progress=False, tensorboard=False)
+    episodes = run_episodes(result.policy, 100, seed=12345)
+    left = float(np.mean(episodes.goals == GOAL_NAMES.index("left")))
+    summary = episodes.summary()
+    assert left >= 0.7, summary
+    assert episodes.returns.mean() >= 7.0, summary
