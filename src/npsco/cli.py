@@ -82,7 +82,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     path = resolve_checkpoint(args.targets[0])
     policy = load_policy(path)
     episodes = args.episodes or (100 if policy.metadata["env_id"].startswith("npsco/") else 10)
-    res = run_episodes(policy, episodes, seed=args.seed, max_episode_steps=policy.metadata["config"].get("max_episode_steps"))
+    res = run_episodes(policy, episodes, seed=args.seed, max_episode_steps=policy.metadata.get("config", {}).get("max_episode_steps"))
     summary = {"checkpoint": str(path), "env_id": policy.metadata["env_id"], "deterministic": True, **res.summary(),
                "returns": [float(r) for r in res.returns]}
     out = Path(args.out) if args.out else path.with_suffix(".eval.json")
@@ -228,6 +228,38 @@ def cmd_population(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------------------- sweep
+@command("sweep")
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import shlex
+
+    from npsco.parallel import make_executor
+    from npsco.sweep import Progress, Sweep, load_grid, summary_lines
+
+    grid = load_grid(args.grid)
+    out = Path(args.out or f"runs/sweep/{grid.name}")
+    sweep = Sweep(grid, out, grid_file=args.grid)
+    print(f"sweep {grid.name!r} in {out}: {len(grid.tasks)} task(s) x {len(grid.methods)} method(s), "
+          f"{len(sweep.specs)} population runs, {sum(s.policies for s in sweep.specs)} policies")
+    if args.dry_run:
+        for s in sweep.specs:
+            what = (f"{s.config.refs} PPO references" if s.refs_of is None else
+                    f"{s.config.novel} x {', '.join(s.chains)} (references of {s.refs_of})")
+            print(f"  {s.path}: {what}, {s.config.ppo.total_timesteps:,} steps each")
+        return 0
+    try:
+        with make_executor(args.backend, args.workers, args.address) as executor:
+            print(f"backend: {executor.describe()}", flush=True)
+            sweep.run(executor, Progress(sweep))
+    finally:
+        if sweep.pops:
+            print("\n".join(summary_lines(sweep)))
+            print(f"sweep manifest: {out / 'sweep.json'}")
+    runs = " ".join(shlex.quote(str(out / s.path)) for s in sweep.specs)
+    print(f"next: npsco report {runs} --out {shlex.quote(str(out / 'report'))}")
+    return 0
+
+
 # --------------------------------------------------------------------------------------------------------- threshold
 @command("threshold")
 def cmd_threshold(args: argparse.Namespace) -> int:
@@ -365,6 +397,20 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--mset", action="append", default=[], metavar="KEY=VALUE",
                     help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5")
     pp.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    sw = sub.add_parser("sweep", help="a grid of population runs (tasks x methods x thresholds), in parallel",
+                        description="Train the population runs of a grid file (docs/sweep.md) in one folder, the "
+                                    "independent policies in parallel on a local process pool or a Ray cluster. "
+                                    "Re-running the same command resumes.")
+    sw.add_argument("grid", help="grid file (TOML), e.g. examples/maze_grid.toml")
+    sw.add_argument("--out", default=None, help="sweep folder (default runs/sweep/GRID_NAME)")
+    sw.add_argument("--backend", choices=("local", "ray"), default="local",
+                    help="local: a process pool on this machine (default); ray: Ray tasks")
+    sw.add_argument("--workers", type=int, default=None,
+                    help="policies trained at the same time (default: the CPU count; with Ray, the cluster's CPUs)")
+    sw.add_argument("--address", default=None, metavar="HOST:PORT",
+                    help="Ray cluster to join (default: start a local Ray instance)")
+    sw.add_argument("--dry-run", action="store_true", help="check the grid and print the plan, train nothing")
 
     th = sub.add_parser("threshold", help="the default r0 of a set of policies",
                         description="r0 = mean pairwise distance between policies, each measured on its own visited "
