@@ -1,0 +1,310 @@
+"""Where independent training jobs run, and the scheduler that feeds them.
+
+A *job* is a module-level function and its picklable arguments (train one policy, or compute one threshold). It runs
+in a worker process and returns its result to the parent process, which alone writes the manifests. Two executors:
+
+- `LocalExecutor` (default): a `concurrent.futures.ProcessPoolExecutor` on this machine, `forkserver` context (the
+  server imports torch and npsco once; each job then runs in a freshly forked process, one job per process), with
+  `torch.set_num_threads(1)` in every worker. A worker that dies (killed, out of memory) breaks the pool: the pool is
+  rebuilt and the jobs it held are submitted again.
+- `RayExecutor`: Ray tasks (`num_cpus=1`, one task per worker process, Ray's own `max_retries` for dead workers), on
+  an existing cluster (`address`) or a local Ray instance started with `num_cpus=workers`.
+
+`Scheduler.run(source, view)` keeps at most `executor.workers` jobs in flight: it asks the source which jobs are ready,
+submits them, and hands every result back to the source (which records it) until nothing is ready or running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from npsco.errors import NpscoError
+
+MAX_RETRIES = 2
+"""A job whose worker process dies is submitted again at most this many times."""
+
+PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "numpy", "gymnasium", "npsco.population", "npsco.algos.ppo",
+           "npsco.algos.methods", "npsco.algos.ipd", "npsco.algos.wsr", "npsco.algos.tnb", "npsco.algos.cpo",
+           "npsco.evaluation", "npsco.novelty.threshold"]
+"""Modules the forkserver imports once, so that each fresh worker starts in milliseconds instead of seconds
+(`torch._dynamo` alone, imported by the first Adam, costs seconds)."""
+
+SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""Set in every worker before numpy and torch load: one policy per core; BLAS threads fighting over shared cores
+made a tiny maze policy's numpy update 5x slower here."""
+
+
+@dataclass
+class Job:
+    """One unit of work: `fn(*args)` in a worker process."""
+
+    key: str
+    """Unique among the jobs of one run (e.g. `FourRewardMaze-v0/ipd:ipd/k0`)."""
+    fn: Callable[..., Any]
+    args: tuple
+    label: str = ""
+    """What the progress view shows (defaults to the key)."""
+    steps: int = 0
+    """Environment steps the job trains (for the overall steps/s)."""
+    group: str = ""
+    """The population it belongs to (for the progress view)."""
+
+
+def _init_worker() -> None:
+    os.environ.update(SINGLE_THREAD_ENV)  # in effect where numpy/torch are not loaded yet (spawn)
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """Set environment variables for the duration of the block, then restore them."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class _Executor:
+    """What both executors share: `with make_executor(...) as ex:` closes it, cancelling running jobs on an error."""
+
+    workers: int
+
+    def close(self, cancel: bool = False) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(cancel=exc_type is not None)
+
+
+class LocalExecutor(_Executor):
+    """A process pool on this machine; every job runs in a fresh process (`max_tasks_per_child=1`)."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None):
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        methods = multiprocessing.get_all_start_methods()
+        self._context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if self._context.get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            self._context.set_forkserver_preload(PRELOAD)
+            with _environment(SINGLE_THREAD_ENV):  # the server loads numpy and torch, once, single-threaded
+                forkserver.ensure_running()
+        self._generation = 0
+        self._generation_of: dict[Future, int] = {}
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context, initializer=_init_worker,
+                                   max_tasks_per_child=1)
+
+    def describe(self) -> str:
+        return f"local process pool, {self.workers} worker(s) ({self._context.get_start_method()})"
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future = self._pool.submit(fn, *args)
+        self._generation_of[future] = self._generation
+        return future
+
+    def worker_died(self, exc: BaseException) -> bool:
+        return isinstance(exc, BrokenProcessPool)
+
+    def recover(self, future: Future) -> None:
+        """After a worker died: replace the broken pool (once, whichever of its futures reports it first)."""
+        if self._generation_of.pop(future, None) == self._generation:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._generation += 1
+            self._pool = self._new_pool()
+
+    def forget(self, future: Future) -> None:
+        self._generation_of.pop(future, None)
+
+    def close(self, cancel: bool = False) -> None:
+        self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
+
+
+class RayExecutor(_Executor):
+    """Ray tasks with `num_cpus=1`: on the cluster at `address`, or on a local Ray instance with `workers` CPUs."""
+
+    name = "ray"
+
+    def __init__(self, workers: int | None = None, address: str | None = None, max_retries: int = MAX_RETRIES):
+        try:
+            import ray
+        except ImportError:
+            raise NpscoError("the Ray backend needs Ray: pip install 'npsco[cluster]' (or pip install 'ray>=2.9')") from None
+        import logging
+
+        self._ray = ray
+        self._started_here = not ray.is_initialized()
+        if self._started_here:
+            kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            try:
+                if address:
+                    ray.init(address=address, **kwargs)
+                else:
+                    ray.init(num_cpus=max(1, workers or os.cpu_count() or 1), **kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+                raise NpscoError(f"could not start or reach {where}: {str(e).splitlines()[0]}") from None
+        self.address = address
+        self.workers = max(1, workers or int(ray.cluster_resources().get("CPU", 1)))
+        self.max_retries = max_retries
+        self._remote: dict[Callable, Any] = {}
+        self._refs: dict[Future, Any] = {}
+
+    def describe(self) -> str:
+        where = f"cluster {self.address}" if self.address else "local instance"
+        return f"Ray {self._ray.__version__} ({where}), {self.workers} task(s) at a time"
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        if fn not in self._remote:
+            self._remote[fn] = self._ray.remote(num_cpus=1, max_retries=self.max_retries, max_calls=1,
+                                                runtime_env={"env_vars": SINGLE_THREAD_ENV})(fn)
+        ref = self._remote[fn].remote(*args)
+        future = ref.future()
+        self._refs[future] = ref
+        return future
+
+    def worker_died(self, exc: BaseException) -> bool:
+        return False  # Ray has already retried the task max_retries times
+
+    def recover(self, future: Future) -> None:
+        self.forget(future)
+
+    def forget(self, future: Future) -> None:
+        self._refs.pop(future, None)
+
+    def close(self, cancel: bool = False) -> None:
+        if cancel:
+            for ref in self._refs.values():
+                try:
+                    self._ray.cancel(ref, force=True)
+                except Exception:  # pragma: no cover - already finished or gone
+                    pass
+        self._refs.clear()
+        if self._started_here:
+            self._ray.shutdown()
+
+
+def make_executor(backend: str = "local", workers: int | None = None, address: str | None = None):
+    """The executor for `--backend` (`local` or `ray`)."""
+    if workers is not None and workers < 1:
+        raise NpscoError(f"--workers must be >= 1, got {workers}")
+    if backend == "local":
+        if address:
+            raise NpscoError("--address is for --backend ray")
+        return LocalExecutor(workers)
+    if backend == "ray":
+        return RayExecutor(workers, address)
+    raise NpscoError(f"unknown backend {backend!r}; choose local or ray")
+
+
+def error_message(exc: BaseException) -> str:
+    """The first line of what went wrong in a worker (unwrapping Ray's task error)."""
+    cause = getattr(exc, "cause", None) or exc
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[0] if text else ''}" if not isinstance(cause, NpscoError) else text[0]
+
+
+class Source(Protocol):
+    """What the scheduler runs: the jobs that can start now, and where their results go."""
+
+    def ready(self, busy: set[str]) -> list[Job]: ...
+    def started(self, job: Job) -> None: ...
+    def finished(self, job: Job, result: Any) -> str | None: ...  # records the result; returns a short description
+
+
+class View(Protocol):
+    def event(self, kind: str, job: Job, detail: str = "") -> None: ...
+    def tick(self) -> None: ...
+
+
+class Scheduler:
+    """Runs the jobs of a `Source` on an executor, at most `executor.workers` at a time."""
+
+    def __init__(self, executor, max_retries: int = MAX_RETRIES, tick_seconds: float = 1.0):
+        self.executor, self.max_retries, self.tick_seconds = executor, max_retries, tick_seconds
+
+    def run(self, source: Source, view: View | None = None) -> None:
+        """Until nothing is ready or running. A job that raises stops new submissions; the running ones finish and
+        are recorded, then the error is raised (as an NpscoError naming the job)."""
+        running: dict[Future, Job] = {}
+        deaths: dict[str, int] = {}
+        failed: tuple[Job, BaseException] | None = None
+        while True:
+            if failed is None:
+                busy = {job.key for job in running.values()}
+                for job in source.ready(busy):
+                    if len(running) >= self.executor.workers:
+                        break
+                    if job.key in busy:
+                        continue
+                    source.started(job)
+                    running[self.executor.submit(job.fn, *job.args)] = job
+                    busy.add(job.key)
+                    if view:
+                        view.event("start", job)
+            if not running:
+                break
+            done, _ = wait(list(running), timeout=self.tick_seconds, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = running.pop(future)
+                exc = future.exception()
+                if exc is None:
+                    self.executor.forget(future)
+                    detail = source.finished(job, future.result())
+                    if view:
+                        view.event("done", job, detail or "")
+                    continue
+                if self.executor.worker_died(exc):
+                    self.executor.recover(future)
+                    deaths[job.key] = deaths.get(job.key, 0) + 1
+                    if deaths[job.key] <= self.max_retries:
+                        if view:
+                            view.event("retry", job, f"worker died, attempt {deaths[job.key] + 1}")
+                        continue  # still not done: the source offers it again
+                    exc = NpscoError(f"its worker process died {deaths[job.key]} times")
+                self.executor.forget(future)
+                if view:
+                    view.event("error", job, error_message(exc))
+                if failed is None:
+                    failed = (job, exc)
+            if view:
+                view.tick()
+        if failed is not None:
+            job, exc = failed
+            if isinstance(exc, NpscoError) or isinstance(getattr(exc, "cause", None), NpscoError):
+                raise NpscoError(f"{job.label or job.key}: {error_message(exc)}") from None
+            raise exc
+
+
+class LogView:
+    """One line per event (start, done, retry, error), through `log`."""
+
+    def __init__(self, log: Callable[[str], None] = print):
+        self.log = log
+
+    def event(self, kind: str, job: Job, detail: str = "") -> None:
+        self.log(f"{kind:>5s} {job.label or job.key}" + (f": {detail}" if detail else ""))
+
+    def tick(self) -> None:
+        pass
