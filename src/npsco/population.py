@@ -211,8 +211,12 @@ class Population:
         return load_policy(self.out / member.checkpoint)
 
     # ------------------------------------------------------------------------------------------------- training
-    def run(self) -> list[Member]:
-        """Train every member not yet done, in order, then return the members."""
+    def run(self, executor=None) -> list[Member]:
+        """Train every member not yet done, in order, then return the members.
+
+        With an `executor` (see `npsco.parallel`), independent members train at the same time: see `run_parallel`."""
+        if executor is not None:
+            return self.run_parallel(executor)
         self.open()
         refs = [m for m in self.members if m.role == "reference"]
         todo = [m for m in self.members if m.status != "done"]
@@ -290,6 +294,97 @@ class Population:
         if final.goals is not None:
             line += "  goals: " + ", ".join(f"{k} {v}" for k, v in member.final_eval["goals"].items() if v)
         self.log(line)
+
+    # ------------------------------------------------------------------------------------------- parallel training
+    # The parent process plans, starts jobs and writes the manifest; workers train one member each and return its
+    # record (`train_member_job`), or compute the default threshold (`threshold_job`). The order is `run`'s: the R
+    # references together, then the threshold, then the chains side by side, each chain one policy after another.
+    def run_parallel(self, executor, view=None) -> list[Member]:
+        """Like `run`, with the independent members training at the same time on `executor`."""
+        from npsco.parallel import LogView, Scheduler
+
+        self.open()
+        if all(m.status == "done" for m in self.members):
+            self.log(f"{self.out}: every policy is already trained")
+            return self.members
+        Scheduler(executor).run(self, view or LogView(self.log))
+        return self.members
+
+    def ready(self, busy: set[str]):
+        """The jobs that can start now (the `npsco.parallel.Source` protocol); `busy` holds the keys already running."""
+        from npsco.parallel import Job
+
+        out = str(self.out.resolve())
+        members = [dataclasses.asdict(m) for m in self.members]
+        steps = self.config.ppo.num_iterations * self.config.ppo.batch_size
+
+        def train(m: Member) -> Job:
+            return Job(key=f"{out}:{m.name}", fn=train_member_job, args=(out, self.config, members, self.r0_default, m.name),
+                       label=m.name, steps=steps, group=out)
+
+        refs = [m for m in self.members if m.role == "reference"]
+        jobs = [train(m) for m in refs if m.status != "done"]
+        novel = [m for m in self.members if m.role == "novel"]
+        if jobs or not novel:
+            return [j for j in jobs if j.key not in busy]
+        if self.config.method.method != "ppo" and self.config.method.r0 is None and self.r0_default is None:
+            job = Job(key=f"{out}:threshold", fn=threshold_job, args=(out, self.config, members), label="threshold",
+                      group=out)
+            return [] if job.key in busy else [job]
+        for chain in self.chains():
+            nxt = next((m for m in novel if m.chain == chain and m.status != "done"), None)
+            if nxt is not None:
+                jobs.append(train(nxt))
+        return [j for j in jobs if j.key not in busy]
+
+    def started(self, job) -> None:
+        member = self._member(job.label)
+        if member is not None:
+            member.status = "training"
+            self.save_manifest()
+
+    def finished(self, job, result) -> str:
+        """Record a worker's result in the manifest; returns a short description of it."""
+        if job.label == "threshold":
+            self.r0_default = float(result)
+            self.save_manifest()
+            return f"r0 = {self.r0_default:.4f}"
+        member = Member(**result)
+        self.members[self.members.index(self._member(member.name))] = member
+        self.save_manifest()
+        ev = member.final_eval or {}
+        return f"return {ev.get('return_mean', float('nan')):.2f} +- {ev.get('return_std', float('nan')):.2f}"
+
+    def _member(self, name: str) -> Member | None:
+        return next((m for m in self.members if m.name == name), None)
+
+
+def _worker_population(out: str, config: PopulationConfig, members: list[dict], r0_default: float | None) -> Population:
+    """The population as the parent sees it, in a worker process that must not write the manifest."""
+    pop = Population(out, config, progress=False, log=lambda line: None)
+    pop.members = [Member(**m) for m in members]
+    pop.r0_default = r0_default
+    pop.save_manifest = lambda: None  # the parent process is the manifest's only writer
+    return pop
+
+
+def train_member_job(out: str, config: PopulationConfig, members: list[dict], r0_default: float | None,
+                     name: str) -> dict[str, Any]:
+    """Worker job: train the member `name` of the population at `out` (from scratch, with its seed) and evaluate it;
+    returns its manifest record."""
+    pop = _worker_population(out, config, members, r0_default)
+    member = pop._member(name)
+    method = None if member.role == "reference" else pop._method_for(member)
+    pop._train(member, method, position=pop.members.index(member) + 1, total=len(pop.members))
+    return dataclasses.asdict(member)
+
+
+def threshold_job(out: str, config: PopulationConfig, members: list[dict]) -> float:
+    """Worker job: compute the default threshold from the trained references (writes `threshold.json`); returns r0."""
+    pop = _worker_population(out, config, members, None)
+    pop._ensure_threshold([m for m in pop.members if m.role == "reference"])
+    return pop.r0_default
+
 
 
 def load_manifest(run: str | Path) -> dict[str, Any]:
