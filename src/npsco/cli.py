@@ -123,14 +123,19 @@ def _evaluate_runs(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------------------ report
 @command("report")
 def cmd_report(args: argparse.Namespace) -> int:
-    from npsco.report.build import build_report, report_command
+    import shlex
 
-    for run in args.runs:
-        if not _is_population_run(run):
-            raise NpscoError(f"{run}: not a population run directory (no manifest.json)")
-    path = build_report(args.runs, args.out, episodes=args.episodes, seed=args.seed, reuse=not args.force,
+    from npsco.report.build import build_report
+    from npsco.sweep import population_dirs
+
+    runs = [str(p) for r in args.runs for p in population_dirs(r)]
+    flags = [f"--episodes {args.episodes}" if args.episodes else "", f"--seed {args.seed}" if args.seed else "",
+             "--gif" if args.gif else "", "--no-filmstrips" if args.no_filmstrips else "",
+             f"--max-filmstrips {args.max_filmstrips}" if args.max_filmstrips is not None else ""]
+    command = " ".join(["npsco report", *map(shlex.quote, args.runs), "--out", shlex.quote(args.out), *filter(None, flags)])
+    path = build_report(runs, args.out, episodes=args.episodes, seed=args.seed, reuse=not args.force,
                         filmstrips=not args.no_filmstrips, gif=args.gif, max_filmstrips=args.max_filmstrips,
-                        command=report_command())
+                        command=command)
     print(f"report: {path}  (HTML: {path.with_suffix('.html')})")
     return 0
 
@@ -163,33 +168,57 @@ def cmd_render(args: argparse.Namespace) -> int:
 EXPERIMENT_METHODS = ("ipd", "wsr", "tnb", "ctnb", "cpo")
 
 
-@command("experiment")
-def cmd_experiment(args: argparse.Namespace) -> int:
-    """PPO references once, then every method's novel policies against them, then the report. Resumable."""
-    out = Path(args.out)
+def experiment_grid(args: argparse.Namespace) -> dict:
+    """The sweep grid (docs/sweep.md) of `npsco experiment`: the task's PPO references, then every method's novel
+    policies against them; IPD also at the --ablation multiples of r0 (Fig. 4)."""
     methods = list(dict.fromkeys(args.methods))
     bad = [m for m in methods if m not in EXPERIMENT_METHODS]
     if bad:
         raise NpscoError(f"--methods: unknown {', '.join(bad)}; choose from {', '.join(EXPERIMENT_METHODS)}")
-    common = ["--env", args.env, "--preset", args.preset] + (["--steps", str(args.steps)] if args.steps else [])
-    common += [a for s in args.set for a in ("--set", s)] + (["--no-progress"] if args.no_progress else [])
-    plan = [["population", "--method", "ppo", "--refs", str(args.refs), "--novel", "0", "--out", str(out / "ppo"),
-             *common]]
-    for m in methods:
-        scales = ["1", *[f"{s:g}" for s in args.ablation]] if m == "ipd" and args.ablation else []
-        plan.append(["population", "--method", m, "--refs-from", str(out / "ppo"), "--novel", str(args.novel),
-                     "--out", str(out / m), *(["--r0-scale", *scales] if scales else []), *common])
-    runs = [str(out / "ppo")] + [str(out / m) for m in methods]
-    report = ["report", *runs, "--out", str(out / "report")] + (["--episodes", str(args.episodes)] if args.episodes else [])
-    print(f"experiment in {out}: {args.refs} PPO references, {args.novel} novel policies for each of "
-          f"{', '.join(methods) or 'no method'}" + (f" (IPD also at r0 x {args.ablation})" if args.ablation else ""))
-    for step in plan + ([] if args.no_report else [report]):
-        print("\n$ npsco " + " ".join(step), flush=True)
-        rc = main(step)
-        if rc != 0:
-            return rc
-    if not args.no_report:
-        print(f"\nexperiment done; report: {out / 'report' / 'report.md'} and {out / 'report' / 'report.html'}")
+    grid = {"name": "experiment", "tasks": list(dict.fromkeys(args.env)), "methods": ["ppo", *methods],
+            "refs": args.refs, "novel": args.novel, "preset": args.preset,
+            "ppo": dict(item.split("=", 1) for item in args.set if "=" in item)}
+    if len(grid["ppo"]) != len(args.set):
+        raise NpscoError("--set expects key=value")
+    if args.steps:
+        grid["steps"] = args.steps
+    if args.ablation:
+        if "ipd" not in methods:
+            raise NpscoError("--ablation varies IPD's threshold: add ipd to --methods")
+        grid["method"] = {"ipd": {"r0_scales": sorted({1.0, *args.ablation})}}
+    return grid
+
+
+@command("experiment")
+def cmd_experiment(args: argparse.Namespace) -> int:
+    """PPO references, every method's novel policies against them (a sweep, in parallel), then the report."""
+    import shlex
+
+    from npsco.parallel import make_executor
+    from npsco.report.build import build_report
+    from npsco.sweep import Progress, Sweep, parse_grid, population_dirs, summary_lines
+
+    out = Path(args.out)
+    grid = parse_grid(experiment_grid(args), "experiment", where="npsco experiment")
+    sweep = Sweep(grid, out)
+    print(f"experiment in {out}: {grid.refs} PPO references per task, {grid.novel} novel policies per method and "
+          f"threshold for {', '.join(grid.methods[1:]) or 'no method'}; {sum(s.policies for s in sweep.specs)} "
+          f"policies in {len(sweep.specs)} population runs", flush=True)
+    with make_executor("local", args.workers) as executor:
+        print(f"backend: {executor.describe()}", flush=True)
+        try:
+            sweep.run(executor, Progress(sweep))
+        finally:
+            if sweep.pops:
+                print("\n".join(summary_lines(sweep)), flush=True)
+    runs = [str(p) for p in population_dirs(out)]
+    if args.no_report:
+        print(f"trained; next: npsco report {out} --out {out / 'report'}")
+        return 0
+    command = f"npsco report {shlex.quote(str(out))} --out {shlex.quote(str(out / 'report'))}"
+    command += f" --episodes {args.episodes}" if args.episodes else ""
+    path = build_report(runs, out / "report", episodes=args.episodes, seed=0, command=command)
+    print(f"\nexperiment done; report: {path}  (HTML: {path.with_suffix('.html')})")
     return 0
 
 
@@ -330,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="Markdown/HTML report of population runs",
                        description="Table 1, Figs. 2-4, training curves, behaviour filmstrips, per-policy results and "
                                    "the configuration of population runs (evaluated first where needed).")
-    r.add_argument("runs", nargs="+", metavar="RUN", help="population run directories (e.g. one per method)")
+    r.add_argument("runs", nargs="+", metavar="RUN", help="population run directories (e.g. one per method), or sweep "
+                                                          "/ experiment directories (all their population runs)")
     r.add_argument("--out", required=True, help="folder for report.md, report.html, figures/ and evaluation.csv")
     r.add_argument("--episodes", type=int, default=None, help="evaluation episodes per policy (default 100 maze, 10 otherwise)")
     r.add_argument("--seed", type=int, default=0, help="evaluation episode i runs on an env seeded seed + i")
@@ -353,23 +383,23 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
 
     x = sub.add_parser("experiment", help="the default experiment: references, every method, report",
-                       description="PPO references (OUT/ppo), then novel policies of each method against them "
-                                   "(OUT/METHOD, --refs-from OUT/ppo), then `npsco report` (OUT/report). Re-running "
-                                   "the same command resumes.")
-    x.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
+                       description="PPO references, then K novel policies of each method against them, trained in "
+                                   "parallel (a sweep: OUT/TASK/ppo, OUT/TASK/METHOD), then `npsco report` "
+                                   "(OUT/report). Re-running the same command resumes.")
+    x.add_argument("--env", nargs="+", default=[MAZE_ID], metavar="ENV_ID", help=f"task(s) (default {MAZE_ID})")
     x.add_argument("--out", default="runs/experiment", help="experiment folder (default runs/experiment)")
-    x.add_argument("--refs", type=int, default=5, help="PPO references (default 5)")
-    x.add_argument("--novel", type=int, default=3, help="novel policies per method (default 3)")
-    x.add_argument("--methods", nargs="+", default=["ipd"], metavar="METHOD",
-                   help="methods of the novel policies, from: ipd wsr tnb ctnb cpo (default: ipd)")
+    x.add_argument("--refs", type=int, default=5, help="PPO references per task (default 5)")
+    x.add_argument("--novel", type=int, default=3, help="novel policies per method and threshold (default 3)")
+    x.add_argument("--methods", nargs="+", default=list(EXPERIMENT_METHODS), metavar="METHOD",
+                   help=f"methods of the novel policies (default: all of {' '.join(EXPERIMENT_METHODS)})")
     x.add_argument("--ablation", type=float, nargs="+", default=[], metavar="S",
-                   help="also train IPD chains at these multiples of r0 (Fig. 4), e.g. --ablation 2")
+                   help="also train IPD at these multiples of the default r0 (Fig. 4), e.g. --ablation 2")
     x.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
+    x.add_argument("--workers", type=int, default=None, help="policies trained at once (default: the CPU count)")
     x.add_argument("--episodes", type=int, default=None, help="evaluation episodes per policy in the report")
     x.add_argument("--preset", default="default", choices=PRESETS)
     x.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
     x.add_argument("--no-report", action="store_true", help="train only")
-    x.add_argument("--no-progress", action="store_true", help="no progress bars")
     from npsco.config import METHODS
 
     pp = sub.add_parser("population", help="train R PPO references then K novel policies",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import platform
 import shlex
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -408,9 +407,3 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
     atomic_write_text(out / "report.md", to_markdown(blocks))
     atomic_write_text(out / "report.html", to_html(blocks, "npsco report", out))
     return out / "report.md"
-
-
-def report_command(argv: list[str] | None = None) -> str:
-    """The command line of this process, for the report's provenance."""
-    argv = sys.argv[1:] if argv is None else argv
-    return "npsco " + " ".join(shlex.quote(a) for a in argv)

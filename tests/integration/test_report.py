@@ -1,0 +1,131 @@
+"""`npsco experiment` / `report` / `render` end to end with tiny budgets: a real maze experiment (2 PPO references in
+their own population run, IPD at r0 x1 and x2 borrowing them, 2048 steps each, 2 workers) built once, its report
+checked section by section; and a filmstrip of an (untrained) Hopper policy rendered offscreen."""
+
+import csv
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from npsco.cli import main
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+SECTIONS = ["# npsco report", "## Table 1: reward and success rate", "## Novelty",
+            "## Fig. 2: Four Reward Maze trajectories", "## Fig. 3: relative novelty and reward",
+            "## Fig. 4: threshold ablation", "## Training curves", "## Behaviour", "## Per-policy results",
+            "## Configuration and commands"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+EXPERIMENT = ["--refs", "2", "--novel", "1", "--steps", "2048", "--methods", "ipd", "--ablation", "2",
+              "--episodes", "20", "--workers", "2"]
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("experiment").resolve() / "exp"
+    assert main(["experiment", "--out", str(out), *EXPERIMENT]) == 0
+    return out
+
+
+def test_experiment_layout(experiment):
+    task = experiment / "FourRewardMaze-v0"
+    assert (task / "ppo" / "manifest.json").exists() and (task / "ipd" / "manifest.json").exists()
+    assert (task / "ipd" / "evaluation" / "evaluation.csv").exists()
+    with open(experiment / "report" / "evaluation.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    # the references once (borrowed by the ipd run), then one policy per IPD chain
+    assert [(r["name"], r["group"], r["r0_scale"]) for r in rows] == [
+        ("ref0", "ppo", ""), ("ref1", "ppo", ""), ("ipd-r0x1/k0", "ipd", "1.0"), ("ipd-r0x2/k0", "ipd-r0x2", "2.0")]
+    assert all(r["episodes"] == "20" and r["relative_novelty"] for r in rows)
+
+
+def test_report_has_every_section_and_real_images(experiment):
+    report = experiment / "report"
+    text = (report / "report.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    for section in SECTIONS:
+        assert section in headings, section
+    assert headings.index(SECTIONS[1]) < headings.index(SECTIONS[3]) < headings.index(SECTIONS[5])
+    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
+    for name in ("fig2_maze_trajectories.png", "fig3_novelty_reward.png", "fig4_threshold_ablation.png",
+                 "curves_FourRewardMaze-v0.png"):
+        assert f"figures/{name}" in images
+    assert sum(i.startswith("figures/behaviour/") for i in images) == 4  # one filmstrip per policy
+    for image in images:
+        data = (report / image).read_bytes()
+        assert data.startswith(PNG) and len(data) > 500, image
+        with Image.open(report / image) as picture:
+            assert np.asarray(picture.convert("L")).std() > 5, image  # not a blank picture
+    html = (report / "report.html").read_text()
+    assert html.count('src="data:image/png;base64,') == len(images)
+    assert "<h2 id=\"table-1-reward-and-success-rate\">" in html
+
+
+def test_table_1_has_a_row_per_method_and_the_commands_are_listed(experiment):
+    text = (experiment / "report" / "report.md").read_text()
+    table = text.split("## Table 1")[1].split("## Novelty")[0]
+    first_cells = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")]
+    assert first_cells[:4] == ["Method", "ppo", "ipd", "ipd-r0x2"]
+    assert "FourRewardMaze-v0 reward" in table and "FourRewardMaze-v0 success" in table and "IQM" in table
+    assert re.search(r"\| ipd \| -?\d+\.\d+ ± \d+\.\d+ \|", table)
+    commands = text.split("## Configuration and commands")[1]
+    task = experiment / "FourRewardMaze-v0"
+    assert f"--method ppo --refs 2 --novel 0 --steps 2048 --out {task / 'ppo'}" in commands
+    assert f"--refs-from {task / 'ppo'} --novel 1 --r0-scale 1 2 --steps 2048" in commands
+    assert f"npsco evaluate {task / 'ipd'} --episodes 20 --seed 0" in commands
+    assert f"npsco report {experiment} --out {experiment / 'report'} --episodes 20" in commands
+    assert "| torch |" in commands and '"total_timesteps": 2048' in commands
+
+
+def test_rerunning_the_experiment_resumes_and_reuses_the_evaluations(experiment, capsys):
+    evaluation = experiment / "FourRewardMaze-v0" / "ipd" / "evaluation" / "evaluation.json"
+    before = evaluation.read_bytes()
+    assert main(["experiment", "--out", str(experiment), *EXPERIMENT]) == 0
+    out = capsys.readouterr().out
+    assert " done " not in out  # nothing trained again
+    assert out.count("evaluation up to date") == 2 and evaluation.read_bytes() == before
+    assert f"report: {experiment / 'report' / 'report.md'}" in out
+
+
+def test_report_of_an_experiment_directory_equals_its_population_runs(experiment, tmp_path, capsys):
+    assert main(["report", str(experiment), "--out", str(tmp_path / "r"), "--no-filmstrips", "--episodes", "20"]) == 0
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "No filmstrips" in text and "ipd-r0x2" in text
+    with open(tmp_path / "r" / "evaluation.csv") as a, open(experiment / "report" / "evaluation.csv") as b:
+        assert a.read() == b.read()
+
+
+def test_render_maze_gif(experiment, tmp_path, capsys):
+    out = tmp_path / "ref0.gif"
+    assert main(["render", str(experiment / "FourRewardMaze-v0" / "ppo" / "refs" / "ref0"), "--gif", "--frames", "5", "--every", "1",
+                 "--out", str(out)]) == 0
+    with Image.open(out) as gif:
+        assert gif.format == "GIF" and gif.n_frames >= 2 and gif.size == (160, 160)
+    assert "written: " in capsys.readouterr().out
+
+
+def test_filmstrip_of_a_hopper_policy_is_a_real_picture(tmp_path, capsys):
+    from npsco.algos.ppo import Trainer
+    from npsco.config import preset
+
+    checkpoint = tmp_path / "hopper.safetensors"
+    Trainer(preset("Hopper-v5"), tensorboard=False).policy().save(checkpoint)
+    out = tmp_path / "hopper.png"
+    assert main(["render", str(checkpoint), "--frames", "3", "--every", "2", "--size", "64", "--out", str(out)]) == 0
+    with Image.open(out) as picture:
+        pixels = np.asarray(picture.convert("RGB"))
+    assert pixels.shape == (64 + 2 * 2, 3 * 64 + 4 * 2, 3)  # one row of 3 frames, 2-pixel padding
+    frame = pixels[2:66, 2:66]
+    assert frame.std() > 20 and len(np.unique(frame.reshape(-1, 3), axis=0)) > 50  # a rendered scene, not a blank
+    assert "3 frames at steps 0..4" in capsys.readouterr().out
+
+
+def test_render_refuses_a_missing_checkpoint(tmp_path, capsys):
+    assert main(["render", str(tmp_path / "none.safetensors")]) == 2
+    assert "no such checkpoint" in capsys.readouterr().err

@@ -1,0 +1,246 @@
+"""Evaluation of population runs: success rate and relative novelty on hand-made runs (policies with constant actions,
+so every distance is known exactly; hand-made training curves), the tidy CSV/JSON, reuse, several runs sharing
+references, and the pure helpers of the report."""
+
+import csv
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import npsco.stats  # noqa: F401  (scipy is imported at collection, so that no test pays for it)
+from npsco.cli import main
+from npsco.config import MAZE_ID
+from npsco.errors import NpscoError
+from npsco.evaluation import (
+    CSV_COLUMNS,
+    cached_evaluation,
+    chain_scale,
+    combine,
+    evaluate_run,
+    evaluate_runs,
+    group_of,
+    rows_to_csv,
+    score_rows,
+    statistics,
+)
+from npsco.policy import Policy, space_metadata
+from npsco.report.build import fig2_panels, fig3_data, fig4_data, population_command
+
+OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
+ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+EPISODES = 6
+SQRT_1_25 = float(np.sqrt(1.25))
+
+
+def const_policy(action, name: str) -> Policy:
+    """A maze policy whose executed action is `action` everywhere (one linear layer, zero weights)."""
+    return Policy(weights=[(np.zeros((2, 2), np.float32), np.asarray(action, np.float32))],
+                  log_std=np.zeros(2, np.float32), obs_mean=np.zeros(2, np.float32), obs_var=np.ones(2, np.float32),
+                  obs_clip=10.0, norm_obs=False, action_low=ACT.low, action_high=ACT.high,
+                  metadata={"env_id": MAZE_ID, "observation_space": space_metadata(OBS),
+                            "action_space": space_metadata(ACT), "method": name, "seed": 0, "config": {}})
+
+
+def member(name, role, path, action, curve=(), chain=None, method="ipd", seed=0, threshold=None):
+    return {"name": name, "role": role, "method": "ppo" if role == "reference" else method, "seed": seed,
+            "path": path, "chain": chain, "index": None, "threshold": threshold, "references": [], "status": "done",
+            "final_eval": None, "eval_curve": [list(p) for p in curve], "wall_seconds": 1.0, "_action": action}
+
+
+def write_run(root: Path, members: list[dict], r0_scales=(1.0,), method="ipd") -> Path:
+    """A population run directory as `npsco population` writes it, with constant-action policies."""
+    root.mkdir(parents=True, exist_ok=True)
+    for m in members:
+        action = m.pop("_action")
+        if action is not None:
+            const_policy(action, m["method"]).save(root / m["path"] / "policy.safetensors")
+    manifest = {"format": "npsco-population", "format_version": 1, "env_id": MAZE_ID, "method": method,
+                "r0_default": 0.5, "members": members}
+    config = {"ppo": {"env_id": MAZE_ID, "max_episode_steps": 20, "total_timesteps": 2048},
+              "method": {"method": method, "r0": None}, "refs": 2, "novel": 1, "r0_scales": list(r0_scales),
+              "refs_from": None}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / "config.json").write_text(json.dumps(config))
+    return root
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    """refs act (-1, 0) and (-1, 0.5): D = 0.5 both ways. k0 acts (0, 1) and its curve reaches +50; k1 acts like
+    ref0 and its curve never exceeds -5."""
+    return write_run(tmp_path / "pop", [
+        member("ref0", "reference", "refs/ref0", (-1.0, 0.0), curve=[(1024, 1.0)]),
+        member("ref1", "reference", "refs/ref1", (-1.0, 0.5), seed=1, curve=[(1024, 1.0)]),
+        member("ipd/k0", "novel", "novel/ipd/k0", (0.0, 1.0), curve=[(1024, -5.0), (2048, 50.0)], chain="ipd",
+               seed=1000, threshold=0.5),
+        member("ipd/k1", "novel", "novel/ipd/k1", (-1.0, 0.0), curve=[(1024, -5.0), (2048, -6.0)], chain="ipd",
+               seed=1001, threshold=0.5),
+    ])
+
+
+# ------------------------------------------------------------------------------------------ pure scoring rules
+def test_score_rows_success_by_median_of_reference_returns_and_relative_novelty():
+    refs = [{"role": "reference", "return_mean": r, "eval_curve": [[1, 0.0]], "novelty": 0.4} for r in (1, 2, 3, 4, 5)]
+    novel = [
+        {"role": "novel", "return_mean": 0.0, "eval_curve": [[1, 2.0], [2, 3.0]], "novelty": 0.8},  # reaches 3 exactly
+        {"role": "novel", "return_mean": 9.0, "eval_curve": [[1, 2.9], [2, 2.99]], "novelty": 0.2},  # never reaches 3
+        {"role": "novel", "return_mean": 3.5, "eval_curve": [], "novelty": None},  # no curve: its return stands in
+    ]
+    scored = score_rows(refs + novel, ppo_mean_distance=0.4)
+    assert [r["success_baseline"] for r in scored] == [3.0] * 8
+    # references are scored on their evaluated (final) return: 3 of 5 are >= the median
+    assert [r["success"] for r in scored] == [False, False, True, True, True, True, False, True]
+    assert [r["relative_novelty"] for r in scored[:7]] == pytest.approx([1.0] * 5 + [2.0, 0.5])
+    assert scored[5]["relative_novelty"] == pytest.approx(2.0) and scored[6]["relative_novelty"] == pytest.approx(0.5)
+    assert scored[7]["relative_novelty"] is None
+    assert scored[5]["best_training_eval"] == 3.0 and scored[7]["best_training_eval"] is None
+    assert "success" not in novel[0]  # inputs untouched
+
+
+def test_score_rows_without_references_or_distance_leaves_blanks():
+    scored = score_rows([{"role": "novel", "return_mean": 1.0, "eval_curve": [[1, 1.0]], "novelty": 0.3}], None)
+    assert scored[0]["success"] is None and scored[0]["relative_novelty"] is None
+
+
+def test_statistics_mean_std_iqm_and_success_rate_per_group():
+    rows = [{"group": g, "task": "T", "return_mean": r, "success": s, "relative_novelty": n, "state_novelty": 0.1,
+             "success_baseline": 2.0}
+            for g, r, s, n in [("ppo", 1.0, False, 1.0), ("ppo", 3.0, True, 1.0), ("ipd", 2.0, True, 2.0),
+                               ("ipd", 4.0, True, 3.0), ("ipd", 6.0, False, 4.0)]]
+    stats = statistics(rows)
+    by = {s["group"]: s for s in stats["per_task"]}
+    assert [s["group"] for s in stats["per_task"]] == ["ppo", "ipd"]  # paper order
+    assert by["ipd"]["return"]["mean"] == pytest.approx(4.0)
+    assert by["ipd"]["return"]["std"] == pytest.approx(np.std([2.0, 4.0, 6.0]))
+    assert by["ipd"]["success_rate"] == pytest.approx(2 / 3) and by["ppo"]["success_rate"] == 0.5
+    assert by["ipd"]["relative_novelty"]["mean"] == pytest.approx(3.0)
+    r = by["ipd"]["return"]
+    assert r["iqm_ci_low"] <= r["iqm"] <= r["iqm_ci_high"]
+    agg = {a["group"]: a for a in stats["aggregate"]}
+    assert agg["ipd"]["normalized_return_iqm"] == pytest.approx(2.0)  # returns / baseline 2, IQM of 1, 2, 3
+
+
+# -------------------------------------------------------------------------------- through evaluate_run, exactly
+def test_evaluate_run_novelty_relative_novelty_and_success_on_a_hand_made_run(run):
+    doc = evaluate_run(run, episodes=EPISODES, seed=0, log=lambda _: None)
+    rows = {r["name"]: r for r in doc["policies"]}
+    assert doc["ppo_mean_distance"] == pytest.approx(0.5)
+    assert rows["ref0"]["novelty"] == pytest.approx(0.5) and rows["ref1"]["novelty"] == pytest.approx(0.5)
+    assert rows["ipd/k0"]["novelty"] == pytest.approx(SQRT_1_25)  # nearest reference: ref1
+    assert rows["ipd/k0"]["relative_novelty"] == pytest.approx(SQRT_1_25 / 0.5)
+    assert rows["ipd/k1"]["novelty"] == pytest.approx(0.0) and rows["ipd/k1"]["relative_novelty"] == 0.0
+    matrix = np.array(doc["action_distance_matrix"]["matrix"])
+    assert matrix[2, 0] == pytest.approx(np.sqrt(2.0), abs=1e-6) and matrix[0, 1] == pytest.approx(0.5, abs=1e-6)
+
+    ref_returns = [rows["ref0"]["return_mean"], rows["ref1"]["return_mean"]]
+    baseline = float(np.median(ref_returns))
+    assert rows["ipd/k0"]["success_baseline"] == pytest.approx(baseline)
+    assert rows["ipd/k0"]["success"] is True and rows["ipd/k1"]["success"] is False  # curves: +50 vs <= -5
+    assert [rows["ref0"]["success"], rows["ref1"]["success"]] == [r >= baseline for r in ref_returns]
+
+    assert rows["ipd/k1"]["state_novelty"] == pytest.approx(0.0)  # same states as ref0
+    assert rows["ipd/k0"]["state_novelty"] > 0.5
+    assert rows["ipd/k0"]["goal_from_right"] == "none" and rows["ref0"]["goal_from_right"] == "left"
+    assert rows["ipd/k0"]["episodes"] == EPISODES and rows["ipd/k0"]["episode_seeds"] == list(range(EPISODES))
+    assert sum(rows["ref0"][f"goal_{g}"] for g in ("top", "bottom", "left", "right", "none")) == pytest.approx(1.0)
+    assert [s["group"] for s in doc["statistics"]["per_task"]] == ["ppo", "ipd"]
+    ipd = doc["statistics"]["per_task"][1]
+    assert ipd["success_rate"] == 0.5 and ipd["relative_novelty"]["mean"] == pytest.approx(SQRT_1_25)
+
+
+def test_evaluate_cli_writes_tidy_csv_and_json_and_reuses_them(run, capsys):
+    assert main(["evaluate", str(run), "--episodes", str(EPISODES)]) == 0
+    out = capsys.readouterr().out
+    assert "ipd" in out and "FourRewardMaze-v0" in out
+    with open(run / "evaluation" / "evaluation.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert tuple(table[0].keys()) == CSV_COLUMNS
+    assert [r["name"] for r in table] == ["ref0", "ref1", "ipd/k0", "ipd/k1"]
+    assert float(table[2]["relative_novelty"]) == pytest.approx(SQRT_1_25 / 0.5, abs=1e-5)
+    assert [table[2]["success"], table[3]["success"]] == ["True", "False"]
+    assert table[0]["threshold"] == "" and table[0]["role"] == "reference"
+    doc = json.loads((run / "evaluation" / "evaluation.json").read_text())
+    assert doc["settings"]["episodes"] == EPISODES and len(doc["state_diversity_matrix"]["matrix"]) == 4
+
+    assert cached_evaluation(run, EPISODES, 0) is not None
+    assert cached_evaluation(run, EPISODES + 1, 0) is None  # other settings: stale
+    assert main(["evaluate", str(run), "--episodes", str(EPISODES)]) == 0
+    assert "up to date" in capsys.readouterr().out
+    (run / "manifest.json").write_text((run / "manifest.json").read_text() + " ")  # the run changed
+    assert cached_evaluation(run, EPISODES, 0) is None
+
+
+def test_several_runs_share_references_and_are_combined(run, tmp_path):
+    ref_paths = [str((run / "refs" / r).resolve()) for r in ("ref0", "ref1")]
+    other = write_run(tmp_path / "wsr", [
+        member("ref0", "reference", ref_paths[0], None, curve=[(1024, 1.0)]),
+        member("ref1", "reference", ref_paths[1], None, seed=1, curve=[(1024, 1.0)]),
+        member("wsr/k0", "novel", "novel/wsr/k0", (0.0, -1.0), chain="wsr", method="wsr", seed=1000),
+    ], method="wsr")
+    docs = evaluate_runs([run, other], episodes=EPISODES, log=lambda _: None)
+    assert (other / "evaluation" / "evaluation.csv").exists()
+    assert docs[0]["policies"][0]["return_mean"] == docs[1]["policies"][0]["return_mean"]
+    combined = combine(docs)
+    assert [r["name"] for r in combined["policies"]] == ["ref0", "ref1", "ipd/k0", "ipd/k1", "wsr/k0"]
+    assert [s["group"] for s in combined["statistics"]["per_task"]] == ["ppo", "wsr", "ipd"]
+    wsr = next(r for r in combined["policies"] if r["name"] == "wsr/k0")
+    assert wsr["novelty"] == pytest.approx(np.sqrt(2.0), abs=1e-6)
+    assert rows_to_csv(combined["policies"]).count("\n") == 6
+
+
+def test_evaluate_out_writes_one_combined_table(run, tmp_path, capsys):
+    assert main(["evaluate", str(run), "--episodes", "3", "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "evaluation.csv").exists() and not (run / "evaluation").exists()
+
+
+def test_evaluate_refuses_missing_and_invalid_run_directories(tmp_path, capsys):
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.json").write_text("{not json")
+    assert main(["evaluate", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not valid JSON" in err
+    with pytest.raises(NpscoError, match="no such run directory"):
+        evaluate_run(tmp_path / "nothing")
+    assert main(["report", str(tmp_path / "nothing"), "--out", str(tmp_path / "r")]) == 2
+    assert "not a population run directory" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------- labels and figures
+def test_groups_and_chain_scales():
+    assert group_of("reference", "ppo", None) == "ppo"
+    assert group_of("novel", "ipd", "ipd") == "ipd"
+    assert group_of("novel", "ipd", "ipd-r0x1") == "ipd"
+    assert group_of("novel", "ipd", "ipd-r0x0.5") == "ipd-r0x0.5"
+    assert chain_scale("ipd-r0x2") == 2.0 and chain_scale("ipd") is None
+
+
+def row(name, group, role="novel", method="ipd", chain=None, r0_scale=None, ret=1.0, rel=1.0, traj=True):
+    return {"name": name, "group": group, "role": role, "method": method, "chain": chain, "r0_scale": r0_scale,
+            "task": "FourRewardMaze-v0", "return_mean": ret, "relative_novelty": rel,
+            "fig2_trajectory": [[14.5, 8.0], [13.5, 8.0]] if traj else None, "goal_from_right": "left"}
+
+
+def test_figure_data_from_rows():
+    rows = [row("ref0", "ppo", role="reference", method="ppo", ret=9.0), row("ref1", "ppo", role="reference", method="ppo"),
+            row("ipd/k0", "ipd", chain="ipd-r0x1", r0_scale=1.0, ret=8.0),
+            row("ipd/k1", "ipd-r0x2", chain="ipd-r0x2", r0_scale=2.0, ret=5.0, rel=None)]
+    assert list(fig2_panels(rows)) == ["ppo", "ipd", "ipd-r0x2"]
+    assert len(fig2_panels(rows)["ppo"]) == 2 and fig2_panels(rows)["ipd"][0].shape == (2, 2)
+    assert list(fig3_data(rows)["FourRewardMaze-v0"]) == ["ppo", "ipd"]  # no relative novelty: left out
+    ablation = fig4_data(rows)["FourRewardMaze-v0"]
+    assert list(ablation) == ["PPO", "1x", "2x"] and ablation["2x"].tolist() == [5.0]
+    assert fig4_data(rows[:3]) == {}  # one threshold only: nothing to ablate
+
+
+def test_population_command_reconstructs_the_flags(tmp_path):
+    from npsco.config import MethodConfig, preset
+
+    ppo = preset(MAZE_ID).to_dict() | {"total_timesteps": 2048, "learning_rate": 5e-4}
+    method = MethodConfig(method="ipd", t_start=5).to_dict()
+    config = {"ppo": ppo, "method": method, "refs": 2, "novel": 3, "r0_scales": [1.0, 2.0], "refs_from": "/x/ppo"}
+    command = population_command(tmp_path / "run", config)
+    assert command.startswith(f"npsco population --env {MAZE_ID} --method ipd --refs-from /x/ppo --novel 3 "
+                              "--r0-scale 1 2 --steps 2048 --set learning_rate=0.0005 --t-start 5 --out ")
