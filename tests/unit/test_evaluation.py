@@ -244,3 +244,9 @@ def test_population_command_reconstructs_the_flags(tmp_path):
     command = population_command(tmp_path / "run", config)
     assert command.startswith(f"npsco population --env {MAZE_ID} --method ipd --refs-from /x/ppo --novel 3 "
                               "--r0-scale 1 2 --steps 2048 --set learning_rate=0.0005 --t-start 5 --out ")
+
+
+def test_docs_describe_every_csv_column():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text(encoding="utf-8")
+    for column in CSV_COLUMNS:
+        assert f"| `{column}` |" in page, f"column {column!r} is not described in docs/report.md"
