@@ -1,0 +1,261 @@
+"""End-to-end tests of `npsco population` and `npsco threshold` on the maze with a tiny budget: the manifest, its
+atomic writes, resuming after a SIGKILL (nothing done is retrained, the result equals an uninterrupted run),
+`--refs-from`, and the refusal of a different configuration in an existing run directory."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npsco.population
+from npsco.cli import main
+from npsco.io import atomic_write_json
+from npsco.logger import read_metrics
+from npsco.policy import load_policy
+
+# 2 iterations of 16 envs x 32 steps per policy, 2 epochs per update: the workflow, not learning, is under test
+TINY = ["population", "--refs", "2", "--novel", "2", "--steps", "1024", "--set", "num_steps=32",
+        "--set", "update_epochs=2", "--set", "eval_episodes=5", "--no-progress"]
+STATUS_ORDER = ["pending", "training", "done"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """An uninterrupted population run; every manifest write is recorded, with the file read back right after it."""
+    out = tmp_path_factory.mktemp("pop") / "run"
+    writes = []
+
+    def recording(path, obj):
+        atomic_write_json(path, obj)
+        if Path(path).name == "manifest.json":
+            writes.append((obj, Path(path).read_text()))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(npsco.population, "atomic_write_json", recording)
+        assert main([*TINY, "--out", str(out)]) == 0
+    return out, writes
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def members(out: Path) -> dict:
+    return {m["name"]: m for m in manifest(out)["members"]}
+
+
+def temp_files(out: Path) -> list[Path]:
+    return [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+
+
+# ---------------------------------------------------------------------------------------------------- the manifest
+def test_manifest_records_roles_seeds_threshold_references_and_statuses(run):
+    out, _ = run
+    data = manifest(out)
+    assert (data["format"], data["env_id"], data["method"]) == ("npsco-population", "npsco/FourRewardMaze-v0", "ipd")
+    ms = data["members"]
+    assert [(m["name"], m["role"], m["seed"]) for m in ms] == [
+        ("ref0", "reference", 0), ("ref1", "reference", 1), ("ipd/k0", "novel", 1000), ("ipd/k1", "novel", 1001)]
+    assert all(m["status"] == "done" for m in ms)
+    threshold = json.loads((out / "threshold.json").read_text())
+    assert threshold["names"] == ["ref0", "ref1"] and threshold["episodes_per_policy"] == 50
+    matrix = np.array(threshold["distance_matrix"])
+    assert matrix.shape == (2, 2) and np.all(np.diag(matrix) == 0) and np.all(matrix[~np.eye(2, dtype=bool)] > 0)
+    r0 = threshold["r0_default"]
+    assert data["r0_default"] == r0 and r0 == pytest.approx(matrix[~np.eye(2, dtype=bool)].mean(), abs=1e-5)
+    by_name = {m["name"]: m for m in ms}
+    assert by_name["ipd/k0"]["references"] == ["ref0", "ref1"]
+    assert by_name["ipd/k1"]["references"] == ["ref0", "ref1", "ipd/k0"]
+    for m in ms:
+        if m["role"] == "novel":
+            assert m["threshold"] == r0 and m["chain"] == "ipd"
+        else:
+            assert m["threshold"] is None and m["references"] == []
+        assert m["final_eval"]["episodes"] == 100 and m["wall_seconds"] > 0
+
+
+def test_every_checkpoint_loads_with_its_seed_method_and_threshold(run):
+    out, _ = run
+    for m in manifest(out)["members"]:
+        policy = load_policy(out / m["path"] / "policy.safetensors")
+        meta = policy.metadata
+        assert (meta["seed"], meta["method"], meta["population"]["name"]) == (m["seed"], m["method"], m["name"])
+        assert meta["config"]["total_timesteps"] == 1024 and meta["config"]["num_steps"] == 32
+        if m["role"] == "novel":
+            assert meta["method_config"]["r0"] == m["threshold"]
+            assert meta["method_config"]["references"] == m["references"]
+            rows = read_metrics(out / m["path"] / "metrics.jsonl")
+            assert len(rows) == 2 and all("ipd/terminated_frac" in r and "novelty/running_mean" in r for r in rows)
+
+
+def test_manifest_writes_are_atomic_whole_json_and_statuses_only_move_forward(run):
+    out, writes = run
+    assert len(writes) >= 1 + 2 * 4  # opened, then training and done for each of the 4 policies
+    for obj, text in writes:
+        assert json.loads(text) == obj  # the file on disk was the whole document right after each write
+    assert temp_files(out) == []
+    names = [m["name"] for m in writes[-1][0]["members"]]
+    for name in names:
+        seq = [next(m["status"] for m in obj["members"] if m["name"] == name) for obj, _ in writes]
+        ranks = [STATUS_ORDER.index(s) for s in seq]
+        assert ranks == sorted(ranks) and ranks[-1] == 2, (name, seq)
+        assert "training" in seq  # each policy was announced before it was trained
+    # policies are trained one after the other: at most one is `training` in any manifest
+    assert all(sum(m["status"] == "training" for m in obj["members"]) <= 1 for obj, _ in writes)
+
+
+# -------------------------------------------------------------------------------------------------------- resume
+# The child process runs the CLI unchanged, except that the second rollout of the first IPD policy waits on its stdin:
+# the test sees `ipd/k0` as `training` in the manifest (with one iteration logged) and kills it there.
+PAUSING_CHILD = """
+import sys
+from npsco.algos import ppo
+from npsco.cli import main
+collect = ppo.Trainer.collect_rollout
+def paused(self):
+    if self.method.name == "ipd" and self.iteration == 2:
+        sys.stdin.read()  # never returns: the test kills this process
+    return collect(self)
+ppo.Trainer.collect_rollout = paused
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def wait_for_training(out: Path, proc: subprocess.Popen, name: str, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the population exited early ({proc.returncode}): {proc.stdout.read()}"
+        try:
+            ms = members(out)
+        except (FileNotFoundError, json.JSONDecodeError):  # not written yet (a torn file would be a bug: see above)
+            ms = {}
+        metrics = out / "novel" / "ipd" / "k0" / "metrics.jsonl"
+        if ms.get(name, {}).get("status") == "training" and metrics.exists() and metrics.read_text().count("\n") >= 1:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{name} never showed as training within {timeout} s")
+
+
+def test_resume_after_sigkill_retrains_nothing_done_and_equals_an_uninterrupted_run(run, tmp_path):
+    reference_run, _ = run
+    out = tmp_path / "run"
+    args = [*TINY, "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-c", PAUSING_CHILD, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_training(out, proc, "ipd/k0")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    before = members(out)
+    assert [before[n]["status"] for n in ("ref0", "ref1", "ipd/k0", "ipd/k1")] == ["done", "done", "training", "pending"]
+    stamps = {n: os.stat(out / before[n]["path"] / "policy.safetensors") for n in ("ref0", "ref1")}
+    threshold_stamp = os.stat(out / "threshold.json")
+    assert not (out / "novel" / "ipd" / "k0" / "policy.safetensors").exists()
+
+    assert main(args) == 0  # the same command again
+
+    after = members(out)
+    assert all(m["status"] == "done" for m in after.values())
+    for n, st in stamps.items():  # the references were not retrained (same file, untouched)
+        now = os.stat(out / after[n]["path"] / "policy.safetensors")
+        assert (now.st_ino, now.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+        assert after[n]["wall_seconds"] == before[n]["wall_seconds"]
+    now = os.stat(out / "threshold.json")
+    assert (now.st_ino, now.st_mtime_ns) == (threshold_stamp.st_ino, threshold_stamp.st_mtime_ns)
+    assert len(read_metrics(out / "novel" / "ipd" / "k0" / "metrics.jsonl")) == 2  # restarted from scratch
+    assert temp_files(out) == []
+
+    # determinism: the interrupted-and-resumed run ends exactly where the uninterrupted one did
+    expected = members(reference_run)
+    assert manifest(out)["r0_default"] == manifest(reference_run)["r0_default"]
+    for n, m in after.items():
+        e = expected[n]
+        assert (m["threshold"], m["references"], m["final_eval"], m["eval_curve"]) == (
+            e["threshold"], e["references"], e["final_eval"], e["eval_curve"]), n
+        a = load_policy(out / m["path"] / "policy.safetensors")
+        b = load_policy(reference_run / e["path"] / "policy.safetensors")
+        for (wa, ba), (wb, bb) in zip(a.weights, b.weights):
+            np.testing.assert_array_equal(wa, wb)
+            np.testing.assert_array_equal(ba, bb)
+        np.testing.assert_array_equal(a.obs_mean, b.obs_mean)
+
+
+def test_rerunning_a_finished_population_trains_nothing(run, capsys):
+    out, _ = run
+    before = {p: os.stat(p).st_mtime_ns for p in out.rglob("policy.safetensors")}
+    assert main([*TINY, "--out", str(out)]) == 0
+    assert "already trained" in capsys.readouterr().out
+    assert {p: os.stat(p).st_mtime_ns for p in out.rglob("policy.safetensors")} == before
+
+
+# ------------------------------------------------------------------------------------------ refs-from, refusals
+def test_refs_from_reuses_the_references_without_training_them(run, tmp_path, monkeypatch):
+    reference_run, _ = run
+    from npsco.algos import ppo
+
+    trained = []
+    init = ppo.Trainer.__init__
+
+    def spy(self, cfg, *a, **kw):
+        trained.append(cfg.seed)
+        init(self, cfg, *a, **kw)
+
+    monkeypatch.setattr(ppo.Trainer, "__init__", spy)
+    out = tmp_path / "borrow"
+    assert main([*TINY, "--novel", "1", "--refs-from", str(reference_run), "--out", str(out)]) == 0
+    assert trained == [1000]  # only the novel policy
+    assert not (out / "refs").exists()
+    ms = members(out)
+    assert [m["role"] for m in ms.values()] == ["reference", "reference", "novel"]
+    for n in ("ref0", "ref1"):
+        assert Path(ms[n]["path"]) == (reference_run / "refs" / n).resolve()
+    assert manifest(out)["r0_default"] == manifest(reference_run)["r0_default"]
+    # same references, threshold and seed: the same first novel policy as in the run it borrowed from
+    assert ms["ipd/k0"]["final_eval"] == members(reference_run)["ipd/k0"]["final_eval"]
+
+
+def test_a_different_configuration_in_an_existing_run_is_refused_with_exit_code_2(run, capsys):
+    out, _ = run
+    config_before = (out / "config.json").read_text()
+    manifest_before = (out / "manifest.json").read_text()
+    args = [*TINY, "--out", str(out)]
+    args[args.index("1024")] = "2048"
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "different configuration" in err and str(out) in err and "Traceback" not in err
+    assert (out / "config.json").read_text() == config_before
+    assert (out / "manifest.json").read_text() == manifest_before
+
+
+def test_refs_from_a_directory_without_a_population_is_refused(tmp_path, capsys):
+    assert main([*TINY, "--refs-from", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
+    assert "no population manifest" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ npsco threshold
+def printed_r0(capsys) -> float:
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("r0 = "))
+    return float(line.split()[2])
+
+
+def test_threshold_command_reproduces_the_runs_r0_with_the_same_episodes(run, capsys):
+    out, _ = run
+    saved = json.loads((out / "threshold.json").read_text())
+    assert main(["threshold", str(out), "--episodes", str(saved["episodes_per_policy"])]) == 0
+    assert printed_r0(capsys) == pytest.approx(saved["r0_default"], abs=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="cli.py: `npsco threshold RUN` measures 10 episodes per policy by default while "
+                                       "the population's threshold.json used 50 on the maze (distance_episodes), so "
+                                       "the printed r0 differs from the run's")
+def test_threshold_command_prints_the_runs_r0(run, capsys):
+    out, _ = run
+    assert main(["threshold", str(out)]) == 0
+    assert printed_r0(capsys) == pytest.approx(json.loads((out / "threshold.json").read_text())["r0_default"], abs=1e-6)
