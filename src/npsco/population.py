@@ -131,7 +131,7 @@ class Population:
         """Create the run directory, or check that an existing one has the same configuration and load it."""
         config = self.config.to_dict()
         if (self.out / "config.json").exists():
-            if read_json(self.out / "config.json") != config:
+            if not same_configuration(read_json(self.out / "config.json"), config):
                 raise NpscoError(f"{self.out} holds a population with a different configuration; "
                                  f"use another --out (or delete it to start over)")
             data = read_json(self.manifest_path) if self.manifest_path.exists() else {"members": []}
@@ -385,6 +385,31 @@ def threshold_job(out: str, config: PopulationConfig, members: list[dict]) -> fl
     pop._ensure_threshold([m for m in pop.members if m.role == "reference"])
     return pop.r0_default
 
+
+
+def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether a run directory's `config.json` (`stored`) describes the configuration `current`.
+
+    A setting missing from `stored` (one that npsco gained after the run started) matches when `current` has that
+    setting's default value, so upgrading npsco does not stop a run from resuming; any other difference does.
+    """
+    defaults = PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict()
+
+    def same(old: dict, new: dict, default: dict) -> bool:
+        if set(old) - set(new):
+            return False
+        for key, value in new.items():
+            if key not in old:
+                if key not in default or default[key] != value:
+                    return False
+            elif isinstance(value, dict) and isinstance(old[key], dict):
+                if not same(old[key], value, default.get(key) if isinstance(default.get(key), dict) else {}):
+                    return False
+            elif old[key] != value:
+                return False
+        return True
+
+    return same(stored, current, defaults)
 
 
 def load_manifest(run: str | Path) -> dict[str, Any]:

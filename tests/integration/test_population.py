@@ -2,8 +2,10 @@
 atomic writes, resuming after a SIGKILL (nothing done is retrained, the result equals an uninterrupted run),
 `--refs-from`, and the refusal of a different configuration in an existing run directory."""
 
+import copy
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,9 +17,11 @@ import pytest
 
 import npsco.population
 from npsco.cli import main
+from npsco.config import MAZE_ID, MethodConfig, preset
 from npsco.io import atomic_write_json
 from npsco.logger import read_metrics
 from npsco.policy import load_policy
+from npsco.population import PopulationConfig, same_configuration
 
 # 2 iterations of 16 envs x 32 steps per policy, 2 epochs per update: the workflow, not learning, is under test
 TINY = ["population", "--refs", "2", "--novel", "2", "--steps", "1024", "--set", "num_steps=32",
@@ -117,6 +121,7 @@ PAUSING_CHILD = """
 import sys
 from npsco.algos import ppo
 from npsco.cli import main
+from npsco.config import MAZE_ID, MethodConfig, preset
 collect = ppo.Trainer.collect_rollout
 def paused(self):
     if self.method.name == "ipd" and self.iteration == 2:
@@ -232,6 +237,36 @@ def test_a_different_configuration_in_an_existing_run_is_refused_with_exit_code_
     assert "different configuration" in err and str(out) in err and "Traceback" not in err
     assert (out / "config.json").read_text() == config_before
     assert (out / "manifest.json").read_text() == manifest_before
+
+
+def test_a_run_started_before_npsco_gained_a_setting_still_resumes(run, tmp_path, capsys):
+    out = tmp_path / "old"
+    shutil.copytree(run[0], out)
+    config = json.loads((out / "config.json").read_text())
+    del config["method"]["ipd_slack"], config["ppo"]["target_kl"]  # as if written before these settings existed
+    (out / "config.json").write_text(json.dumps(config))
+    assert main([*TINY, "--out", str(out)]) == 0
+    assert "already trained" in capsys.readouterr().out
+    # but a missing setting whose value now differs from its default is a different configuration
+    assert main([*TINY, "--mset", "ipd_slack=0.3", "--out", str(out)]) == 2
+    assert "different configuration" in capsys.readouterr().err
+
+
+def test_same_configuration_compares_settings_and_fills_only_defaults():
+    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd")).to_dict()
+    assert same_configuration(copy.deepcopy(config), config)
+    older = copy.deepcopy(config)
+    del older["method"]["metric"], older["eval_episodes"]
+    assert same_configuration(older, config)
+    changed = copy.deepcopy(config)
+    changed["ppo"]["seed"] = 1
+    assert not same_configuration(changed, config)
+    extra = copy.deepcopy(config)
+    extra["method"]["removed_setting"] = 1
+    assert not same_configuration(extra, config)
+    current = copy.deepcopy(config)
+    current["method"]["metric"] = "wasserstein2"
+    assert not same_configuration(older, current)
 
 
 def test_refs_from_a_directory_without_a_population_is_refused(tmp_path, capsys):
