@@ -353,6 +353,7 @@ class Progress:
         self.running: dict[str, set[str]] = {}
         self.steps = 0
         self.start = time.time()
+        self.first_start: float | None = None
         self.drawn = 0
         self.last_draw = 0.0
 
@@ -360,20 +361,23 @@ class Progress:
         return f"{self.sweep.by_group(job.group).path} {job.label}"
 
     def rate(self) -> str:
-        elapsed = max(time.time() - self.start, 1e-9)
-        return f"{self.steps / elapsed:,.0f} steps/s"
+        """Environment steps of the policies finished so far, per second since the first job started."""
+        if self.first_start is None:
+            return "0 steps/s"
+        return f"{self.steps / max(time.time() - self.first_start, 1e-9):,.0f} steps/s"
 
     def totals(self) -> tuple[int, int, int]:
         done = total = 0
         for spec in self.sweep.specs:
             d, t = self.sweep.counts(spec)
             done, total = done + d, total + t
-        return done, total, sum(len(v) for v in self.running.values())
+        return done, total, sum(len(v - {"threshold"}) for v in self.running.values())
 
     def event(self, kind: str, job, detail: str = "") -> None:
         group = self.running.setdefault(job.group, set())
         if kind == "start":
             group.add(job.label)
+            self.first_start = self.first_start or time.time()
         else:
             group.discard(job.label)
         if kind == "done":
