@@ -1,0 +1,171 @@
+"""`npsco sweep`: a tiny maze grid (PPO references + IPD, R=2, K=1) on the local process pool and on a local Ray
+instance gives the same run directories and the same results; a second run trains nothing; a worker that dies is
+retried; bad grid files give a one-line error."""
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from npsco.cli import main
+from npsco.errors import NpscoError
+from npsco.parallel import Job, LocalExecutor, Scheduler
+from npsco.sweep import load_grid, population_dirs
+
+REPO = Path(__file__).resolve().parents[2]
+
+TINY_GRID = """
+name = "tiny"
+tasks = ["npsco/FourRewardMaze-v0"]
+methods = ["ppo", "ipd"]
+refs = 2
+novel = 1
+steps = 1024
+eval_episodes = 10
+threshold_episodes = 5
+
+[ppo]
+eval_every = 0
+"""
+
+
+def final_returns(sweep: Path) -> dict[str, float]:
+    """population/member -> final return, for every member each population trained itself."""
+    out = {}
+    for run in population_dirs(sweep):
+        for m in json.loads((run / "manifest.json").read_text())["members"]:
+            if not Path(m["path"]).is_absolute():  # borrowed references are counted where they were trained
+                assert m["status"] == "done"
+                out[f"{run.relative_to(sweep)}/{m['name']}"] = m["final_eval"]["return_mean"]
+    return out
+
+
+def tree(sweep: Path) -> set[str]:
+    return {str(p.relative_to(sweep)) for p in sweep.rglob("policy.safetensors")}
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("grid") / "tiny.toml"
+    path.write_text(TINY_GRID)
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_sweep(grid, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("local") / "sweep"
+    assert main(["sweep", str(grid), "--out", str(out), "--workers", "2"]) == 0
+    return out
+
+
+def test_local_pool_trains_every_population_of_the_grid(local_sweep):
+    doc = json.loads((local_sweep / "sweep.json").read_text())
+    assert (doc["format"], doc["name"], doc["status"]) == ("npsco-sweep", "tiny", "done")
+    assert [(p["path"], p["references_from"], p["policies"], p["done"]) for p in doc["populations"]] == [
+        ("FourRewardMaze-v0/ppo", None, 2, 2), ("FourRewardMaze-v0/ipd", "FourRewardMaze-v0/ppo", 1, 1)]
+    assert tree(local_sweep) == {"FourRewardMaze-v0/ppo/refs/ref0/policy.safetensors",
+                                 "FourRewardMaze-v0/ppo/refs/ref1/policy.safetensors",
+                                 "FourRewardMaze-v0/ipd/novel/ipd/k0/policy.safetensors"}
+    ipd = json.loads((local_sweep / "FourRewardMaze-v0/ipd/manifest.json").read_text())
+    assert ipd["r0_default"] > 0 and (local_sweep / "FourRewardMaze-v0/ipd/threshold.json").exists()
+    k0 = ipd["members"][-1]
+    assert k0["references"] == ["ref0", "ref1"] and k0["threshold"] == ipd["r0_default"]
+    assert population_dirs(local_sweep) == [local_sweep / "FourRewardMaze-v0/ppo", local_sweep / "FourRewardMaze-v0/ipd"]
+
+
+def test_second_run_trains_nothing(grid, local_sweep, capsys):
+    before = {p: p.stat().st_mtime_ns for p in local_sweep.rglob("policy.safetensors")}
+    assert main(["sweep", str(grid), "--out", str(local_sweep), "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert " start " not in out and "2/2 policies" in out and "npsco report" in out
+    assert {p: p.stat().st_mtime_ns for p in local_sweep.rglob("policy.safetensors")} == before
+
+
+def test_ray_gives_the_same_directories_and_results(grid, local_sweep, tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(grid), "--out", str(out), "--backend", "ray", "--workers", "2"]) == 0
+    assert tree(out) == tree(local_sweep)
+    assert final_returns(out) == final_returns(local_sweep)
+    assert len(final_returns(out)) == 3
+
+
+# ------------------------------------------------------------------------------------------------- dead workers
+def die_once(marker: str) -> int:
+    """A job whose worker process is killed the first time it runs."""
+    if not os.path.exists(marker):
+        Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 7
+
+
+class OneJob:
+    def __init__(self, marker: str):
+        self.marker, self.result = marker, None
+
+    def ready(self, busy):
+        return [] if self.result is not None or "die" in busy else [Job("die", die_once, (self.marker,))]
+
+    def started(self, job):
+        pass
+
+    def finished(self, job, result):
+        self.result = result
+
+
+def test_a_job_whose_worker_dies_is_retried(tmp_path):
+    source = OneJob(str(tmp_path / "marker"))
+    with LocalExecutor(1) as executor:
+        Scheduler(executor).run(source)
+    assert source.result == 7
+
+
+# -------------------------------------------------------------------------------------------------- bad grids
+@pytest.mark.parametrize("text, message", [
+    ("foo = 1\n" + TINY_GRID, "unknown key 'foo'"),
+    (TINY_GRID.replace('"ipd"]', '"ipdx"]'), "unknown method 'ipdx'"),
+    (TINY_GRID.replace('tasks = ["npsco/FourRewardMaze-v0"]', ""), "missing 'tasks'"),
+    (TINY_GRID.replace("eval_every = 0", "eval_evry = 0"), "unknown setting 'eval_evry'"),
+    (TINY_GRID + "\n[method.wsr]\nwsr_weight = 2\n", "'wsr' is not in methods"),
+    ("tasks = [", "not valid TOML"),
+])
+def test_bad_grid_files_give_one_line_errors(tmp_path, capsys, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and message in err and str(path) in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_population_dirs_refuses_other_folders(tmp_path):
+    with pytest.raises(NpscoError, match="neither a sweep directory"):
+        population_dirs(tmp_path)
+
+
+# -------------------------------------------------------------------------------------------------- examples
+def test_example_grids_plan_as_documented(capsys):
+    paper = load_grid(REPO / "examples/paper_grid.toml")
+    assert paper.tasks == ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5"] and len(paper.methods) == 6
+    assert (paper.refs, paper.novel, paper.preset) == (10, 10, "paper")
+    assert main(["sweep", str(REPO / "examples/paper_grid.toml"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "18 population runs" in out and "Hopper-v5/ipd: 10 x ipd-r0x0.5, ipd-r0x1" in out
+    assert "HalfCheetah-v5/ppo: 10 PPO references, 3,000,000 steps each" in out
+    assert main(["sweep", str(REPO / "examples/maze_grid.toml"), "--dry-run"]) == 0
+
+
+def test_the_documented_grid_parses_as_described():
+    import re
+    import tomllib
+
+    from npsco.sweep import parse_grid, plan
+
+    text = (REPO / "docs/sweep.md").read_text(encoding="utf-8")
+    grid = parse_grid(tomllib.loads(re.search(r"^```toml\n(.*?)^```", text, re.S | re.M).group(1)), "doc")
+    ppo, ipd, wsr = plan(grid)
+    assert (ppo.config.ppo.total_timesteps, ppo.config.ppo.learning_rate, ppo.config.refs) == (200_000, 1e-3, 4)
+    assert ipd.chains == ["ipd-r0x1", "ipd-r0x2"] and ipd.config.method.novelty_action == "sample"
+    assert ipd.config.method.t_start == 3 and wsr.config.method.wsr_weight == 10 and wsr.chains == ["wsr"]
