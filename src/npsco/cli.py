@@ -284,8 +284,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if sweep.pops:
             print("\n".join(summary_lines(sweep)))
             print(f"sweep manifest: {out / 'sweep.json'}")
-    runs = " ".join(shlex.quote(str(out / s.path)) for s in sweep.specs)
-    print(f"next: npsco report {runs} --out {shlex.quote(str(out / 'report'))}")
+    print(f"next: npsco report {shlex.quote(str(out))} --out {shlex.quote(str(out / 'report'))}   "
+          f"(a sweep folder stands for its population runs)")
     return 0
 
 
