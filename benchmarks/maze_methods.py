@@ -1,0 +1,186 @@
+"""Learning benchmark: the paper's Fig. 2 comparison on the Four Reward Maze -- PPO seeds vs WSR, TNB, CTNB, CPO, IPD.
+
+R PPO references (seeds 0..R-1) are trained once (`npsco population --method ppo --refs R --novel 0`); then, for each
+method, one population of K novel policies (seeds 1000..1000+K-1) borrows them (`--refs-from`), the k-th policy
+trained against the R references and the k-1 policies of its method before it, r0 = the references' mean pairwise
+distance. Every policy trains with the maze preset (150k steps) and every method with its default knobs.
+
+Per policy: the deterministic return over 100 random-start episodes (the population's final evaluation), the goal of
+the deterministic trajectory from (14.5, 8) near the right edge (Fig. 2's trajectories; (15, 8) lies inside the right
+region), the goals reached from 100 random starts, the novelty U = min_j D(policy, ref_j) against the R PPO references
+(on the policy's own visited states), and success (its training evaluation curve reached the median final return of
+the references, `npsco.stats.success_flags`). Per method: mean +- std of the returns over its policies, the distinct
+goals from the right start, the distinct dominant goals from random starts, the success rate.
+
+Each stage is an `npsco population` run directory, so an interrupted benchmark resumes where it stopped; the results
+are rewritten after every method (JSON + Markdown). The committed results' command is in the .md file:
+
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/maze_methods.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
+from npsco.envs.maze import GOAL_NAMES
+from npsco.evaluation import run_episodes
+from npsco.io import atomic_write_json, atomic_write_text
+from npsco.logger import read_metrics
+from npsco.novelty.references import ReferenceSet
+from npsco.population import Population, PopulationConfig
+from npsco.stats import mean_std, success_baseline, success_flags
+
+RIGHT_START = (14.5, 8.0)
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")  # 1 on a loaded machine: BLAS threads oversubscribe it
+METHOD_METRICS = {  # per method: training metrics averaged over all iterations of each policy
+    "wsr": ("wsr/bonus_mean",),
+    "tnb": ("tnb/cos", "tnb/obtuse_frac"),
+    "ctnb": ("ctnb/constraint_active", "tnb/cos"),
+    "cpo": ("cpo/cost", "cpo/step_accepted", "cpo/kl"),
+    "ipd": ("ipd/terminated_frac",),
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--methods", nargs="+", default=["wsr", "tnb", "ctnb", "cpo", "ipd"], help="in this order")
+    p.add_argument("--refs", type=int, default=5, help="PPO references R (default 5)")
+    p.add_argument("--novel", type=int, default=5, help="novel policies K per method (default 5)")
+    p.add_argument("--steps", type=float, default=None, help="steps per policy (default: the maze preset's)")
+    p.add_argument("--runs", default="runs/bench/maze_methods", help="population run directories")
+    p.add_argument("--results", default="benchmarks/results/maze_methods", help="results path without extension")
+    args = p.parse_args()
+
+    ppo = apply_overrides(preset(MAZE_ID), [f"total_timesteps={int(args.steps)}"] if args.steps else [])
+    runs = Path(args.runs)
+    steps = f" --steps {int(args.steps)}" if args.steps else ""
+    results = {
+        "command": "".join(f"{k}={os.environ[k]} " for k in THREAD_VARS if k in os.environ)
+        + "python " + " ".join(sys.argv),
+        "equivalent_cli": [f"npsco population --method ppo --refs {args.refs} --novel 0{steps} --out {runs}/refs"]
+        + [f"npsco population --method {m} --refs-from {runs}/refs --novel {args.novel}{steps} --out {runs}/{m}"
+           for m in args.methods],
+        "machine": f"{platform.machine()}, python {platform.python_version()}, 1 process, shared with other jobs",
+        "ppo_config": ppo.to_dict(), "methods": {},
+    }
+
+    t0 = time.time()
+    refs_pop = Population(runs / "refs", PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"),
+                                                           refs=args.refs, novel=0), progress=False, log=_log)
+    refs = refs_pop.run()
+    ref_policies = ReferenceSet([refs_pop.policy(m) for m in refs], [m.name for m in refs])
+    ref_returns = [m.final_eval["return_mean"] for m in refs]
+    results["success_baseline"] = success_baseline(ref_returns)
+    rows = [describe(refs_pop, m, ref_policies, ref_returns) for m in refs]
+    results["methods"]["ppo"] = summarise(rows, time.time() - t0, method_config=None, r0=None)
+    write(results, args.results)
+
+    for name in args.methods:
+        t0 = time.time()
+        config = MethodConfig(method=name)
+        pop = Population(runs / name, PopulationConfig(ppo=ppo, method=config, refs=args.refs, novel=args.novel,
+                                                       refs_from=str(runs / "refs")), progress=False, log=_log)
+        members = [m for m in pop.run() if m.role == "novel"]
+        rows = [describe(pop, m, ref_policies, ref_returns) for m in members]
+        results["methods"][name] = summarise(rows, time.time() - t0, config.to_dict(), pop.r0_default)
+        write(results, args.results)
+
+
+def _log(msg: str) -> None:
+    print(time.strftime("%H:%M:%S"), msg, flush=True)
+
+
+def _goal(code: int) -> str:
+    return GOAL_NAMES[code] if code >= 0 else "none"
+
+
+def describe(pop: Population, member, refs: ReferenceSet, ref_returns: list[float]) -> dict:
+    """One policy: return, goals, novelty against the PPO references, success, training diagnostics."""
+    policy = pop.policy(member)
+    final = member.final_eval
+    right = run_episodes(policy, 1, seed=0, start=RIGHT_START)
+    visited = run_episodes(policy, 100, seed=20_000, record_states=True)
+    states = np.concatenate(visited.states)
+    distances = refs.distances(states, policy.mean_action(states)).mean(axis=0)  # D(policy, ref_j), (R,)
+    if member.role == "reference":
+        distances = np.delete(distances, refs.names.index(member.name))
+    # a reference is scored on its final return (PPO's rate is then ~0.5 "by definition", paper Sec. 4.2)
+    curve = [r for _, r in member.eval_curve] if member.role == "novel" else [final["return_mean"]]
+    goals = {g: n / final["episodes"] for g, n in final["goals"].items()}
+    row = {"name": member.name, "seed": member.seed, "role": member.role,
+           "return_mean": final["return_mean"], "return_std": final["return_std"],
+           "right_start_goal": _goal(int(right.goals[0])), "goal_fractions": goals,
+           "dominant_goal": max(goals, key=goals.get), "novelty_vs_ppo": float(distances.min()),
+           "best_training_eval": max(curve) if curve else None,
+           "success": bool(success_flags([curve or [final["return_mean"]]], ref_returns)[0]),
+           "wall_seconds": member.wall_seconds}
+    if member.role == "novel":
+        metrics = read_metrics(pop.out / member.path / "metrics.jsonl")
+        row["threshold"] = member.threshold
+        row["training"] = {k: float(np.nanmean([m[k] if m.get(k) is not None else np.nan for m in metrics]))
+                           for k in ("novelty/episode_mean", "novelty/below_r0_frac", *METHOD_METRICS[member.method])
+                           if any(m.get(k) is not None for m in metrics)}
+    return row
+
+
+def summarise(rows: list[dict], seconds: float, method_config: dict | None, r0: float | None) -> dict:
+    returns = [r["return_mean"] for r in rows]
+    mean, std = mean_std(returns)
+    return {
+        "r0": r0, "method_config": method_config, "wall_seconds": round(seconds, 1),
+        "return_mean": mean, "return_std": std,
+        "right_start_goals": sorted({r["right_start_goal"] for r in rows}),
+        "dominant_goals": sorted({r["dominant_goal"] for r in rows}),
+        "novelty_vs_ppo_mean": float(np.mean([r["novelty_vs_ppo"] for r in rows])),
+        "success_rate": float(np.mean([r["success"] for r in rows])),
+        "policies": rows,
+    }
+
+
+def write(results: dict, base: str) -> None:
+    base = Path(base)
+    atomic_write_json(base.with_suffix(".json"), results)
+    atomic_write_text(base.with_suffix(".md"), markdown(results))
+
+
+def markdown(results: dict) -> str:
+    lines = ["# Four Reward Maze: PPO seeds vs WSR, TNB, CTNB, CPO, IPD (paper Fig. 2)", "",
+             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}", "",
+             "Equivalent CLI:", "", "```", *results["equivalent_cli"], "```", "",
+             "Return: deterministic, 100 random-start episodes per policy; mean +- std over the policies. "
+             "`right start`: goals of the deterministic trajectories from (14.5, 8). `dominant`: each policy's most "
+             "frequent outcome over random starts. `U`: novelty min_j D(policy, PPO ref j) on the policy's visited "
+             "states (for PPO: against the other references). Success: the training evaluation curve reached the "
+             f"median final return of the PPO references ({results.get('success_baseline', float('nan')):.3f}).", "",
+             "| method | r0 | return | right start goals | dominant goals | mean U | success | wall s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, m in results["methods"].items():
+        r0 = f"{m['r0']:.3f}" if m["r0"] is not None else ""
+        lines.append(f"| {name} | {r0} | {m['return_mean']:.2f} +- {m['return_std']:.2f} | "
+                     f"{len(m['right_start_goals'])}: {', '.join(m['right_start_goals'])} | "
+                     f"{len(m['dominant_goals'])}: {', '.join(m['dominant_goals'])} | {m['novelty_vs_ppo_mean']:.3f} | "
+                     f"{m['success_rate']:.1f} | {m['wall_seconds']:.0f} |")
+    lines.append("")
+    for name, m in results["methods"].items():
+        lines += [f"## {name}", "", "| policy | return | right start | top | bottom | left | right | none | U | "
+                  "success | training (mean over iterations) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for p in m["policies"]:
+            f = p["goal_fractions"]
+            training = ", ".join(f"{k} {v:.3f}" for k, v in p.get("training", {}).items())
+            lines.append(f"| {p['name']} | {p['return_mean']:.2f} | {p['right_start_goal']} | "
+                         + " | ".join(f"{f[g]:.2f}" for g in ("top", "bottom", "left", "right", "none"))
+                         + f" | {p['novelty_vs_ppo']:.3f} | {'yes' if p['success'] else 'no'} | {training} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
