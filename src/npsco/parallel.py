@@ -177,8 +177,9 @@ class RayExecutor(_Executor):
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         if fn not in self._remote:
-            self._remote[fn] = self._ray.remote(num_cpus=1, max_retries=self.max_retries, max_calls=1,
-                                                runtime_env={"env_vars": SINGLE_THREAD_ENV})(fn)
+            # one task per worker process (max_calls=1); Ray sets OMP_NUM_THREADS=1 in a one-CPU task's worker,
+            # which OpenBLAS honours too (a runtime_env would only keep Ray from using its pre-started workers)
+            self._remote[fn] = self._ray.remote(num_cpus=1, max_retries=self.max_retries, max_calls=1)(fn)
         ref = self._remote[fn].remote(*args)
         future = ref.future()
         self._refs[future] = ref

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import time
 import tomllib
@@ -138,7 +139,10 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
     for key, value in data.get("method", {}).items():
         if isinstance(value, dict) and key not in data["methods"]:
             raise fail(f"[method.{key}]: {key!r} is not in methods")
-    grid = Grid(name=str(data.get("name") or default_name), tasks=list(data["tasks"]), methods=list(data["methods"]),
+    name = str(data.get("name") or default_name)
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise fail(f"'name' must be a plain folder name (letters, digits, _ . -), got {name!r}")
+    grid = Grid(name=name, tasks=list(data["tasks"]), methods=list(data["methods"]),
                 refs=int(data.get("refs", 10)), novel=int(data.get("novel", 10)), preset=data.get("preset", "default"),
                 steps=int(data["steps"]) if data.get("steps") is not None else None,
                 r0_scales=_scales(data.get("r0_scales", [1.0]), fail, "r0_scales"),

@@ -130,6 +130,7 @@ def test_a_job_whose_worker_dies_is_retried(tmp_path):
     (TINY_GRID.replace("eval_every = 0", "eval_evry = 0"), "unknown setting 'eval_evry'"),
     (TINY_GRID + "\n[method.wsr]\nwsr_weight = 2\n", "'wsr' is not in methods"),
     ("tasks = [", "not valid TOML"),
+    (TINY_GRID.replace('name = "tiny"', 'name = "../up"'), "plain folder name"),
 ])
 def test_bad_grid_files_give_one_line_errors(tmp_path, capsys, text, message):
     path = tmp_path / "bad.toml"
