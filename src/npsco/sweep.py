@@ -101,6 +101,8 @@ def load_grid(path: str | Path) -> Grid:
 
 
 def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> Grid:
+    """Check a grid given as a dict (a parsed TOML file, or built by `npsco experiment`); `where` prefixes errors."""
+
     def fail(message: str) -> NpscoError:
         return NpscoError(f"{where}: {message}")
 
