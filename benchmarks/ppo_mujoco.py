@@ -54,7 +54,9 @@ def main() -> None:
                    "final_return_mean": float(final.returns.mean()), "final_return_std": float(final.returns.std()),
                    "eval_curve": [[e["global_step"], e["eval/return_mean"]] for e in res.eval_curve],
                    "wall_seconds": round(time.time() - t0, 1)}
-            data["runs"].append(row)
+            # Re-read before writing: several benchmark processes (e.g. one per task) may share the results file.
+            latest = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
+            data["runs"] = [r for r in latest["runs"] if (r["env_id"], r["seed"]) != (env_id, seed)] + [row]
             data["summary"] = summarize(data["runs"])
             atomic_write_json(results_path, data)
             print(json.dumps({k: v for k, v in row.items() if k != "eval_curve"}), flush=True)
