@@ -5,6 +5,7 @@ atomic writes, resuming after a SIGKILL (nothing done is retrained, the result e
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -272,6 +273,19 @@ def test_same_configuration_compares_settings_and_fills_only_defaults():
 def test_refs_from_a_directory_without_a_population_is_refused(tmp_path, capsys):
     assert main([*TINY, "--refs-from", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
     assert "no population manifest" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ documentation
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.mark.parametrize("page", ["population.md", "methods/ipd.md"])
+def test_the_python_examples_of_the_docs_run(page, tmp_path, monkeypatch):
+    blocks = re.findall(r"^```python\n(.*?)^```", (DOCS / page).read_text(encoding="utf-8"), re.S | re.M)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    for i, code in enumerate(blocks):
+        exec(compile(code, f"docs/{page} python block {i + 1}", "exec"), {"__name__": "__docs_example__"})
 
 
 # ------------------------------------------------------------------------------------------------ npsco threshold
