@@ -37,7 +37,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from npsco.io import atomic_write_json, read_json
 
     cfg = preset(args.env, args.preset)
-    cfg = apply_overrides(cfg, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps else []) + args.set)
+    cfg = apply_overrides(cfg, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps is not None else []) + args.set)
     cfg.validate()
     from npsco.envs.make import check_env_id
 
@@ -180,7 +180,7 @@ def experiment_grid(args: argparse.Namespace) -> dict:
             "ppo": dict(item.split("=", 1) for item in args.set if "=" in item)}
     if len(grid["ppo"]) != len(args.set):
         raise NpscoError("--set expects key=value")
-    if args.steps:
+    if args.steps is not None:
         grid["steps"] = args.steps
     if args.ablation:
         if "ipd" not in methods:
@@ -231,7 +231,7 @@ def population_config(args: argparse.Namespace):
 
     check_env_id(args.env)
     ppo = preset(args.env, args.preset)
-    ppo = apply_overrides(ppo, ([f"total_timesteps={args.steps}"] if args.steps else []) + args.set)
+    ppo = apply_overrides(ppo, ([f"total_timesteps={args.steps}"] if args.steps is not None else []) + args.set)
     method = MethodConfig(method=args.method)
     flags = [f"r0={args.r0}"] if args.r0 is not None else []
     flags += [f"t_start={args.t_start}"] if args.t_start is not None else []
