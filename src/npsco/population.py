@@ -73,8 +73,11 @@ class PopulationConfig:
             raise NpscoError("the default threshold needs at least 2 references (--refs >= 2), or give --r0")
         if self.method.method != "ppo" and self.novel > 0 and self.refs == 0 and not borrowed:
             raise NpscoError("novel policies need references: --refs >= 1, --refs-from RUN or --ref-checkpoints")
-        if not self.r0_scales or any(s <= 0 for s in self.r0_scales):
-            raise NpscoError(f"--r0-scale values must be > 0, got {list(self.r0_scales)}")
+        if not self.r0_scales or not all(0 < s < float("inf") for s in self.r0_scales):
+            raise NpscoError(f"--r0-scale values must be finite and > 0, got {list(self.r0_scales)}")
+        if self.method.r0 is not None and tuple(self.r0_scales) != (1.0,):
+            raise NpscoError("--r0 (an absolute threshold) and --r0-scale (multiples of the default) are "
+                             "alternatives; give one")
         return self
 
     @property
@@ -140,6 +143,7 @@ class Population:
         else:
             if self.out.exists() and any(self.out.iterdir()):
                 raise NpscoError(f"{self.out} exists and is not a population run directory; choose another --out")
+            self.members = self._plan()  # before writing anything: a refused plan leaves no run directory behind
             atomic_write_json(self.out / "config.json", config)
         if not self.members:
             self.members = self._plan()
@@ -165,7 +169,11 @@ class Population:
         path = other / "manifest.json"
         if not path.exists():
             raise NpscoError(f"--refs-from {other}: no population manifest there")
-        refs = [Member(**m) for m in read_json(path)["members"] if m["role"] == "reference"]
+        data = read_json(path)
+        if data.get("env_id") != self.config.ppo.env_id:
+            raise NpscoError(f"--refs-from {other}: its references were trained on {data.get('env_id')}, "
+                             f"not {self.config.ppo.env_id}")
+        refs = [Member(**m) for m in data["members"] if m["role"] == "reference"]
         if not refs or any(m.status != "done" for m in refs):
             raise NpscoError(f"--refs-from {other}: its references are not all trained")
         for m in refs:
