@@ -1,0 +1,211 @@
+"""Learning benchmark: the paper's Fig. 2 behaviour on the Four Reward Maze -- PPO seeds vs IPD policies.
+
+R PPO policies (seeds 0..R-1) are trained as the references, then for each threshold multiple S a chain of K IPD
+policies (seeds 1000..1000+K-1), the k-th against the R references and the k-1 IPD policies before it, with
+r0 = S x the mean pairwise distance of the references. Each stage is an `npsco population` run directory (the chains
+borrow the references with `--refs-from`), so an interrupted benchmark resumes where it stopped.
+
+For every policy: the goal reached by its deterministic trajectory from a start near the right edge (14.5, 8) (the
+trajectories of the paper's Fig. 2), the fraction of deterministic episodes from random starts that end in each goal,
+the novelty U = min_j D(policy, ref_j) against the policies it was trained against (IPD), and the constraint's
+termination fraction at the end of training.
+
+Target (issue 3): the R PPO seeds reach at most two distinct goals from the right start, the K IPD policies at least
+three, and each IPD policy reaches a goal in >= 90% of random-start episodes.
+
+Results are rewritten after every stage (JSON + Markdown). The command of the committed results is in the .md file:
+
+    python benchmarks/maze_ipd.py --r0-scale 1 2 3 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
+from npsco.envs.maze import GOAL_NAMES
+from npsco.evaluation import run_episodes
+from npsco.io import atomic_write_json, atomic_write_text
+from npsco.logger import read_metrics
+from npsco.novelty.metrics import policy_distance
+from npsco.population import Population, PopulationConfig
+from npsco.policy import load_policy
+
+RIGHT_START = (14.5, 8.0)  # (15, 8) is inside the right region (centre (16, 8), radius 1)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--refs", type=int, default=5, help="PPO reference seeds R (default 5)")
+    p.add_argument("--novel", type=int, default=5, help="IPD policies K per chain (default 5)")
+    p.add_argument("--r0-scale", type=float, nargs="+", default=[1.0],
+                   help="threshold multiples of the default r0, one IPD chain each, trained in this order")
+    p.add_argument("--steps", type=float, default=None, help="steps per policy (default: the maze preset's)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="PPO setting override")
+    p.add_argument("--mset", action="append", default=[], metavar="KEY=VALUE", help="IPD setting override")
+    p.add_argument("--episodes", type=int, default=100, help="random-start deterministic episodes per policy")
+    p.add_argument("--runs", default="runs/bench/maze_ipd", help="population run directories")
+    p.add_argument("--results", default="benchmarks/results/maze_ipd", help="results path without extension")
+    p.add_argument("--stop-when-met", action="store_true", help="stop after the first chain that meets the target")
+    args = p.parse_args()
+
+    ppo = preset(MAZE_ID)
+    ppo = apply_overrides(ppo, ([f"total_timesteps={int(args.steps)}"] if args.steps else []) + args.set)
+    method = apply_overrides(MethodConfig(method="ipd"), args.mset)
+    runs = Path(args.runs)
+    results = {"command": "python " + " ".join(sys.argv),
+               "machine": f"{platform.machine()}, python {platform.python_version()}, 1 process",
+               "code": code_version(),
+               "target": "PPO seeds reach <= 2 distinct goals from the right start (14.5, 8); IPD policies >= 3; "
+                         "every IPD policy reaches a goal in >= 90% of random-start episodes",
+               "ppo_config": ppo.to_dict(), "method_config": method.to_dict(), "stages": {}}
+
+    t0 = time.time()
+    refs = Population(runs / "refs", PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=0),
+                      progress=False, log=_log)
+    members = refs.run()
+    results["stages"]["ppo"] = {"wall_seconds": round(time.time() - t0, 1),
+                                "policies": [describe(refs, m, args.episodes) for m in members]}
+    write(results, args.results)
+
+    for scale in args.r0_scale:
+        name = f"ipd-r0x{scale:g}"
+        t0 = time.time()
+        pop = Population(runs / name, PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
+                                                       r0_scales=(scale,), refs_from=str(runs / "refs")),
+                         progress=False, log=_log)
+        members = pop.run()
+        stage = {"r0_scale": scale, "r0_default": pop.r0_default,
+                 "r0": pop.r0_default * scale if method.r0 is None else method.r0,
+                 "wall_seconds": round(time.time() - t0, 1),
+                 "policies": [describe(pop, m, args.episodes) for m in members if m.role == "novel"]}
+        results["stages"][name] = stage
+        results["verdict"] = verdict(results["stages"])
+        write(results, args.results)
+        if args.stop_when_met and results["verdict"]["chains"][name]["target_met"]:
+            break
+    print(json.dumps(results["verdict"], indent=2))
+
+
+def code_version() -> dict:
+    """Where the npsco under test comes from: its source folder and git commit (`NPSCO_CODE_COMMIT` for a snapshot
+    made with `git archive`), and whether that source differs from the commit."""
+    import npsco
+
+    src = Path(npsco.__file__).resolve().parent
+    out = {"npsco": str(src), "commit": os.environ.get("NPSCO_CODE_COMMIT")}
+    if out["commit"] is None:
+        git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", str(src)], cwd=src, capture_output=True, text=True)
+        out.update(commit=git.stdout.strip() or None, uncommitted_changes=bool(dirty.stdout.strip()))
+    return out
+
+
+def _log(msg: str) -> None:
+    print(time.strftime("%H:%M:%S"), msg, flush=True)
+
+
+def describe(pop: Population, member, episodes: int) -> dict:
+    """Goal from the right start, goal fractions from random starts, novelty and training diagnostics of a member."""
+    policy = pop.policy(member)
+    right = run_episodes(policy, 1, seed=0, start=RIGHT_START, record_states=True)
+    rand = run_episodes(policy, episodes, seed=20_000, record_states=True)
+    fractions = {name: float(np.mean(rand.goals == i)) for i, name in enumerate(GOAL_NAMES)}
+    fractions["none"] = float(np.mean(rand.goals < 0))
+    out = {"name": member.name, "seed": member.seed, "role": member.role,
+           "right_start_goal": _goal(int(right.goals[0])), "right_start_length": int(right.lengths[0]),
+           "right_start_trajectory": np.round(right.trajectory(0), 3).tolist(),
+           "goal_fractions": fractions, "dominant_goal": max(fractions, key=fractions.get),
+           "reached_goal_frac": 1.0 - fractions["none"],
+           "return_mean": float(rand.returns.mean()), "return_std": float(rand.returns.std()),
+           "wall_seconds": member.wall_seconds}
+    if member.role == "novel":
+        states = np.concatenate(rand.states)
+        own = policy.mean_action(states)
+        dists = {ref: policy_distance(own, load_policy(_path(pop, ref)).mean_action(states))
+                 for ref in member.references}
+        out.update(threshold=member.threshold, references=member.references,
+                   novelty=min(dists.values()), nearest=min(dists, key=dists.get),
+                   novelty_over_r0=min(dists.values()) / member.threshold)
+        rows = read_metrics(pop.out / member.path / "metrics.jsonl")
+        last = rows[-10:]
+        out["terminated_frac_last10"] = float(np.mean([r["ipd/terminated_frac"] for r in last]))
+        out["terminated_frac_first10"] = float(np.mean([r["ipd/terminated_frac"] for r in rows[:10]]))
+        out["episode_novelty_last10"] = float(np.nanmean([r["novelty/episode_mean"] for r in last]))
+    return out
+
+
+def _path(pop: Population, name: str) -> Path:
+    member = next(m for m in pop.members if m.name == name)
+    return pop.out / member.checkpoint
+
+
+def _goal(code: int) -> str:
+    return GOAL_NAMES[code] if code >= 0 else "none"
+
+
+def verdict(stages: dict) -> dict:
+    ppo_goals = sorted({p["right_start_goal"] for p in stages["ppo"]["policies"]})
+    out = {"ppo_right_start_goals": ppo_goals, "ppo_ok": len(ppo_goals) <= 2, "chains": {}}
+    for name, stage in stages.items():
+        if name == "ppo":
+            continue
+        goals = sorted({p["right_start_goal"] for p in stage["policies"]} - {"none"})
+        reach = [p["reached_goal_frac"] for p in stage["policies"]]
+        ok = len(goals) >= 3 and min(reach) >= 0.9
+        out["chains"][name] = {"r0": stage["r0"], "right_start_goals": goals, "distinct": len(goals),
+                               "min_reached_goal_frac": min(reach), "target_met": bool(ok and out["ppo_ok"])}
+    return out
+
+
+def write(results: dict, base: str) -> None:
+    base = Path(base)
+    atomic_write_json(base.with_suffix(".json"), results)
+    atomic_write_text(base.with_suffix(".md"), markdown(results))
+
+
+def markdown(results: dict) -> str:
+    lines = ["# Four Reward Maze: PPO seeds vs IPD (paper Fig. 2)", "",
+             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}", "",
+             f"Target: {results['target']}.", "",
+             "Goal fractions are over deterministic episodes from random starts; `right start` is the goal of the "
+             "deterministic trajectory from (14.5, 8). `U/r0`: novelty against the policy's own references (min over "
+             "them of the mean action distance on its visited states) over its threshold. `term.`: fraction of "
+             "training episodes ended by the constraint, first / last 10 iterations.", ""]
+    for name, stage in results["stages"].items():
+        title = "PPO references" if name == "ppo" else f"IPD chain `{name}` (r0 = {stage['r0']:.4f})"
+        lines += [f"## {title}", "", f"Wall time {stage['wall_seconds']:.0f} s.", "",
+                  "| policy | seed | right start | top | bottom | left | right | none | return | U/r0 | term. |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for p in stage["policies"]:
+            f = p["goal_fractions"]
+            u = f"{p['novelty_over_r0']:.2f}" if "novelty_over_r0" in p else ""
+            term = (f"{p['terminated_frac_first10']:.2f} / {p['terminated_frac_last10']:.2f}"
+                    if "terminated_frac_last10" in p else "")
+            lines.append(f"| {p['name']} | {p['seed']} | {p['right_start_goal']} | "
+                         + " | ".join(f"{f[g]:.2f}" for g in ("top", "bottom", "left", "right", "none"))
+                         + f" | {p['return_mean']:.2f} | {u} | {term} |")
+        lines.append("")
+    if "verdict" in results:
+        v = results["verdict"]
+        lines += ["## Verdict", "", f"PPO right-start goals: {', '.join(v['ppo_right_start_goals'])} "
+                  f"({'<= 2: ok' if v['ppo_ok'] else 'more than 2'}).", ""]
+        for name, c in v["chains"].items():
+            lines.append(f"- `{name}` (r0 {c['r0']:.4f}): {c['distinct']} distinct goals "
+                         f"({', '.join(c['right_start_goals'])}), worst goal-reaching fraction "
+                         f"{c['min_reached_goal_frac']:.2f}: target {'met' if c['target_met'] else 'NOT met'}.")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
