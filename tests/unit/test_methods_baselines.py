@@ -244,3 +244,14 @@ def test_cpo_update_logs_the_batch_cost_and_trains_only_the_critics_with_adam():
     assert full["cpo/cost"] == pytest.approx(costs)
     assert {"cpo/case", "cpo/kl", "cpo/step_accepted", "cpo/lambda", "cpo/nu", "losses/value_loss"} <= set(full)
     assert all(math.isfinite(v) for v in full.values())
+
+
+def test_cpo_cost_stream_is_centred_on_the_previous_batch_cost():
+    trainer = tiny_trainer("cpo", r0=0.3)
+    method = trainer.method
+    method.update(trainer, rollout_batch(trainer))
+    first = method.cost_center
+    buf = trainer.collect_rollout()
+    second = method._cost_sum / method._cost_n  # J_C of this batch, uncentred
+    assert first is not None and second != pytest.approx(first)
+    assert buf["rewards"]["cost"].mean() == pytest.approx(second - first, abs=1e-5)

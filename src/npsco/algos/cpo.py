@@ -11,20 +11,30 @@ minimum of the means), so satisfying the CPO constraint implies the novelty cons
 stricter when different states are nearest to different references. The per-step form is what a critic can learn:
 c_t depends on s_t (and, with `novelty_action=sample`, a_t) only, while the running mean depends on the history.
 
+Centred cost stream. The cost critic learns the stream c_t - c_bar, with c_bar the previous batch's J_C (during the
+first batch, the mean of its costs so far). J_C is a per-step average over episodes that end (goals, falls): by the
+renewal-reward theorem it is E[episode cost] / E[episode length], the average cost of the continuing process that
+restarts after each episode. For that criterion the right advantages are the differential ones, of c_t - J_C, and the
+differential value of a fresh start is E[sum over an episode of (c_t - J_C)] = 0, so cutting the return at a
+termination (value 0 afterwards, as GAE does) is exact in expectation for gamma = 1. Uncentred costs would instead
+reward ending episodes early whenever c_t > 0 (fewer costly steps in the episode's sum), which lowers the sum but not
+the average: e.g. falling sooner on Hopper.
+
 Update, once per iteration, on the actor parameters theta (mean MLP and log-std), at the rollout policy theta_old:
 
-    g = grad mean(rho A_r),   b = grad mean(rho A_c),   rho = pi_theta(a|s) / pi_old(a|s)
+    g = grad mean(ratio A_r),   b = grad mean(ratio A_c),   ratio = pi_theta(a|s) / pi_old(a|s)
 
 with A_r the task GAE advantages normalised over the batch (scale-free: the step does not depend on |g|) and A_c the
-cost GAE advantages (own critic, same gamma and lambda) only centred, since b is compared with J_C. mean(rho A_c)
-changes by ~ the change of J_C (performance-difference lemma, per-step normalisation). F is the Fisher matrix, the
-Hessian of the mean KL(pi_old || pi_theta) over the batch at theta_old, used through products (F + damping I) v;
-`conjugate_gradient` gives F^-1 g and F^-1 b; `cpo_step` solves max g.x s.t. x^T F x / 2 <= max_kl, J_C - limit + b.x
-<= 0 (with its recovery step when no point of the trust region is feasible). A backtracking line search
-(x, coef x, coef^2 x, ...) accepts the first step with mean KL <= max_kl, a cost surrogate change <= max(0, -c)
-(c = J_C - limit: a feasible policy may spend its slack, an infeasible one must not get worse) and, in the cases with
-a feasible point, a reward surrogate that does not decrease; if none passes, theta stays. Then the task and cost
-critics train with PPO's Adam minibatch epochs on their value losses. No entropy bonus.
+GAE advantages of the centred cost stream (own critic, same gamma and lambda), centred again over the batch but not
+scaled, since b is compared with J_C: mean(ratio A_c) changes by about the change of J_C (performance-difference
+lemma). F is the Fisher matrix, the Hessian of the mean KL(pi_old || pi_theta) over the batch at theta_old, used
+through products (F + damping I) v; `conjugate_gradient` gives F^-1 g and F^-1 b; `cpo_step` solves
+max g.x s.t. x^T F x / 2 <= max_kl, J_C - limit + b.x <= 0 (with its recovery step when no point of the trust region
+is feasible). A backtracking line search (x, coef x, coef^2 x, ...) accepts the first step with mean KL <= max_kl, a
+cost surrogate change <= max(0, -c) (c = J_C - limit: a feasible policy may spend its slack, an infeasible one must
+not get worse) and, in the cases with a feasible point, a reward surrogate that does not decrease; if none passes,
+theta stays. Then the task and cost critics train with PPO's Adam minibatch epochs on their value losses. No entropy
+bonus.
 """
 
 from __future__ import annotations
@@ -57,7 +67,7 @@ def gaussian_kl(mean_p: torch.Tensor, log_std_p: torch.Tensor, mean_q: torch.Ten
 
 
 class CPOProblem:
-    """The quantities of one CPO update on a batch, at the rollout policy theta_old: surrogates, KL and Fisher products."""
+    """One CPO update's quantities on a batch, at the rollout policy theta_old: surrogates, KL, Fisher products."""
 
     def __init__(self, agent: ActorCritic, batch: Batch, norm_adv: bool, damping: float):
         self.agent, self.damping = agent, damping
@@ -71,7 +81,7 @@ class CPOProblem:
             self.old_log_std = agent.actor_logstd.detach().clone()
 
     def surrogates(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean(rho A_r), mean(rho A_c)) at the actor's current parameters."""
+        """(mean(ratio A_r), mean(ratio A_c)) at the actor's current parameters."""
         logprob, _, _ = self.agent.evaluate(self.obs, self.actions)
         ratio = torch.exp(logprob - self.old_logprob)
         return (ratio * self.adv_r).mean(), (ratio * self.adv_c).mean()
@@ -88,10 +98,11 @@ class CPOProblem:
 
 
 class CPO(NoveltyMethod):
-    """CPO on the novelty cost. Logs `cpo/cost` (J_C, the batch's mean per-step cost), `cpo/case` (`cpo_step`'s case:
-    0 infeasible recovery, 1 infeasible with feasible points, 2 feasible with an active constraint, 3 TRPO step, 4 no
-    cost gradient), `cpo/lambda`, `cpo/nu` (dual variables), `cpo/kl` (mean KL of the step taken, 0 if none),
-    `cpo/step_accepted`, `cpo/backtracks`, `cpo/surrogate_change`, `cpo/cost_surrogate_change`, `losses/value_loss`."""
+    """CPO on the novelty cost (its critic on the centred stream). Logs `cpo/cost` (J_C, the batch's mean per-step
+    cost), `cpo/case` (`cpo_step`'s case: 0 infeasible recovery, 1 infeasible with feasible points, 2 feasible with an
+    active constraint, 3 TRPO step, 4 no cost gradient), `cpo/lambda`, `cpo/nu` (dual variables), `cpo/kl` (mean KL
+    of the step taken, 0 if none), `cpo/step_accepted`, `cpo/backtracks`, `cpo/surrogate_change`,
+    `cpo/cost_surrogate_change`, `losses/value_loss`."""
 
     name = "cpo"
     streams = ("cost",)
@@ -99,18 +110,22 @@ class CPO(NoveltyMethod):
     def bind(self, trainer: Trainer) -> None:
         super().bind(trainer)
         self._cost_sum, self._cost_n = 0.0, 0
+        self.cost_center: float | None = None
+        """c_bar: the previous batch's J_C, subtracted from the cost stream (None during the first batch)."""
 
     def on_step(self, step: StepInfo) -> StepOutcome:
         d, _ = self.novelty(step)
         cost = novelty_cost(d, self.r0)
         self._cost_sum += float(cost.sum())
         self._cost_n += cost.size
-        return StepOutcome(streams={"cost": cost})
+        center = self.cost_center if self.cost_center is not None else self._cost_sum / self._cost_n
+        return StepOutcome(streams={"cost": cost - np.float32(center)})
 
     def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
         cost = self._cost_sum / max(self._cost_n, 1)
         self._cost_sum, self._cost_n = 0.0, 0
         out = {"cpo/cost": cost, **self.policy_step(trainer.agent, batch, cost, trainer.cfg.norm_adv)}
+        self.cost_center = cost
         out.update(self.train_critics(trainer, batch))
         return out
 
