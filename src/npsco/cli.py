@@ -249,7 +249,7 @@ def cmd_population(args: argparse.Namespace) -> int:
     config = population_config(args)
     out = Path(args.out or f"runs/population/{_env_name(config.ppo.env_id)}-{config.method.method}")
     pop = Population(out, config, progress=not args.no_progress)
-    print(f"population in {out}: {config.refs if not config.refs_from else 'borrowed'} PPO references, "
+    print(f"population in {out}: {config.refs if not (config.refs_from or config.ref_checkpoints) else "borrowed"} PPO references, "
           f"{config.novel} novel {config.method.method} policies per chain")
     members = pop.run()
     print("\n".join(summary_lines(members)))
@@ -375,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("checkpoint", help="a policy .safetensors file or a run directory holding policy.safetensors")
     rd.add_argument("--out", default=None, help="output file (default: next to the checkpoint, .filmstrip.png or .gif)")
     rd.add_argument("--frames", type=int, default=None, help="frames (default: maze 6, MuJoCo 8; GIF 40 / 100)")
-    rd.add_argument("--every", type=int, default=None, help="steps between frames (default: maze 3, MuJoCo 25; GIF 1 / 4)")
+    rd.add_argument("--every", type=int, default=None, help="steps between frames (default: maze 5, MuJoCo 25; GIF 1 / 4)")
     rd.add_argument("--gif", action="store_true", help="an animated GIF instead of a filmstrip")
     rd.add_argument("--fps", type=float, default=10.0, help="GIF frames per second (default 10)")
     rd.add_argument("--seed", type=int, default=0, help="seed of the episode's environment")
