@@ -249,7 +249,7 @@ def cmd_population(args: argparse.Namespace) -> int:
     config = population_config(args)
     out = Path(args.out or f"runs/population/{_env_name(config.ppo.env_id)}-{config.method.method}")
     pop = Population(out, config, progress=not args.no_progress)
-    print(f"population in {out}: {config.refs if not (config.refs_from or config.ref_checkpoints) else "borrowed"} PPO references, "
+    print(f"population in {out}: {config.refs if not (config.refs_from or config.ref_checkpoints) else 'borrowed'} PPO references, "
           f"{config.novel} novel {config.method.method} policies per chain")
     members = pop.run()
     print("\n".join(summary_lines(members)))
