@@ -476,7 +476,9 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
         "settings": {"episodes": episodes, "seed": seed, "deterministic": True, "distance": "deterministic",
                      "max_diversity_states": MAX_DIVERSITY_STATES, "fig2_start": list(FIG2_START)},
         "command": f"npsco evaluate {info.path} --episodes {episodes} --seed {seed}",
-        "ppo_mean_distance": ppo_distance, "r0_default": info.r0_default, "pending": info.pending,
+        "ppo_mean_distance": ppo_distance, "r0_default": info.r0_default,
+        "ppo_mean_novelty": _mean([r["novelty"] for r in rows if r["role"] == "reference"]),
+        "pending": info.pending,
         "policies": rows,
         "action_distance_matrix": {"names": names, "matrix": actions.round(6).tolist(),
                                    "definition": "D[i][j] = mean over states visited by i of ||mu_i(s) - mu_j(s)||"},
@@ -485,6 +487,11 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
                                                  "and j (npsco.stats.state_diversity, 64 projections)"},
         "statistics": statistics(rows),
     }
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
 
 
 # --------------------------------------------------------------------------------------------------- files

@@ -129,3 +129,9 @@ def test_filmstrip_of_a_hopper_policy_is_a_real_picture(tmp_path, capsys):
 def test_render_refuses_a_missing_checkpoint(tmp_path, capsys):
     assert main(["render", str(tmp_path / "none.safetensors")]) == 2
     assert "no such checkpoint" in capsys.readouterr().err
+
+
+def test_render_refuses_a_start_inside_a_region(experiment, capsys):
+    assert main(["render", str(experiment / "FourRewardMaze-v0" / "ppo" / "refs" / "ref0"), "--start", "15", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "inside the 'right' reward region" in err

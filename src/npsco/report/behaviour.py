@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from npsco.config import MAZE_ID
+from npsco.errors import NpscoError
 from npsco.policy import Policy
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -34,10 +35,10 @@ class Frames:
 
 
 def default_sampling(env_id: str, animation: bool = False) -> tuple[int, int]:
-    """(frames, every): maze 6 frames every 3 steps (its episodes last ~15 steps); MuJoCo 8 frames every 25 steps
+    """(frames, every): maze 6 frames every 5 steps (its episodes last 5-30 steps); MuJoCo 8 frames every 25 steps
     (200 steps, 1.6 s of Hopper); animations take every step (maze) or every 4th (MuJoCo), up to 100 frames."""
     if env_id == MAZE_ID:
-        return (40, 1) if animation else (6, 3)
+        return (40, 1) if animation else (6, 5)
     return (100, 4) if animation else (8, 25)
 
 
@@ -68,14 +69,15 @@ def episode_frames(policy: Policy, frames: int | None = None, every: int | None 
     env_id = policy.metadata["env_id"]
     d_frames, d_every = default_sampling(env_id, animation)
     frames, every = frames or d_frames, every or d_every
-    if frames < 1 or every < 1:
-        from npsco.errors import NpscoError
-
-        raise NpscoError("--frames and --every must be >= 1")
     max_episode_steps = max_episode_steps or (policy.metadata.get("config") or {}).get("max_episode_steps")
+    if frames < 1 or every < 1:
+        raise NpscoError("--frames and --every must be >= 1")
     env = make_render_env(env_id, size or default_size(env_id), max_episode_steps)
     try:
-        obs, _ = env.reset(seed=seed, options={"start": start} if start is not None else None)
+        try:
+            obs, _ = env.reset(seed=seed, options={"start": start} if start is not None else None)
+        except ValueError as e:  # the maze refuses a start outside the map or inside a region
+            raise NpscoError(f"start {start}: {e}") from None
         images, steps, total, t, ended = [env.render()], [0], 0.0, 0, False
         while len(images) < frames:
             obs, reward, terminated, truncated, _ = env.step(policy.mean_action(obs))

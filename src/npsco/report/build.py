@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from npsco.errors import NpscoError
 from npsco.evaluation import FIG2_START, group_sort_key
 from npsco.report.document import Block, Code, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
 
@@ -291,6 +292,13 @@ def behaviour_blocks(rows: list[dict], out: Path, seed: int, gif: bool, limit: i
     return blocks
 
 
+def trained_members(run: str | Path) -> int:
+    """How many policies of a population run have finished training (its manifest says so)."""
+    from npsco.population import load_manifest
+
+    return sum(m.get("status") == "done" for m in load_manifest(run).get("members", []))
+
+
 def build_report(runs: list[str | Path], out: str | Path, episodes: int | None = None, seed: int = 0,
                  reuse: bool = True, filmstrips: bool = True, gif: bool = False, max_filmstrips: int | None = None,
                  command: str | None = None, log: Callable[[str], None] = print) -> Path:
@@ -301,6 +309,10 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
                                       threshold_ablation_figure)
 
     out = Path(out)
+    untrained = [str(r) for r in runs if not trained_members(r)]
+    runs = [r for r in runs if str(r) not in untrained]
+    if not runs:
+        raise NpscoError("no trained policy in the runs given: nothing to report")
     docs = evaluate_runs(runs, episodes, seed, reuse=reuse, write=True, log=log)
     combined = combine(docs)
     rows, stats = combined["policies"], combined["statistics"]
@@ -313,6 +325,7 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
                   + ", ".join(f"`{d['run']}`" for d in docs) + "."),
     ]
     pending = [f"{Path(d['run']).name}: {', '.join(d['pending'])}" for d in docs if d.get("pending")]
+    pending += [f"{Path(r).name}: every policy" for r in untrained]
     if pending:
         blocks.append(Paragraph("Not yet trained (left out): " + "; ".join(pending) + "."))
 
@@ -351,7 +364,9 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
     if data3:
         blocks.append(Image(_figure(novelty_reward_figure(data3), out, "fig3_novelty_reward.png"), "Fig. 3",
                             "Each policy is a faint point; each method's mean ± std is a bold marker with error bars. "
-                            "Dashed line: relative novelty 1 (PPO)."))
+                            "Dashed line: relative novelty 1, the mean distance between two PPO references. A "
+                            "reference's own novelty is its distance to the *nearest* other reference, so PPO's points "
+                            "lie below 1 when the references form groups."))
     else:
         blocks.append(Paragraph("No relative novelty could be measured (it needs at least 2 PPO references)."))
 
