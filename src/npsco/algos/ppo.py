@@ -354,10 +354,27 @@ class Trainer:
             for s in self.streams
         )
 
+    fast_update: bool = True
+    """Run `ppo_update` in numpy (`NumpyPPOUpdate`, ~10x faster here) whenever the agent and optimiser are the standard
+    ones; False always uses the torch loop (`ppo_update_torch`), the reference the numpy one is tested against."""
+
     def ppo_update(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
-        """`update_epochs` passes of minibatch Adam steps on the clipped surrogate + value losses - entropy bonus."""
+        """`update_epochs` passes of minibatch Adam steps on the clipped surrogate + value losses - entropy bonus.
+
+        The same computation runs in numpy when it can (`fast_update`, see `NumpyPPOUpdate`): same minibatches (drawn
+        with `minibatches()`), same losses, gradient clipping and Adam state (the optimiser's own, so methods that mix
+        this with their own torch steps keep one Adam), equal to the torch loop up to float32 rounding.
+        """
+        if self.fast_update and NumpyPPOUpdate.unsupported(self) is None:
+            return NumpyPPOUpdate(self).run(batch, advantage_stream)
+        return self.ppo_update_torch(batch, advantage_stream)
+
+    def ppo_update_torch(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
+        """`ppo_update` with torch autograd and the torch optimiser (the reference implementation)."""
         cfg, agent = self.cfg, self.agent
-        stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": [], "clipfrac": []}
+        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+        stats: list[torch.Tensor] = []  # one row per minibatch; no .item() sync per minibatch
+        params = list(agent.parameters())
         for _epoch in range(cfg.update_epochs):
             for mb in self.minibatches():
                 obs = batch.obs[mb]
@@ -371,14 +388,14 @@ class Trainer:
                 loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
+                nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
                 self.optimizer.step()
-                for k, v in (("policy_loss", pg_loss), ("value_loss", v_loss), ("entropy", ent),
-                             ("approx_kl", info["approx_kl"]), ("clipfrac", info["clipfrac"])):
-                    stats[k].append(v.item())
-            if cfg.target_kl is not None and stats["approx_kl"][-1] > cfg.target_kl:
+                stats.append(torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), info["approx_kl"],
+                                          info["clipfrac"]]))
+            if cfg.target_kl is not None and float(stats[-1][3]) > cfg.target_kl:
                 break
-        return {f"losses/{k}": float(np.mean(v)) for k, v in stats.items()}
+        means = torch.stack(stats).double().mean(0).tolist()
+        return {f"losses/{k}": float(v) for k, v in zip(names, means)}
 
     # -------------------------------------------------------------------------------------------------- the loop
     def policy(self) -> Policy:
@@ -489,6 +506,268 @@ class Trainer:
             where = f"; the last good policy is saved at {path}"
         what = f"non-finite {', '.join(bad)}" if bad else "non-finite parameters"
         raise NpscoError(f"training diverged at iteration {self.iteration} ({what}){where}")
+
+
+# ------------------------------------------------------------------------------------------- the update in numpy
+def _mlp_linears(module: nn.Module) -> list[nn.Linear] | None:
+    """The Linear layers of a `policy.mlp` (Linear, Tanh, ..., Linear), or None for any other structure."""
+    if not isinstance(module, nn.Sequential):
+        return None
+    layers = list(module)
+    if not layers or len(layers) % 2 == 0:
+        return None
+    for i, m in enumerate(layers):
+        if type(m) is not (nn.Linear if i % 2 == 0 else nn.Tanh):
+            return None
+    return layers[::2]
+
+
+class NumpyPPOUpdate:
+    """`Trainer.ppo_update` in numpy: the forward and backward passes of the actor and critic MLPs written out, the
+    global gradient-norm clip and Adam on one flat float32 parameter vector.
+
+    Why: on these machines the update of the small PPO networks is bound by per-operation overhead, not arithmetic;
+    torch spends ~3 ms per minibatch (autograd graph, ~60 kernels, optimiser bookkeeping), numpy ~0.3 ms.
+
+    It computes what `Trainer.ppo_update_torch` computes, step for step: the same minibatches (from
+    `trainer.minibatches()`, so torch's RNG advances identically), advantage normalisation with the unbiased std,
+    the clipped surrogate and the (clipped) value losses with torch's gradient conventions at the kinks
+    (`torch.max` splits a tie's gradient in halves; `clamp` passes the gradient at the bounds), the entropy bonus,
+    `clip_grad_norm_` (max_norm / (norm + 1e-6), only when below 1) and Adam as `torch.optim.Adam` (bias-corrected,
+    eps added after the square root). The Adam moments and step counts are read from and written back to the
+    trainer's torch optimiser, so a method mixing torch steps with `ppo_update` (TNB) keeps one consistent Adam.
+    The differences are float32 rounding (summation order in the matmuls): tests/unit/test_fast_update.py checks
+    the gradients and whole updates against the torch loop.
+
+    Used when the agent is a standard `ActorCritic` (tanh MLPs built by `policy.mlp`), the parameters are float32 and
+    the optimiser is a plain `torch.optim.Adam` with one parameter group (no weight decay, amsgrad, maximize);
+    `unsupported` names the first condition that fails, and `ppo_update` then runs the torch loop.
+    """
+
+    @staticmethod
+    def unsupported(trainer: "Trainer") -> str | None:
+        agent, opt = trainer.agent, trainer.optimizer
+        if not isinstance(agent, ActorCritic) or type(agent).evaluate is not ActorCritic.evaluate:
+            return "the agent is not a standard ActorCritic"
+        if type(trainer).critic_loss is not Trainer.critic_loss:
+            return "critic_loss is overridden"
+        if _mlp_linears(agent.actor_mean) is None or any(_mlp_linears(agent.critics[s]) is None for s in trainer.streams):
+            return "a network is not a tanh MLP"
+        if type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1:
+            return "the optimiser is not torch.optim.Adam with one parameter group"
+        group = opt.param_groups[0]
+        if group["weight_decay"] or group["amsgrad"] or group["maximize"] or torch.is_tensor(group["lr"]):
+            return "Adam options (weight decay, amsgrad, maximize, tensor lr) are not supported"
+        in_group = {id(p) for p in group["params"]}
+        if any(p.dtype != torch.float32 or id(p) not in in_group for p in agent.parameters()):
+            return "parameters are not all float32 and in the optimiser"
+        return None
+
+    def __init__(self, trainer: "Trainer"):
+        self.trainer, self.cfg, self.agent, self.optimizer = trainer, trainer.cfg, trainer.agent, trainer.optimizer
+        agent = self.agent
+        actor = _mlp_linears(agent.actor_mean)
+        critics = {s: _mlp_linears(agent.critics[s]) for s in trainer.streams}
+        # The parameters that get gradients: the actor, the log-std and the critics of the trained streams (a critic
+        # outside the streams gets no gradient in the torch loop either, so Adam leaves it alone).
+        self.params: list[nn.Parameter] = [t for lin in actor for t in (lin.weight, lin.bias)] + [agent.actor_logstd]
+        for s in trainer.streams:
+            self.params += [t for lin in critics[s] for t in (lin.weight, lin.bias)]
+        sizes = [p.numel() for p in self.params]
+        self.offsets = np.cumsum([0, *sizes])
+        n = int(self.offsets[-1])
+        self.flat = np.empty(n, np.float32)      # parameters
+        self.grad = np.zeros(n, np.float32)
+        self.exp_avg = np.empty(n, np.float32)
+        self.exp_avg_sq = np.empty(n, np.float32)
+        self.tmp = np.empty(n, np.float32)
+        self.steps = np.empty(len(self.params), np.float64)
+        views = [self._view(buf) for buf in (self.flat, self.grad)]
+        k = 2 * len(actor)
+        self.actor = list(zip(views[0][0:k:2], views[0][1:k:2]))
+        self.actor_grad = list(zip(views[1][0:k:2], views[1][1:k:2]))
+        self.log_std, self.log_std_grad = views[0][k], views[1][k]
+        self.critics, self.critics_grad, start = {}, {}, k + 1
+        for s in trainer.streams:
+            end = start + 2 * len(critics[s])
+            self.critics[s] = list(zip(views[0][start:end:2], views[0][start + 1:end:2]))
+            self.critics_grad[s] = list(zip(views[1][start:end:2], views[1][start + 1:end:2]))
+            start = end
+
+    def _view(self, buf: np.ndarray) -> list[np.ndarray]:
+        return [buf[a:b].reshape(p.shape) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:])]
+
+    # ------------------------------------------------------------------------------------ moving state in and out
+    def _load(self) -> None:
+        group = self.optimizer.param_groups[0]
+        for i, p in enumerate(self.params):
+            a, b = self.offsets[i], self.offsets[i + 1]
+            self.flat[a:b] = p.detach().numpy().reshape(-1)
+            state = self.optimizer.state[p]
+            if len(state) == 0:  # lazy initialisation, as torch.optim.Adam does it
+                fused_or_capturable = group["fused"] or group["capturable"]
+                state["step"] = (torch.zeros((), dtype=torch.float32) if fused_or_capturable
+                                 else torch.tensor(0.0, dtype=torch.get_default_dtype()))
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            self.exp_avg[a:b] = state["exp_avg"].numpy().reshape(-1)
+            self.exp_avg_sq[a:b] = state["exp_avg_sq"].numpy().reshape(-1)
+            self.steps[i] = float(state["step"])
+
+    def _store(self) -> None:
+        with torch.no_grad():
+            for i, p in enumerate(self.params):
+                a, b = self.offsets[i], self.offsets[i + 1]
+                p.copy_(torch.from_numpy(self.flat[a:b]).view_as(p))
+                state = self.optimizer.state[p]
+                state["exp_avg"].copy_(torch.from_numpy(self.exp_avg[a:b]).view_as(p))
+                state["exp_avg_sq"].copy_(torch.from_numpy(self.exp_avg_sq[a:b]).view_as(p))
+                state["step"].fill_(self.steps[i])
+                p.grad = torch.from_numpy(self.grad[a:b].copy()).view_as(p)  # the last minibatch's, as torch leaves it
+
+    # ------------------------------------------------------------------------------------------- the computation
+    @staticmethod
+    def _forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> list[np.ndarray]:
+        """Activations [x, h1, ..., out] of a tanh MLP."""
+        acts = [x]
+        last = len(layers) - 1
+        for i, (w, b) in enumerate(layers):
+            x = np.matmul(x, w.T)
+            x += b
+            if i < last:
+                np.tanh(x, out=x)
+            acts.append(x)
+        return acts
+
+    @staticmethod
+    def _backward(layers, grads, acts: list[np.ndarray], g: np.ndarray) -> None:
+        """Write d loss / d (W, b) of every layer into `grads`, given g = d loss / d output."""
+        for i in range(len(layers) - 1, -1, -1):
+            gw, gb = grads[i]
+            np.matmul(g.T, acts[i], out=gw)
+            np.add.reduce(g, axis=0, out=gb)
+            if i:
+                g = np.matmul(g, layers[i][0])
+                h = acts[i]
+                g *= 1.0 - h * h
+
+    def loss_and_grad(self, obs, actions, old_logprob, adv, values, returns) -> np.ndarray:
+        """The PPO loss of one minibatch: writes its gradient into `self.grad`; returns the five statistics
+        (policy loss, value loss, entropy, approx KL, clip fraction). `values`/`returns` map stream -> array."""
+        cfg = self.cfg
+        B = obs.shape[0]
+        clip = cfg.clip_coef
+        inv_b = np.float32(1.0 / B)
+        add = np.add.reduce  # (ndarray.mean/std go through slow Python wrappers; these arrays are tiny)
+        if cfg.norm_adv:  # torch's std is the unbiased one
+            centred = adv - add(adv) * inv_b
+            adv = centred / (np.sqrt(add(centred * centred) / np.float32(B - 1)) + np.float32(1e-8))
+        # actor: log pi(a|s) and the clipped surrogate
+        acts = self._forward(self.actor, obs)
+        mean = acts[-1]
+        log_std = self.log_std[0]
+        inv_std = np.exp(-log_std)
+        z = (actions - mean) * inv_std
+        logprob = -0.5 * np.einsum("ba,ba->b", z, z) - (log_std.sum() + np.float32(LOG_SQRT_2PI * log_std.size))
+        log_ratio = logprob - old_logprob
+        ratio = np.exp(log_ratio)
+        clipped = np.clip(ratio, 1 - clip, 1 + clip)
+        unclipped_term, clipped_term = -adv * ratio, -adv * clipped
+        pg_loss = add(np.maximum(unclipped_term, clipped_term)) * inv_b
+        # d pg / d ratio: torch.max gives a tie half to each side, clamp passes the gradient inside [lo, hi]
+        w_unclipped = np.where(unclipped_term > clipped_term, 1.0, np.where(unclipped_term == clipped_term, 0.5, 0.0))
+        in_range = (ratio >= 1 - clip) & (ratio <= 1 + clip)
+        g_ratio = (adv * -inv_b) * (w_unclipped + (1.0 - w_unclipped) * in_range)
+        g_logprob = (g_ratio * ratio).astype(np.float32)
+        g_mean = (g_logprob[:, None] * z) * inv_std
+        entropy = (0.5 + LOG_SQRT_2PI + log_std).sum()
+        self.log_std_grad[0] = add(g_logprob[:, None] * (z * z - 1.0), axis=0) - np.float32(cfg.ent_coef)
+        self._backward(self.actor, self.actor_grad, acts, g_mean)
+        # critics
+        v_loss = 0.0
+        for s, layers in self.critics.items():
+            cacts = self._forward(layers, obs)
+            v = cacts[-1][:, 0]
+            err = v - returns[s]
+            unclipped = err * err
+            if cfg.clip_vloss:
+                old = values[s]
+                vc = old + np.clip(v - old, -clip, clip)
+                cerr = vc - returns[s]
+                clipped_sq = cerr * cerr
+                v_loss += 0.5 * float(add(np.maximum(unclipped, clipped_sq))) / B
+                w = np.where(unclipped > clipped_sq, 1.0, np.where(unclipped == clipped_sq, 0.5, 0.0))
+                d = v - old
+                g_v = w * err + (1.0 - w) * cerr * ((d >= -clip) & (d <= clip))
+            else:
+                v_loss += 0.5 * float(add(unclipped)) / B
+                g_v = err
+            g_v = (g_v * (cfg.vf_coef / B)).astype(np.float32)[:, None]
+            self._backward(layers, self.critics_grad[s], cacts, g_v)
+        approx_kl = add((ratio - 1) - log_ratio) * inv_b
+        clipfrac = np.count_nonzero(np.abs(ratio - 1.0) > clip) / B
+        return np.array([pg_loss, v_loss, entropy, approx_kl, clipfrac])
+
+    def _clip_and_adam(self) -> None:
+        cfg, g, tmp = self.cfg, self.grad, self.tmp
+        group = self.optimizer.param_groups[0]
+        lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], float(group["eps"])
+        norm = math.sqrt(float(np.dot(g, g)))
+        coef = cfg.max_grad_norm / (norm + 1e-6)
+        if coef < 1.0:
+            g *= np.float32(coef)
+        # Adam (torch.optim.Adam, no weight decay): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+        # p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+        m, v = self.exp_avg, self.exp_avg_sq
+        m *= np.float32(beta1)
+        np.multiply(g, np.float32(1 - beta1), out=tmp)
+        m += tmp
+        v *= np.float32(beta2)
+        np.multiply(g, g, out=tmp)
+        tmp *= np.float32(1 - beta2)
+        v += tmp
+        self.steps += 1
+        if np.all(self.steps == self.steps[0]):
+            t = self.steps[0]
+            step_size, bc2_sqrt = lr / (1 - beta1**t), math.sqrt(1 - beta2**t)
+        else:  # parameters stepped a different number of times (a method stepped only some of them)
+            counts = np.diff(self.offsets)
+            step_size = np.repeat(lr / (1 - beta1**self.steps), counts).astype(np.float32)
+            bc2_sqrt = np.repeat(np.sqrt(1 - beta2**self.steps), counts).astype(np.float32)
+        np.sqrt(v, out=tmp)
+        tmp /= bc2_sqrt if np.isscalar(bc2_sqrt) else bc2_sqrt
+        tmp += np.float32(eps)
+        np.divide(m, tmp, out=tmp)
+        tmp *= np.float32(step_size) if np.isscalar(step_size) else step_size
+        self.flat -= tmp
+
+    def run(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
+        cfg, streams = self.cfg, self.trainer.streams
+        self._load()
+        obs, actions, logprobs = batch.obs.numpy(), batch.actions.numpy(), batch.logprobs.numpy()
+        adv = batch.advantages[advantage_stream].numpy()
+        values = {s: batch.values[s].numpy() for s in streams}
+        returns = {s: batch.returns[s].numpy() for s in streams}
+        stats = []
+        for _epoch in range(cfg.update_epochs):
+            mbs = [mb.numpy() for mb in self.trainer.minibatches()]
+            idx = np.concatenate(mbs)  # gather the epoch once, then take contiguous slices
+            e_obs, e_act, e_lp, e_adv = obs[idx], actions[idx], logprobs[idx], adv[idx]
+            e_val = {s: values[s][idx] for s in streams}
+            e_ret = {s: returns[s][idx] for s in streams}
+            start = 0
+            for mb in mbs:
+                sl = slice(start, start + len(mb))
+                start += len(mb)
+                stats.append(self.loss_and_grad(e_obs[sl], e_act[sl], e_lp[sl], e_adv[sl],
+                                                {s: e_val[s][sl] for s in streams}, {s: e_ret[s][sl] for s in streams}))
+                self._clip_and_adam()
+            if cfg.target_kl is not None and stats[-1][3] > cfg.target_kl:
+                break
+        self._store()
+        means = np.mean(stats, axis=0)
+        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+        return {f"losses/{k}": float(v) for k, v in zip(names, means)}
 
 
 def train(cfg: PPOConfig, method: Method | None = None, run_dir: str | Path | None = None, progress: bool = True,

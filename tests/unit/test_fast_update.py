@@ -1,0 +1,206 @@
+"""The numpy PPO update (`NumpyPPOUpdate`) against the torch reference loop (`Trainer.ppo_update_torch`): the same
+gradients on random data (both branches of every clip exercised), the same whole update (parameters, Adam state,
+statistics), the same early stop, the torch optimiser still usable afterwards, and a fallback when it cannot apply."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from npsco.algos.ppo import (
+    Method,
+    NumpyPPOUpdate,
+    StepOutcome,
+    Trainer,
+    normalize_advantages,
+    policy_loss,
+)
+from npsco.config import MAZE_ID, PPOConfig
+
+
+class ExtraStream(Method):
+    """A method with a second reward stream (like TNB's novelty), so the update trains two critics."""
+
+    streams = ("novelty",)
+
+    def on_step(self, step):
+        return StepOutcome(streams={"novelty": np.sin(step.obs[:, 0]).astype(np.float32)})
+
+
+def maze_trainer(method=None, **overrides) -> Trainer:
+    base = dict(env_id=MAZE_ID, num_envs=8, num_steps=32, num_minibatches=4, update_epochs=3, eval_every=0,
+                checkpoint_every=0, actor_hidden=(32, 10), critic_hidden=(16,), seed=3)
+    base.update(overrides)
+    return Trainer(PPOConfig(**base), method, tensorboard=False)
+
+
+def flat_grads(params) -> np.ndarray:
+    return torch.cat([p.grad.reshape(-1) for p in params]).numpy()
+
+
+def random_minibatch(tr: Trainer, B: int, rng: np.random.Generator):
+    agent = tr.agent
+    obs = torch.from_numpy(rng.standard_normal((B, agent.obs_dim)).astype(np.float32))
+    with torch.no_grad():
+        mean = agent.actor_mean(obs)
+        actions = mean + torch.from_numpy(rng.standard_normal(mean.shape).astype(np.float32))
+        logprob, _, _ = agent.evaluate(obs, actions)
+    old_logprob = logprob + torch.from_numpy(rng.normal(0.0, 0.4, B).astype(np.float32))  # ratios far from 1 too
+    adv = torch.from_numpy(rng.normal(0.3, 1.5, B).astype(np.float32))
+    values = {s: torch.from_numpy(rng.normal(0, 1, B).astype(np.float32)) for s in tr.streams}
+    returns = {s: values[s] + torch.from_numpy(rng.normal(0, 0.5, B).astype(np.float32)) for s in tr.streams}
+    return obs, actions, old_logprob, adv, values, returns
+
+
+@pytest.mark.parametrize("clip_vloss", [True, False])
+@pytest.mark.parametrize("norm_adv", [True, False])
+@pytest.mark.parametrize("method", [None, ExtraStream()], ids=["task", "two-streams"])
+def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, method):
+    tr = maze_trainer(method, clip_vloss=clip_vloss, norm_adv=norm_adv, ent_coef=0.01, clip_coef=0.2)
+    with torch.no_grad():
+        tr.agent.actor_logstd.copy_(torch.tensor([[-0.4, 0.3]]))
+    rng = np.random.default_rng(0)
+    obs, actions, old_lp, adv, values, returns = random_minibatch(tr, 256, rng)
+
+    # torch: exactly the loss of ppo_update_torch
+    cfg, agent = tr.cfg, tr.agent
+    new_lp, entropy, _ = agent.evaluate(obs, actions)
+    a = normalize_advantages(adv) if norm_adv else adv
+    pg, info = policy_loss(new_lp, old_lp, a, cfg.clip_coef)
+    from npsco.algos.ppo import Batch
+
+    mb = torch.arange(256)
+    batch = Batch(obs=obs, actions=actions, logprobs=old_lp, advantages={"task": adv}, returns=returns, values=values,
+                  size=256)
+    v_loss = tr.critic_loss(batch, mb, obs)
+    loss = pg - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
+    tr.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+
+    fast = NumpyPPOUpdate(tr)
+    fast._load()
+    stats = fast.loss_and_grad(obs.numpy(), actions.numpy(), old_lp.numpy(), adv.numpy(),
+                               {s: v.numpy() for s, v in values.items()}, {s: r.numpy() for s, r in returns.items()})
+    assert 0.2 < float(info["clipfrac"]) < 0.8  # both branches of the surrogate's clip are exercised
+    expected = flat_grads(fast.params)
+    np.testing.assert_allclose(fast.grad, expected, rtol=1e-4, atol=1e-6)
+    expected_stats = [t.detach().item() for t in (pg, v_loss, entropy, info["approx_kl"], info["clipfrac"])]
+    np.testing.assert_allclose(stats, expected_stats, rtol=1e-5, atol=1e-7)
+
+
+def snapshot(tr: Trainer):
+    return copy.deepcopy(tr.agent.state_dict()), copy.deepcopy(tr.optimizer.state_dict()), torch.get_rng_state()
+
+
+def restore(tr: Trainer, snap) -> None:
+    tr.agent.load_state_dict(snap[0])
+    tr.optimizer.load_state_dict(copy.deepcopy(snap[1]))  # (load_state_dict aliases the tensors it is given)
+    torch.set_rng_state(snap[2])
+
+
+def params_vector(tr: Trainer) -> np.ndarray:
+    return torch.cat([p.detach().reshape(-1) for p in tr.agent.parameters()]).numpy().copy()
+
+
+def adam_state(tr: Trainer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    st = [tr.optimizer.state[p] for p in tr.agent.parameters()]
+    return (np.concatenate([s["exp_avg"].reshape(-1).numpy() for s in st]),
+            np.concatenate([s["exp_avg_sq"].reshape(-1).numpy() for s in st]),
+            np.array([float(s["step"]) for s in st]))
+
+
+@pytest.mark.parametrize("history", ["fresh", "warm", "uneven-steps"])
+@pytest.mark.parametrize("method", [None, ExtraStream()], ids=["task", "two-streams"])
+def test_whole_update_equals_the_torch_loop(history, method):
+    tr = maze_trainer(method, ent_coef=0.003)
+    batch = tr.compute_advantages(tr.collect_rollout())
+    if history != "fresh":
+        tr.ppo_update_torch(batch)
+        batch = tr.compute_advantages(tr.collect_rollout())
+    if history == "uneven-steps":  # a critic-only torch step (as CPO's critic update): the actor's Adam lags behind
+        tr.optimizer.zero_grad(set_to_none=True)
+        tr.critic_loss(batch, torch.arange(64)).backward()
+        tr.optimizer.step()
+    snap = snapshot(tr)
+    before = params_vector(tr)
+
+    out_torch = tr.ppo_update_torch(batch)
+    after_torch, state_torch = params_vector(tr), adam_state(tr)
+    restore(tr, snap)
+    assert NumpyPPOUpdate.unsupported(tr) is None
+    out_numpy = tr.ppo_update(batch)
+    after_numpy, state_numpy = params_vector(tr), adam_state(tr)
+
+    d_torch, d_numpy = after_torch - before, after_numpy - before
+    assert np.linalg.norm(d_torch) > 1e-3  # the update did something
+    assert np.linalg.norm(d_numpy - d_torch) / np.linalg.norm(d_torch) < 1e-4
+    np.testing.assert_allclose(state_numpy[0], state_torch[0], rtol=1e-3, atol=1e-7)
+    np.testing.assert_allclose(state_numpy[1], state_torch[1], rtol=1e-3, atol=1e-10)
+    np.testing.assert_array_equal(state_numpy[2], state_torch[2])
+    assert out_numpy.keys() == out_torch.keys()
+    for k in out_torch:
+        assert out_numpy[k] == pytest.approx(out_torch[k], rel=1e-4, abs=1e-6), k
+    # the torch optimiser carries on from the state the numpy update left
+    tr.optimizer.zero_grad(set_to_none=True)
+    tr.critic_loss(batch, torch.arange(64)).backward()
+    tr.optimizer.step()
+    assert np.all(np.isfinite(params_vector(tr)))
+
+
+def test_early_stop_on_target_kl_matches():
+    tr = maze_trainer(target_kl=1e-9)
+    batch = tr.compute_advantages(tr.collect_rollout())
+    snap = snapshot(tr)
+    tr.ppo_update_torch(batch)
+    steps_torch = adam_state(tr)[2]
+    restore(tr, snap)
+    tr.ppo_update(batch)
+    steps_numpy = adam_state(tr)[2]
+    np.testing.assert_array_equal(steps_numpy, steps_torch)
+    assert steps_numpy[0] == tr.cfg.num_minibatches  # one epoch only
+
+
+def test_falls_back_to_torch_when_the_optimiser_is_not_adam():
+    tr = maze_trainer()
+    tr.optimizer = torch.optim.SGD(tr.agent.parameters(), lr=1e-3)
+    assert "Adam" in NumpyPPOUpdate.unsupported(tr)
+    batch = tr.compute_advantages(tr.collect_rollout())
+    before = params_vector(tr)
+    out = tr.ppo_update(batch)
+    assert np.isfinite(out["losses/policy_loss"]) and not np.allclose(params_vector(tr), before)
+
+
+def test_fast_update_flag_selects_the_torch_loop(monkeypatch):
+    tr = maze_trainer()
+    batch = tr.compute_advantages(tr.collect_rollout())
+    calls = []
+    monkeypatch.setattr(NumpyPPOUpdate, "run", lambda self, *a: calls.append(1) or {})
+    tr.fast_update = False
+    tr.ppo_update(batch)
+    assert not calls
+    tr.fast_update = True
+    tr.ppo_update(batch)
+    assert calls == [1]
+
+
+@pytest.mark.slow
+def test_ppo_with_the_numpy_update_reaches_the_left_goal_of_the_maze(monkeypatch):
+    """Learning is not hurt: the maze preset (150k steps) with the numpy update, as tests/learning/test_ppo_maze.py."""
+    from npsco.algos.ppo import train
+    from npsco.config import preset
+    from npsco.envs.maze import GOAL_NAMES
+    from npsco.evaluation import run_episodes
+
+    calls = []
+    original = NumpyPPOUpdate.run
+    monkeypatch.setattr(NumpyPPOUpdate, "run", lambda self, *a: calls.append(1) or original(self, *a))
+    cfg = preset(MAZE_ID)
+    result = train(cfg, progress=False, tensorboard=False)
+    assert len(calls) == cfg.num_iterations  # every update ran in numpy
+    episodes = run_episodes(result.policy, 100, seed=12345)
+    left = float(np.mean(episodes.goals == GOAL_NAMES.index("left")))
+    assert left >= 0.7, episodes.summary()
+    assert episodes.returns.mean() >= 7.0, episodes.summary()
