@@ -44,8 +44,12 @@ class RunningMeanStd:
         if not self.enabled:
             return
         n = batch.shape[0]
-        batch_mean = batch.mean(axis=0) if n > 1 else batch[0]  # (the n == 1 shortcut saves ~50 us per step)
-        batch_var = batch.var(axis=0) if n > 1 else 0.0
+        if n > 1:  # numpy's mean and var, computed as they do, without their slow Python wrappers (runs every step)
+            batch_mean = np.add.reduce(batch, axis=0) / n
+            centred = batch - batch_mean
+            batch_var = np.add.reduce(centred * centred, axis=0) / n
+        else:  # (the n == 1 shortcut saves ~50 us per step)
+            batch_mean, batch_var = batch[0], 0.0
         delta = batch_mean - self.mean
         total = self.count + n
         self.mean = self.mean + delta * n / total
@@ -58,7 +62,8 @@ class RunningMeanStd:
         if not self.enabled:
             return np.asarray(obs, np.float32)
         out = (obs - self.mean) / np.sqrt(self.var + OBS_NORM_EPS)
-        return np.clip(out, -self.clip, self.clip).astype(np.float32)
+        # np.clip(out, -clip, clip) as two ufuncs (np.clip's wrapper costs more than the work on these small arrays)
+        return np.minimum(np.maximum(out, -self.clip, out=out), self.clip, out=out).astype(np.float32)
 
 
 def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:

@@ -109,13 +109,20 @@ class RewardScaler:
             return rewards.astype(np.float32)
         self.returns = self.returns * self.gamma + rewards
         n = self.returns.size
-        bm, bv = (self.returns.mean(), self.returns.var()) if n > 1 else (float(self.returns[0]), 0.0)
+        if n > 1:  # numpy's mean and var as they compute them, without their Python wrappers (this runs every step)
+            bm = float(np.add.reduce(self.returns)) / n
+            centred = self.returns - bm
+            bv = float(np.add.reduce(centred * centred)) / n
+        else:
+            bm, bv = float(self.returns[0]), 0.0
         delta, total = bm - self.mean, self.count + n
         self.mean += delta * n / total
         self.var = (self.var * self.count + bv * n + delta**2 * self.count * n / total) / total
         self.count = total
-        self.returns[done] = 0.0
-        return np.clip(rewards / math.sqrt(self.var + 1e-8), -self.clip, self.clip).astype(np.float32)
+        if done.any():
+            self.returns[done] = 0.0
+        scaled = rewards / math.sqrt(self.var + 1e-8)
+        return np.minimum(np.maximum(scaled, -self.clip), self.clip).astype(np.float32)  # np.clip, minus its wrapper
 
 
 # ------------------------------------------------------------------------------------------------ the method hooks
@@ -266,6 +273,11 @@ class Trainer:
         self.finished, self.forced_ends = [], 0
         actor, log_std, critics = agent.numpy_views()
         std = np.exp(log_std)
+        method = self.method
+        # plain PPO's hook does nothing: skip building its StepInfo (and the clipped mean) every step
+        hooked = getattr(method.on_step, "__func__", None) is not Method.on_step
+        no_outcome = StepOutcome()
+        act_low, act_high = self.act_low, self.act_high
         for t in range(T):
             raw_obs = self.next_obs
             agent.obs_rms.update(raw_obs)
@@ -278,17 +290,18 @@ class Trainer:
                 buf["values"][s][t] = mlp_forward(critics[s], obs)[:, 0]
             buf["obs"][t], buf["actions"][t] = obs, action
 
-            env_action = np.clip(action, self.act_low, self.act_high)
+            env_action = np.minimum(np.maximum(action, act_low), act_high)  # np.clip, minus its Python wrapper
             next_obs, reward, terminated, truncated, infos = self.envs.step(env_action)
             next_obs = next_obs.astype(np.float32)
             reward = np.asarray(reward, np.float64)
             self.episode_step += 1
             self.episode_return += reward
             env_done = terminated | truncated
-            final_obs = final_observations(infos, truncated, next_obs)
 
-            out = self.method.on_step(StepInfo(raw_obs, np.clip(mean, self.act_low, self.act_high), env_action, reward,
-                                               terminated, truncated, self.episode_step)) or StepOutcome()
+            out = no_outcome
+            if hooked:
+                out = method.on_step(StepInfo(raw_obs, np.minimum(np.maximum(mean, act_low), act_high), env_action,
+                                              reward, terminated, truncated, self.episode_step)) or no_outcome
             if out.terminate is not None and (forced := out.terminate & ~env_done).any():
                 # IPD: end these episodes now, as a true termination (no bootstrap), and start new ones.
                 reset_obs, _ = self.envs.reset(options={"reset_mask": forced})
@@ -299,19 +312,22 @@ class Trainer:
 
             train_reward = out.train_reward if out.train_reward is not None else reward
             buf["rewards"]["task"][t] = self.reward_scaler(np.asarray(train_reward, np.float64), done)
-            for s in self.method.streams:
+            for s in method.streams:
                 buf["rewards"][s][t] = out.streams[s]
             buf["terminated"][t], buf["done"][t] = terminated, done
 
             if truncated.any():  # bootstrap from the value of the final observation on time-limit truncation
-                fo = agent.obs_rms.normalize(final_obs[truncated])
+                fo = agent.obs_rms.normalize(final_observations(infos, truncated, next_obs)[truncated])
                 for s in self.streams:
                     buf["next_values"][s][t, truncated] = mlp_forward(critics[s], fo)[:, 0]
-            for i in np.flatnonzero(done):
-                self.finished.append((float(self.episode_return[i]), int(self.episode_step[i])))
-            self.method.end_episodes(done)
-            self.episode_return[done] = 0.0
-            self.episode_step[done] = 0
+            any_done = done.any()
+            if any_done:
+                for i in np.flatnonzero(done):
+                    self.finished.append((float(self.episode_return[i]), int(self.episode_step[i])))
+            method.end_episodes(done)
+            if any_done:
+                self.episode_return[done] = 0.0
+                self.episode_step[done] = 0
             self.next_obs = next_obs
             self.global_step += N
 
