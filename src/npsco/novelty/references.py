@@ -35,12 +35,17 @@ class _Group:
         self.std = np.stack([p.action_std for p in policies])[:, None]
 
     def mean_actions(self, obs: np.ndarray) -> np.ndarray:
-        x = np.clip((obs[None] - self.obs_mean) * self.obs_scale, -self.obs_clip, self.obs_clip)
+        # (this runs at every step of an IPD rollout: in-place ufuncs, no np.clip wrapper, one allocation per layer)
+        x = obs[None] - self.obs_mean
+        x *= self.obs_scale
+        np.minimum(np.maximum(x, -self.obs_clip, out=x), self.obs_clip, out=x)
+        last = len(self.weights_t) - 1
         for i, (wt, b) in enumerate(self.weights_t):
-            x = np.matmul(x, wt) + b
-            if i < len(self.weights_t) - 1:
-                x = np.tanh(x)
-        return np.clip(x, self.low, self.high)
+            x = np.matmul(x, wt)
+            x += b
+            if i < last:
+                np.tanh(x, out=x)
+        return np.minimum(np.maximum(x, self.low, out=x), self.high, out=x)
 
 
 class ReferenceSet:
@@ -88,15 +93,17 @@ class ReferenceSet:
         `deterministic`: ||a - mu_j(s)||_2 (paper App. C). `wasserstein2`: sqrt(||a - mu_j||^2 + ||std - std_j||^2),
         the closed-form W2 between diagonal Gaussians (paper Sec. 3.1); needs the new policy's `std` (A,).
         """
-        diff = self.mean_actions(obs) - action[None]
-        sq = np.einsum("mna,mna->nm", diff, diff)
+        diff = self.mean_actions(obs)  # a fresh (M, N, A) array: work in place
+        diff -= action[None]
+        diff *= diff
+        sq = np.add.reduce(diff, axis=2).T
         if metric == "wasserstein2":
             if std is None:
                 raise ValueError("the wasserstein2 metric needs the new policy's std")
             sq = sq + ((self.std - std[None]) ** 2).sum(-1)[None]
         elif metric != "deterministic":
             raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
-        return np.sqrt(sq)
+        return np.sqrt(sq, order="C")
 
 
 def _describe(space) -> str:
@@ -125,7 +132,7 @@ class NoveltyTracker:
         d = self.references.distances(obs, action, std, self.metric)
         self.sums += d
         self.counts += 1
-        return d, (self.sums / self.counts[:, None]).min(axis=1)
+        return d, np.minimum.reduce(self.sums / self.counts[:, None], axis=1)
 
     def reset(self, mask: np.ndarray) -> None:
         """Forget the episodes of the masked envs (they ended)."""
