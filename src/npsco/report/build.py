@@ -365,7 +365,7 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
         blocks.append(Image(_figure(novelty_reward_figure(data3), out, "fig3_novelty_reward.png"), "Fig. 3",
                             "Each policy is a faint point; each method's mean ± std is a bold marker with error bars. "
                             "Dashed line: relative novelty 1, the mean distance between two PPO references. A "
-                            "reference's own novelty is its distance to the *nearest* other reference, so PPO's points "
+                            "reference's own novelty is its distance to the nearest other reference, so PPO's points "
                             "lie below 1 when the references form groups."))
     else:
         blocks.append(Paragraph("No relative novelty could be measured (it needs at least 2 PPO references)."))
