@@ -1,0 +1,369 @@
+"""Throughput benchmark (issue 6): npsco PPO against Stable-Baselines3 PPO at identical settings, and the cost of IPD's
+reference policies, on Hopper-v5, on this machine, in one run.
+
+    python benchmarks/throughput.py                      # 100k steps per PPO run, minibatch 64 and 256, IPD M=0..20
+    python benchmarks/throughput.py --steps 20000 --ipd-steps 10240 --repeats 1   # a quick look
+
+Every configuration runs in a fresh subprocess (`--worker`), one after the other, alternating npsco and SB3 (and the
+IPD sizes) within each repeat, so that the background load of this shared machine falls on all of them alike. For each
+run it records: steps/s (wall clock of the training call only: env and model construction excluded), the process's
+CPU seconds (user + sys; less sensitive to other processes than wall time), the rollout/update split (npsco), the
+peak resident memory of the subprocess (`ru_maxrss` of the rusage that `os.wait4` returns for that one child,
+whole process: Python, torch, MuJoCo, buffers), and the
+1-minute load average before and after. `--baseline-src DIR` also runs the npsco configurations with `DIR` (another
+checkout's `src/`, e.g. a `git worktree` of an older commit) first on PYTHONPATH: before/after in the same run.
+
+Settings, the same on both sides: Hopper-v5, 8 environments stepped in one process (SB3: `make_vec_env(n_envs=8)`
+= DummyVecEnv; npsco: its default `SyncVectorEnv`, `num_envs=8, num_steps=256`), 2048 steps per update, 10 epochs,
+minibatch 64 / 256, 64x64 tanh actor and critic, observation and reward normalisation (SB3: VecNormalize, clip 10),
+lr 3e-4 constant, gamma 0.99, lambda 0.95, clip 0.2, no value clipping, max grad norm 0.5, no entropy bonus, no
+evaluation, no logging, `torch.set_num_threads(1)` in both (npsco's default; SB3 would otherwise take 2 threads,
+which is slower here).
+
+IPD runs use M random-weight reference policies of Hopper's shapes (64x64 tanh actors, seeds 100+j, identity
+observation normaliser) and r0 = 1e-9, so the constraint never ends an episode: every configuration sees the same
+episodes as plain PPO and the difference is the cost of evaluating the references (and tracking the running novelty).
+M = 0 is plain PPO. The per-step reference cost is also measured in isolation: `NoveltyTracker.update` (which calls
+`ReferenceSet.distances` -> `mean_actions`) on 8 observations, the work IPD does per vector step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ENV_ID = "Hopper-v5"
+NUM_ENVS, NUM_STEPS = 8, 256
+BATCH = NUM_ENVS * NUM_STEPS
+
+
+# ------------------------------------------------------------------------------------------------------- workers
+def _npsco_config(spec: dict):
+    from npsco.config import PPOConfig
+
+    return PPOConfig(
+        env_id=ENV_ID, seed=spec["seed"], total_timesteps=spec["steps"], num_envs=NUM_ENVS, num_steps=NUM_STEPS,
+        num_minibatches=BATCH // spec["minibatch"], update_epochs=10, learning_rate=3e-4, anneal_lr=False, gamma=0.99,
+        gae_lambda=0.95, clip_coef=0.2, clip_vloss=False, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+        actor_hidden=(64, 64), critic_hidden=(64, 64), norm_obs=True, scale_reward=True, eval_every=0,
+        checkpoint_every=0, torch_threads=1,
+    )
+
+
+def _random_references(m: int):
+    """M reference policies with random weights and Hopper's spaces (what IPD evaluates per step)."""
+    import gymnasium as gym
+    import torch
+
+    from npsco.novelty.references import ReferenceSet
+    from npsco.policy import ActorCritic, Policy, space_metadata
+
+    env = gym.make(ENV_ID)
+    obs_space, act_space = env.observation_space, env.action_space
+    env.close()
+    policies = []
+    for j in range(m):
+        torch.manual_seed(100 + j)
+        agent = ActorCritic(obs_space.shape[0], act_space.shape[0], (64, 64), (64, 64))
+        with torch.no_grad():  # random weights of a trained-policy scale (the 0.01-gain output layer is near zero)
+            agent.actor_mean[-1].weight.normal_(0.0, 0.3)
+        meta = {"env_id": ENV_ID, "observation_space": space_metadata(obs_space),
+                "action_space": space_metadata(act_space), "method": "random", "seed": 100 + j}
+        policies.append(Policy.from_agent(agent, act_space, meta))
+    return ReferenceSet(policies, [f"random{j}" for j in range(m)])
+
+
+def worker_npsco(spec: dict) -> dict:
+    from npsco.algos.ppo import Trainer
+
+    cfg = _npsco_config(spec)
+    method = None
+    if spec.get("refs"):
+        from npsco.algos.methods import make_method
+        from npsco.config import MethodConfig
+
+        method = make_method(MethodConfig(method="ipd", r0=1e-9), _random_references(spec["refs"]), 1e-9, ENV_ID)
+    trainer = Trainer(cfg, method, run_dir=None, tensorboard=False)
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = trainer.train(progress=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rows = result.metrics
+    out = {"steps": cfg.num_iterations * cfg.batch_size, "wall_s": wall, "cpu_s": cpu,
+           "rollout_s": sum(r["charts/rollout_seconds"] for r in rows),
+           "update_s": sum(r["charts/update_seconds"] for r in rows)}
+    if spec.get("refs"):
+        out["ipd_terminated"] = sum(r.get("ipd/terminated", 0.0) for r in rows)
+    return out
+
+
+def worker_sb3(spec: dict) -> dict:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    torch.set_num_threads(spec.get("threads", 1))
+    venv = VecNormalize(make_vec_env(ENV_ID, n_envs=NUM_ENVS, seed=spec["seed"], vec_env_cls=DummyVecEnv),
+                        norm_obs=True, norm_reward=True, clip_obs=10.0, clip_reward=10.0, gamma=0.99)
+    model = PPO("MlpPolicy", venv, n_steps=NUM_STEPS, batch_size=spec["minibatch"], n_epochs=10, learning_rate=3e-4,
+                gamma=0.99, gae_lambda=0.95, clip_range=0.2, clip_range_vf=None, ent_coef=0.0, vf_coef=0.5,
+                max_grad_norm=0.5, normalize_advantage=True, seed=spec["seed"], device="cpu", verbose=0,
+                policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh))
+    t0, c0 = time.perf_counter(), time.process_time()
+    model.learn(total_timesteps=spec["steps"], progress_bar=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    venv.close()
+    return {"steps": int(model.num_timesteps), "wall_s": wall, "cpu_s": cpu}
+
+
+def worker_refcost(spec: dict) -> dict:
+    """Seconds per call of NoveltyTracker.update (8 observations) for each M, best of 5 repeats."""
+    import timeit
+
+    import numpy as np
+
+    from npsco.novelty.references import NoveltyTracker
+
+    rng = np.random.default_rng(0)
+    obs = rng.standard_normal((NUM_ENVS, 11)).astype(np.float32)
+    action = rng.uniform(-1, 1, (NUM_ENVS, 3)).astype(np.float32)
+    out = {}
+    for m in spec["refs"]:
+        tracker = NoveltyTracker(_random_references(m), NUM_ENVS)
+        n = 2000
+        out[str(m)] = min(timeit.repeat(lambda: tracker.update(obs, action), number=n, repeat=5)) / n
+    return {"seconds_per_call": out}
+
+
+WORKERS = {"npsco": worker_npsco, "sb3": worker_sb3, "refcost": worker_refcost}
+
+
+# -------------------------------------------------------------------------------------------------------- parent
+def run_worker(spec: dict, pythonpath: str | None = None) -> dict:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    load_before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)], stdout=subprocess.PIPE,
+                                stderr=err, env=env, text=True)
+        stdout = proc.stdout.read()
+        # wait4 reaps this child and returns ITS rusage: ru_maxrss is its peak resident set (KiB on Linux)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.stdout.close()
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"worker {spec} failed:\n{err.read()[-4000:]}")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    result.update(spec=spec, load_before=load_before, load_after=os.getloadavg()[0],
+                  process_wall_s=time.perf_counter() - t0, peak_rss_kib=usage.ru_maxrss,
+                  process_cpu_s=usage.ru_utime + usage.ru_stime)
+    if "wall_s" in result:
+        result["steps_per_s"] = result["steps"] / result["wall_s"]
+        result["steps_per_cpu_s"] = result["steps"] / result["cpu_s"]
+    return result
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {}
+    for mod in ("numpy", "torch", "gymnasium", "mujoco", "stable_baselines3"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001
+            versions[mod] = None
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+            "versions": versions}
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def summarize(runs: list[dict], args) -> dict:
+    def sel(**kw):
+        return [r for r in runs if all(r["spec"].get(k) == v for k, v in kw.items())]
+
+    s: dict = {"ppo": {}, "ipd": {}}
+    for mb in args.minibatch:
+        row = {}
+        for label, kw in (("npsco", dict(kind="npsco", minibatch=mb, refs=0, src="current")),
+                          ("npsco_baseline", dict(kind="npsco", minibatch=mb, refs=0, src="baseline")),
+                          ("sb3", dict(kind="sb3", minibatch=mb))):
+            rs = sel(**kw)
+            if rs:
+                row[label] = {"steps_per_s": median([r["steps_per_s"] for r in rs]),
+                              "steps_per_cpu_s": median([r["steps_per_cpu_s"] for r in rs]),
+                              "peak_rss_mib": max(r["peak_rss_kib"] for r in rs) / 1024, "runs": len(rs)}
+                if label != "sb3":
+                    row[label]["rollout_s_per_2048"] = median([r["rollout_s"] / r["steps"] * BATCH for r in rs])
+                    row[label]["update_s_per_2048"] = median([r["update_s"] / r["steps"] * BATCH for r in rs])
+        if "npsco" in row and "sb3" in row:
+            row["ratio_npsco_over_sb3"] = row["npsco"]["steps_per_s"] / row["sb3"]["steps_per_s"]
+            row["ratio_npsco_over_sb3_cpu"] = row["npsco"]["steps_per_cpu_s"] / row["sb3"]["steps_per_cpu_s"]
+        if "npsco" in row and "npsco_baseline" in row:
+            row["speedup_over_baseline"] = row["npsco"]["steps_per_s"] / row["npsco_baseline"]["steps_per_s"]
+        s["ppo"][str(mb)] = row
+    ipd_runs = [r for r in runs if r["spec"]["kind"] == "npsco" and r["spec"].get("ipd")]
+    base = None
+    for m in args.refs:
+        rs = [r for r in ipd_runs if r["spec"]["refs"] == m]
+        if not rs:
+            continue
+        row = {"steps_per_s": median([r["steps_per_s"] for r in rs]),
+               "steps_per_cpu_s": median([r["steps_per_cpu_s"] for r in rs]),
+               "rollout_s_per_2048": median([r["rollout_s"] / r["steps"] * BATCH for r in rs]),
+               "peak_rss_mib": max(r["peak_rss_kib"] for r in rs) / 1024, "runs": len(rs)}
+        if m == 0:
+            base = row
+        elif base is not None:
+            row["slowdown_vs_ppo"] = base["steps_per_s"] / row["steps_per_s"] - 1
+            row["slowdown_vs_ppo_cpu"] = base["steps_per_cpu_s"] / row["steps_per_cpu_s"] - 1
+            # extra rollout time per vector step (8 env steps) over plain PPO, in microseconds
+            row["extra_us_per_vector_step"] = (row["rollout_s_per_2048"] - base["rollout_s_per_2048"]) / NUM_STEPS * 1e6
+        s["ipd"][str(m)] = row
+    cost = [r for r in runs if r["spec"]["kind"] == "refcost"]
+    if cost:
+        per = cost[-1]["seconds_per_call"]
+        s["reference_cost_us_per_vector_step"] = {m: v * 1e6 for m, v in per.items()}
+        if "1" in per and "20" in per:
+            s["reference_cost_growth_M1_to_M20"] = per["20"] / per["1"]
+    return s
+
+
+def markdown(data: dict) -> str:
+    m, s = data["machine"], data["summary"]
+    loads = [r["load_before"] for r in data["runs"]] + [r["load_after"] for r in data["runs"]]
+    lines = [
+        "# Throughput: npsco PPO vs Stable-Baselines3, and IPD's reference cost",
+        "",
+        f"Command: `{data['command']}`  ",
+        f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, " + ", ".join(
+            f"{k} {v}" for k, v in m["versions"].items() if v) + "  ",
+        f"Date: {data['date']}; total {data['total_minutes']:.1f} min. 1-minute load average during the runs: "
+        f"{min(loads):.1f} to {max(loads):.1f} (the machine is shared; all configurations ran alternately in the "
+        "same session, so they saw the same load on average).",
+        "",
+        "Settings (both): Hopper-v5, 8 envs in one process (SB3 DummyVecEnv, npsco SyncVectorEnv), 256 steps per env "
+        "= 2048 per update, 10 epochs, 64x64 tanh actor and critic, obs + reward normalisation, lr 3e-4 constant, no "
+        "value clipping, no evaluation, 1 torch thread. Steps/s = steps / wall time of the training call; steps per "
+        "CPU-s = steps / (user + sys CPU time of the process): with other processes on the cores the second is the "
+        "steadier comparison. Peak memory = `ru_maxrss` of each configuration's own subprocess.",
+        "",
+        "## npsco PPO vs SB3 PPO",
+        "",
+        "| minibatch | npsco steps/s | SB3 steps/s | ratio | ratio (CPU time) | npsco rollout / update s per 2048 | "
+        "peak RSS npsco / SB3 (MiB) |" + (" npsco before (steps/s) | speed-up |" if any(
+            "npsco_baseline" in r for r in s["ppo"].values()) else ""),
+        "|---|---|---|---|---|---|---|" + ("---|---|" if any("npsco_baseline" in r for r in s["ppo"].values()) else ""),
+    ]
+    for mb, r in s["ppo"].items():
+        if "npsco" not in r or "sb3" not in r:
+            continue
+        n, b = r["npsco"], r["sb3"]
+        line = (f"| {mb} | {n['steps_per_s']:.0f} | {b['steps_per_s']:.0f} | **{r['ratio_npsco_over_sb3']:.2f}x** | "
+                f"{r['ratio_npsco_over_sb3_cpu']:.2f}x | {n['rollout_s_per_2048']:.2f} / {n['update_s_per_2048']:.2f} | "
+                f"{n['peak_rss_mib']:.0f} / {b['peak_rss_mib']:.0f} |")
+        if "npsco_baseline" in r:
+            line += f" {r['npsco_baseline']['steps_per_s']:.0f} | {r['speedup_over_baseline']:.2f}x |"
+        lines.append(line)
+    if s["ipd"]:
+        lines += ["", "## IPD with M reference policies (r0 so small that no episode is cut)", "",
+                  "| M | steps/s | slower than PPO (wall) | slower (CPU time) | extra rollout us per vector step | "
+                  "isolated reference cost us per vector step | peak RSS (MiB) |", "|---|---|---|---|---|---|---|"]
+        cost = s.get("reference_cost_us_per_vector_step", {})
+        for m, r in s["ipd"].items():
+            slow = f"{100 * r['slowdown_vs_ppo']:+.1f}%" if "slowdown_vs_ppo" in r else "(PPO)"
+            slow_cpu = f"{100 * r['slowdown_vs_ppo_cpu']:+.1f}%" if "slowdown_vs_ppo_cpu" in r else ""
+            extra = f"{r['extra_us_per_vector_step']:.0f}" if "extra_us_per_vector_step" in r else ""
+            c = f"{cost[m]:.0f}" if m in cost else ""
+            lines.append(f"| {m} | {r['steps_per_s']:.0f} | {slow} | {slow_cpu} | {extra} | {c} | {r['peak_rss_mib']:.0f} |")
+        if "reference_cost_growth_M1_to_M20" in s:
+            lines += ["", f"Isolated per-step reference cost grows {s['reference_cost_growth_M1_to_M20']:.2f}x from "
+                      "M=1 to M=20 (`NoveltyTracker.update` on 8 observations, best of 5x2000 calls)."]
+    if data.get("notes"):
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in data["notes"]]
+    lines += ["", "Every run (`runs` in throughput.json) keeps its load before/after, wall and CPU seconds."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=100_000, help="steps per npsco / SB3 PPO run (rounded up to 2048s)")
+    p.add_argument("--minibatch", type=int, nargs="+", default=[64, 256])
+    p.add_argument("--repeats", type=int, default=1, help="alternating npsco/SB3 repeats per minibatch size")
+    p.add_argument("--ipd-steps", type=int, default=51_200, help="steps per IPD run (0: skip IPD)")
+    p.add_argument("--ipd-repeats", type=int, default=2)
+    p.add_argument("--refs", type=int, nargs="+", default=[0, 1, 5, 10, 20])
+    p.add_argument("--skip-sb3", action="store_true")
+    p.add_argument("--sb3-threads", type=int, default=1)
+    p.add_argument("--baseline-src", default=None, help="also run npsco PPO from this src/ dir (before/after)")
+    p.add_argument("--baseline-steps", type=int, default=None, help="steps of the baseline runs (default: --steps)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="benchmarks/results/throughput", help="writes OUT.json and OUT.md")
+    p.add_argument("--note", action="append", default=[], help="a line for the Notes section (repeatable)")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+
+    if args.worker is not None:
+        out = WORKERS[json.loads(args.worker)["kind"]](json.loads(args.worker))
+        print(json.dumps(out), flush=True)
+        return
+
+    steps = math.ceil(args.steps / BATCH) * BATCH
+    ipd_steps = math.ceil(args.ipd_steps / BATCH) * BATCH
+    baseline_steps = math.ceil((args.baseline_steps or args.steps) / BATCH) * BATCH
+    plan: list[tuple[dict, str | None]] = []
+    if ipd_steps:  # first: the quick part
+        plan.append((dict(kind="refcost", refs=[m for m in args.refs if m > 0]), None))
+        for _ in range(args.ipd_repeats):
+            for m in args.refs:
+                plan.append((dict(kind="npsco", minibatch=64, steps=ipd_steps, seed=args.seed, refs=m, ipd=True,
+                                  src="current"), None))
+    for _ in range(args.repeats):
+        for mb in args.minibatch:
+            plan.append((dict(kind="npsco", minibatch=mb, steps=steps, seed=args.seed, refs=0, src="current"), None))
+            if not args.skip_sb3:
+                plan.append((dict(kind="sb3", minibatch=mb, steps=steps, seed=args.seed, threads=args.sb3_threads), None))
+            if args.baseline_src:
+                plan.append((dict(kind="npsco", minibatch=mb, steps=baseline_steps, seed=args.seed, refs=0,
+                                  src="baseline"), str(Path(args.baseline_src).resolve())))
+
+    start = time.time()
+    runs = []
+    out = Path(args.out)
+    data = {"command": "python " + " ".join(sys.argv), "machine": machine(),
+            "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(start)), "notes": args.note}
+    for i, (spec, pythonpath) in enumerate(plan, 1):
+        r = run_worker(spec, pythonpath)
+        runs.append(r)
+        brief = {k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()
+                 if k in ("steps_per_s", "steps_per_cpu_s", "peak_rss_kib", "load_before", "load_after")}
+        print(f"[{i}/{len(plan)}] {spec} -> {brief}", flush=True)
+        data.update(runs=runs, summary=summarize(runs, args), total_minutes=(time.time() - start) / 60)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+        out.with_suffix(".md").write_text(markdown(data))
+    print(json.dumps(data["summary"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
