@@ -175,6 +175,21 @@ def run_worker(spec: dict, pythonpath: str | None = None) -> dict:
     return result
 
 
+def command_line(argv: list[str]) -> str:
+    """The command as typed, without the --note texts (they are in the Notes section)."""
+    import shlex
+
+    kept, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--note":
+            skip = True
+        else:
+            kept.append(a)
+    return "python " + shlex.join(kept)
+
+
 def machine() -> dict:
     cpu = "unknown"
     try:
@@ -320,8 +335,17 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="benchmarks/results/throughput", help="writes OUT.json and OUT.md")
     p.add_argument("--note", action="append", default=[], help="a line for the Notes section (repeatable)")
+    p.add_argument("--render", default=None, metavar="JSON", help="only rewrite the .md (and summary) of a results file")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+
+    if args.render is not None:
+        path = Path(args.render)
+        data = json.loads(path.read_text())
+        data["summary"] = summarize(data["runs"], args)
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        path.with_suffix(".md").write_text(markdown(data))
+        return
 
     if args.worker is not None:
         out = WORKERS[json.loads(args.worker)["kind"]](json.loads(args.worker))
@@ -350,7 +374,7 @@ def main() -> None:
     start = time.time()
     runs = []
     out = Path(args.out)
-    data = {"command": "python " + " ".join(sys.argv), "machine": machine(),
+    data = {"command": command_line(sys.argv), "machine": machine(),
             "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(start)), "notes": args.note}
     for i, (spec, pythonpath) in enumerate(plan, 1):
         r = run_worker(spec, pythonpath)

@@ -204,3 +204,20 @@ def test_ppo_with_the_numpy_update_reaches_the_left_goal_of_the_maze(monkeypatch
     left = float(np.mean(episodes.goals == GOAL_NAMES.index("left")))
     assert left >= 0.7, episodes.summary()
     assert episodes.returns.mean() >= 7.0, episodes.summary()
+
+
+def test_the_update_runs_numpys_blas_with_torch_threads_and_restores_it():
+    from npsco.algos.ppo import _BlasThreads, _openblas_thread_functions
+
+    funcs = _openblas_thread_functions()
+    if funcs is None:
+        pytest.skip("numpy's OpenBLAS not found (not Linux, or another BLAS)")
+    get, set_ = funcs
+    before = get()
+    set_(2)
+    try:
+        with _BlasThreads(1):
+            assert get() == 1
+        assert get() == 2
+    finally:
+        set_(before)
