@@ -293,7 +293,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 @command("threshold")
 def cmd_threshold(args: argparse.Namespace) -> int:
     from npsco.io import atomic_write_json
-    from npsco.novelty.threshold import default_threshold
+    from npsco.novelty.threshold import default_distance_episodes, default_threshold
     from npsco.policy import load_policy
 
     paths, names = [], []
@@ -310,7 +310,8 @@ def cmd_threshold(args: argparse.Namespace) -> int:
             paths.append(p)
             names.append(p.stem if p.suffix else p.name)
     policies = [load_policy(p) for p in paths]
-    th = default_threshold(policies, names, episodes=args.episodes, seed=args.seed)
+    episodes = args.episodes or default_distance_episodes(policies[0].metadata["env_id"])
+    th = default_threshold(policies, names, episodes=episodes, seed=args.seed)
     print(f"r0 = {th.r0:.6f}  (mean pairwise distance of {len(policies)} policies)")
     width = max(len(n) for n in names)
     for n, row in zip(names, th.matrix):
@@ -446,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
                         description="r0 = mean pairwise distance between policies, each measured on its own visited "
                                     "states (deterministic episodes).")
     th.add_argument("policies", nargs="+", help="checkpoints, or population run directories (their references)")
-    th.add_argument("--episodes", type=int, default=10, help="deterministic episodes per policy (default 10)")
+    th.add_argument("--episodes", type=int, default=None,
+                    help="deterministic episodes per policy (default: as npsco population, 50 on the maze, 5 otherwise)")
     th.add_argument("--seed", type=int, default=0)
     th.add_argument("--out", default=None, help="write the matrix and r0 as JSON here")
     return p

@@ -86,7 +86,9 @@ class PopulationConfig:
 
     @property
     def distance_episodes(self) -> int:
-        return self.threshold_episodes or (50 if task_family(self.ppo.env_id) == "maze" else 5)
+        from npsco.novelty.threshold import default_distance_episodes
+
+        return self.threshold_episodes or default_distance_episodes(self.ppo.env_id)
 
 
 @dataclass

@@ -301,9 +301,6 @@ def test_threshold_command_reproduces_the_runs_r0_with_the_same_episodes(run, ca
     assert printed_r0(capsys) == pytest.approx(saved["r0_default"], abs=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py: `npsco threshold RUN` measures 10 episodes per policy by default while "
-                                       "the population's threshold.json used 50 on the maze (distance_episodes), so "
-                                       "the printed r0 differs from the run's")
 def test_threshold_command_prints_the_runs_r0(run, capsys):
     out, _ = run
     assert main(["threshold", str(out)]) == 0

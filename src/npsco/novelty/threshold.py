@@ -14,6 +14,13 @@ from npsco.novelty.metrics import mean_pairwise_distance, pairwise_distance_matr
 from npsco.policy import Policy
 
 
+def default_distance_episodes(env_id: str) -> int:
+    """Deterministic episodes per policy for the threshold: 50 on the maze (short episodes), 5 on MuJoCo (1000 steps)."""
+    from npsco.config import task_family
+
+    return 50 if task_family(env_id) == "maze" else 5
+
+
 def visited_states(policy: Policy, episodes: int, seed: int, max_episode_steps: int | None = None) -> np.ndarray:
     """The raw observations at which `policy` acted in `episodes` deterministic episodes (stacked)."""
     res = run_episodes(policy, episodes, seed=seed, record_states=True, max_episode_steps=max_episode_steps)
