@@ -13,9 +13,11 @@ termination fraction at the end of training.
 Target (issue 3): the R PPO seeds reach at most two distinct goals from the right start, the K IPD policies at least
 three, and each IPD policy reaches a goal in >= 90% of random-start episodes.
 
-Results are rewritten after every stage (JSON + Markdown). The command of the committed results is in the .md file:
+Results are rewritten after every stage (JSON + Markdown); a later invocation (a variant with --mset and --tag)
+adds its stages to the same files. The commands of the committed results are listed in the .md file, e.g.:
 
-    python benchmarks/maze_ipd.py --r0-scale 1 2 3 0.5
+    python benchmarks/maze_ipd.py --r0-scale 1 0.5 0.25 0.75 2
+    python benchmarks/maze_ipd.py --r0-scale 1 --mset novelty_action=sample --tag sample
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=100, help="random-start deterministic episodes per policy")
     p.add_argument("--runs", default="runs/bench/maze_ipd", help="population run directories")
     p.add_argument("--results", default="benchmarks/results/maze_ipd", help="results path without extension")
+    p.add_argument("--tag", default="", help="suffix of the chains' names, for a variant given with --mset")
     p.add_argument("--stop-when-met", action="store_true", help="stop after the first chain that meets the target")
     args = p.parse_args()
 
@@ -62,23 +65,34 @@ def main() -> None:
     ppo = apply_overrides(ppo, ([f"total_timesteps={int(args.steps)}"] if args.steps else []) + args.set)
     method = apply_overrides(MethodConfig(method="ipd"), args.mset)
     runs = Path(args.runs)
-    results = {"command": "python " + " ".join(sys.argv),
-               "machine": f"{platform.machine()}, python {platform.python_version()}, 1 process",
-               "code": code_version(),
-               "target": "PPO seeds reach <= 2 distinct goals from the right start (14.5, 8); IPD policies >= 3; "
-                         "every IPD policy reaches a goal in >= 90% of random-start episodes",
-               "ppo_config": ppo.to_dict(), "method_config": method.to_dict(), "stages": {}}
+    command = "python " + " ".join(sys.argv)
+    path = Path(args.results).with_suffix(".json")
+    # several invocations (the default sweep, then variants with --mset/--tag) add their stages to one results file
+    results = json.loads(path.read_text()) if path.exists() else {}
+    results.setdefault("commands", [])
+    if "command" in results:  # the format of the first version of this script
+        results["commands"].insert(0, results.pop("command"))
+        results.pop("method_config", None)
+    if command not in results["commands"]:
+        results["commands"].append(command)
+    results.update(machine=f"{platform.machine()}, python {platform.python_version()}, 1 process",
+                   target="PPO seeds reach <= 2 distinct goals from the right start (14.5, 8); IPD policies >= 3; "
+                          "every IPD policy reaches a goal in >= 90% of random-start episodes",
+                   ppo_config=ppo.to_dict())
+    results.setdefault("stages", {})
 
     t0 = time.time()
-    refs = Population(runs / "refs", PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=0),
-                      progress=False, log=_log)
+    # the references do not depend on the IPD settings: one refs population for every variant
+    refs = Population(runs / "refs", PopulationConfig(ppo=ppo, method=MethodConfig(method="ipd"), refs=args.refs,
+                                                      novel=0), progress=False, log=_log)
     members = refs.run()
-    results["stages"]["ppo"] = {"wall_seconds": round(time.time() - t0, 1),
+    results["stages"]["ppo"] = {"wall_seconds": round(time.time() - t0, 1), "command": command,
+                                "code": code_version(),
                                 "policies": [describe(refs, m, args.episodes) for m in members]}
     write(results, args.results)
 
     for scale in args.r0_scale:
-        name = f"ipd-r0x{scale:g}"
+        name = f"ipd-r0x{scale:g}" + (f"-{args.tag}" if args.tag else "")
         t0 = time.time()
         pop = Population(runs / name, PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
                                                        r0_scales=(scale,), refs_from=str(runs / "refs")),
@@ -86,6 +100,7 @@ def main() -> None:
         members = pop.run()
         stage = {"r0_scale": scale, "r0_default": pop.r0_default,
                  "r0": pop.r0_default * scale if method.r0 is None else method.r0,
+                 "method_settings": changed_settings(method), "command": command, "code": code_version(),
                  "wall_seconds": round(time.time() - t0, 1),
                  "policies": [describe(pop, m, args.episodes) for m in members if m.role == "novel"]}
         results["stages"][name] = stage
@@ -94,6 +109,12 @@ def main() -> None:
         if args.stop_when_met and results["verdict"]["chains"][name]["target_met"]:
             break
     print(json.dumps(results["verdict"], indent=2))
+
+
+def changed_settings(method: MethodConfig) -> dict:
+    """The IPD settings that differ from the defaults (t_start None means the maze default, 3)."""
+    default = MethodConfig(method="ipd").to_dict()
+    return {k: v for k, v in method.to_dict().items() if default.get(k) != v}
 
 
 def code_version() -> dict:
@@ -138,10 +159,16 @@ def describe(pop: Population, member, episodes: int) -> dict:
                    novelty_over_r0=min(dists.values()) / member.threshold)
         rows = read_metrics(pop.out / member.path / "metrics.jsonl")
         last = rows[-10:]
-        out["terminated_frac_last10"] = float(np.mean([r["ipd/terminated_frac"] for r in last]))
-        out["terminated_frac_first10"] = float(np.mean([r["ipd/terminated_frac"] for r in rows[:10]]))
-        out["episode_novelty_last10"] = float(np.nanmean([r["novelty/episode_mean"] for r in last]))
+        out["terminated_frac_last10"] = _mean(r["ipd/terminated_frac"] for r in last)
+        out["terminated_frac_first10"] = _mean(r["ipd/terminated_frac"] for r in rows[:10])
+        out["episode_novelty_last10"] = _mean(r["novelty/episode_mean"] for r in last)
     return out
+
+
+def _mean(values) -> float | None:
+    """Mean of the logged values that are numbers (NaN is logged as null, e.g. when no episode ended)."""
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
 
 
 def _path(pop: Population, name: str) -> Path:
@@ -175,7 +202,8 @@ def write(results: dict, base: str) -> None:
 
 def markdown(results: dict) -> str:
     lines = ["# Four Reward Maze: PPO seeds vs IPD (paper Fig. 2)", "",
-             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}", "",
+             "Commands (each adds its stages; the references are trained once):", "",
+             *[f"    {c}" for c in results["commands"]], "", f"Machine: {results['machine']}", "",
              f"Target: {results['target']}.", "",
              "Goal fractions are over deterministic episodes from random starts; `right start` is the goal of the "
              "deterministic trajectory from (14.5, 8). `U/r0`: novelty against the policy's own references (min over "
@@ -183,7 +211,10 @@ def markdown(results: dict) -> str:
              "training episodes ended by the constraint, first / last 10 iterations.", ""]
     for name, stage in results["stages"].items():
         title = "PPO references" if name == "ppo" else f"IPD chain `{name}` (r0 = {stage['r0']:.4f})"
-        lines += [f"## {title}", "", f"Wall time {stage['wall_seconds']:.0f} s.", "",
+        settings = ", ".join(f"`{k}={v}`" for k, v in stage.get("method_settings", {}).items())
+        code = stage.get("code", {})
+        lines += [f"## {title}", "", f"Wall time {stage['wall_seconds']:.0f} s; npsco commit "
+                  f"{str(code.get('commit'))[:10]}" + (f"; IPD settings {settings}" if settings else "") + ".", "",
                   "| policy | seed | right start | top | bottom | left | right | none | return | U/r0 | term. |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in stage["policies"]:
