@@ -60,10 +60,12 @@ def maze_trajectories_figure(panels: Mapping[str, Sequence[np.ndarray]], title: 
 
     ``panels`` maps a method name to its trajectories, each a (T, 2) array of (x, y) positions. Each panel shows the
     ``MAP_SIZE`` square, the four reward regions as disks labelled with their reward, and every trajectory in its own
-    colour with a circle marker at its start. Panels wrap after six per row.
+    colour with a circle marker at its start and a small square at its end (so that a trajectory of one or two steps
+    stays visible). Panels wrap after six per row, the rows balanced (7 panels: 4 + 3).
     """
     _require(panels, "methods")
-    rows, cols = _grid(len(panels), _MAX_COLUMNS)
+    rows = math.ceil(len(panels) / _MAX_COLUMNS)
+    rows, cols = _grid(len(panels), math.ceil(len(panels) / rows))
     fig = Figure(figsize=(_PANEL_INCHES * cols, _PANEL_INCHES * rows + (0.4 if title else 0.0)), layout="constrained")
     max_reward = max(reward for _, _, reward in GOALS)
     margin = GOAL_RADIUS + 0.5
@@ -79,6 +81,8 @@ def maze_trajectories_figure(panels: Mapping[str, Sequence[np.ndarray]], title: 
                 raise ValueError(f"trajectory {k} of {method!r} must be a non-empty (T, 2) array")
             ax.plot(positions[:, 0], positions[:, 1], color=_colour(k), linewidth=1.5)
             ax.plot(*positions[0], marker="o", color=_colour(k), markersize=6, markeredgecolor="black")
+            ax.plot(*positions[-1], marker="s", color=_colour(k), markersize=4, markeredgecolor="black",
+                    markeredgewidth=0.5)
         ax.set_xlim(-margin, MAP_SIZE + margin)
         ax.set_ylim(-margin, MAP_SIZE + margin)
         ax.set_aspect("equal")
@@ -182,7 +186,7 @@ def learning_curves_figure(
     ax.set_xlabel("environment steps")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return fig
 
 
