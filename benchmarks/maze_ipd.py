@@ -181,6 +181,9 @@ def _goal(code: int) -> str:
 
 
 def verdict(stages: dict) -> dict:
+    """The target per chain, with three diagnostics that the target's letter misses: the goals counted with top and
+    bottom as one (the right start (14.5, 8) lies on the map's axis of symmetry, so top vs bottom is a tie-break),
+    the right-start goals that no PPO seed reaches, and how many policies meet their own threshold (U >= r0)."""
     ppo_goals = sorted({p["right_start_goal"] for p in stages["ppo"]["policies"]})
     out = {"ppo_right_start_goals": ppo_goals, "ppo_ok": len(ppo_goals) <= 2, "chains": {}}
     for name, stage in stages.items():
@@ -190,8 +193,16 @@ def verdict(stages: dict) -> dict:
         reach = [p["reached_goal_frac"] for p in stage["policies"]]
         ok = len(goals) >= 3 and min(reach) >= 0.9
         out["chains"][name] = {"r0": stage["r0"], "right_start_goals": goals, "distinct": len(goals),
-                               "min_reached_goal_frac": min(reach), "target_met": bool(ok and out["ppo_ok"])}
+                               "min_reached_goal_frac": min(reach), "target_met": bool(ok and out["ppo_ok"]),
+                               "distinct_top_bottom_as_one": len({"top/bottom" if g in ("top", "bottom") else g
+                                                                  for g in goals}),
+                               "goals_no_ppo_seed_reaches": sorted(set(goals) - set(ppo_goals)),
+                               "policies_meeting_r0": sum(p["novelty_over_r0"] >= 1 for p in stage["policies"])}
     return out
+
+
+def _chain_policies(results: dict, name: str) -> list:
+    return results["stages"][name]["policies"]
 
 
 def write(results: dict, base: str) -> None:
@@ -233,7 +244,10 @@ def markdown(results: dict) -> str:
         for name, c in v["chains"].items():
             lines.append(f"- `{name}` (r0 {c['r0']:.4f}): {c['distinct']} distinct goals "
                          f"({', '.join(c['right_start_goals'])}), worst goal-reaching fraction "
-                         f"{c['min_reached_goal_frac']:.2f}: target {'met' if c['target_met'] else 'NOT met'}.")
+                         f"{c['min_reached_goal_frac']:.2f}: target {'met' if c['target_met'] else 'NOT met'}. "
+                         f"Top and bottom as one: {c['distinct_top_bottom_as_one']}; goals no PPO seed reaches from "
+                         f"the right start: {', '.join(c['goals_no_ppo_seed_reaches']) or 'none'}; policies with "
+                         f"U >= r0: {c['policies_meeting_r0']}/{len(_chain_policies(results, name))}.")
         lines.append("")
     return "\n".join(lines)
 
