@@ -32,6 +32,7 @@ class Frames:
     ended: bool
     """Whether the episode ended before all the frames asked for were taken (its last frame is the final state)."""
     episode_return: float
+    """The return of the episode up to the last frame."""
 
 
 def default_sampling(env_id: str, animation: bool = False) -> tuple[int, int]:

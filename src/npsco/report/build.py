@@ -280,7 +280,8 @@ def behaviour_blocks(rows: list[dict], out: Path, seed: int, gif: bool, limit: i
                 where = f"from {FIG2_START}" if maze else f"env seed {seed}"
                 end = f", episode ended at step {frames.steps[-1]}" if frames.ended else ""
                 caption = (f"{r['name']} (seed {r['seed']}): steps {', '.join(map(str, frames.steps))} of a "
-                           f"deterministic episode {where}{end}; return {fmt(frames.episode_return)}.")
+                           f"deterministic episode {where}{end}; return up to step {frames.steps[-1]}: "
+                           f"{fmt(frames.episode_return)}.")
                 blocks.append(Image(str(path.relative_to(out)), f"filmstrip of {r['name']}", caption))
                 if gif:
                     anim = episode_frames(policy, seed=seed, start=start, animation=True)
