@@ -1,4 +1,7 @@
-"""Evaluation of policies: deterministic episodes, with the visited states kept for novelty measurements."""
+"""Evaluation of policies: deterministic episodes, with the visited states kept for novelty measurements
+(`run_episodes`), and of whole population runs (`evaluate_run`, `evaluate_runs`): per policy its return, novelty
+against the PPO references, relative novelty, success (paper Sec. 4.2) and state novelty, written as a tidy CSV and a
+JSON with per-method statistics (mean +- std, IQM with bootstrap CIs). docs/report.md describes every column."""
 
 from __future__ import annotations
 
