@@ -162,9 +162,11 @@ class RayExecutor(_Executor):
                     ray.init(address=address, **kwargs)
                 else:
                     ray.init(num_cpus=max(1, workers or os.cpu_count() or 1), **kwargs)
-            except (ConnectionError, RuntimeError, ValueError) as e:
+            except Exception as e:  # Ray raises plain Exception too (e.g. "node timed out during startup")
+                ray.shutdown()
                 where = f"the Ray cluster at {address}" if address else "a local Ray instance"
-                raise NpscoError(f"could not start or reach {where}: {str(e).splitlines()[0]}") from None
+                reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise NpscoError(f"could not start or reach {where}: {reason}") from None
         self.address = address
         self.workers = max(1, workers or int(ray.cluster_resources().get("CPU", 1)))
         self.max_retries = max_retries
