@@ -268,6 +268,8 @@ class Population:
         from npsco.algos.methods import make_method
         from npsco.novelty.references import ReferenceSet
 
+        if self.config.method.method == "ppo":  # more PPO seeds: no references, no threshold
+            return make_method(self.config.method, ReferenceSet([]), None, self.config.ppo.env_id)
         prior = [m for m in self.members
                  if m.role == "reference" or (m.chain == member.chain and m.index is not None and m.index < member.index)]
         member.references = [m.name for m in prior]
@@ -284,7 +286,12 @@ class Population:
             shutil.rmtree(run_dir)
         member.status = "training"
         self.save_manifest()
-        what = "reference PPO" if member.role == "reference" else f"novel {member.method} (vs {len(member.references)} policies, r0={member.threshold:.4g})"
+        if member.role == "reference":
+            what = "reference PPO"
+        elif member.threshold is None:
+            what = f"novel {member.method} (another seed, no novelty constraint)"
+        else:
+            what = f"novel {member.method} (vs {len(member.references)} policies, r0={member.threshold:.4g})"
         self.log(f"[{position}/{total}] {member.name}: {what}, seed {member.seed}")
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         t0 = time.time()
