@@ -206,6 +206,8 @@ def _chain_policies(results: dict, name: str) -> list:
 
 
 def write(results: dict, base: str) -> None:
+    if len(results["stages"]) > 1:
+        results["verdict"] = verdict(results["stages"])
     base = Path(base)
     atomic_write_json(base.with_suffix(".json"), results)
     atomic_write_text(base.with_suffix(".md"), markdown(results))
