@@ -205,7 +205,7 @@ def cpo_step_on_tiny_batch(r0: float, **knobs):
     cost = trainer.method._cost_sum / trainer.method._cost_n
     with torch.no_grad():
         old_mean, old_log_std = trainer.agent.actor_mean(batch.obs), trainer.agent.actor_logstd.clone()
-    problem = CPOProblem(trainer.agent, batch, True, 0.1)
+    problem = CPOProblem(trainer.agent, batch, True, 0.1, lambda: trainer.method.direct_cost(trainer.agent, batch.obs))
     with torch.no_grad():
         before = [s.item() for s in problem.surrogates()]
     out = trainer.method.policy_step(trainer.agent, batch, cost)
@@ -229,6 +229,21 @@ def test_cpo_infeasible_step_decreases_the_cost_surrogate_within_the_kl_bound():
     assert after[1] < before[1] and out["cpo/cost_surrogate_change"] < 0
     if out["cpo/case"] == 0.0:  # recovery: x = -nu F^-1 b, lambda = 0
         assert out["cpo/lambda"] == 0.0 and out["cpo/nu"] > 0
+
+
+@pytest.mark.parametrize("knobs", [{}, {"novelty_action": "sample", "metric": "wasserstein2"}])
+def test_cpo_direct_cost_is_the_batch_cost_as_a_function_of_the_policy(knobs):
+    trainer = tiny_trainer("cpo", r0=0.3, **knobs)
+    with torch.no_grad():
+        trainer.agent.actor_logstd.fill_(-0.3)  # the reference's is 0: the std term has a gradient
+    batch = rollout_batch(trainer)
+    direct = trainer.method.direct_cost(trainer.agent, batch.obs)
+    assert direct.item() == pytest.approx(trainer.method._cost_sum / trainer.method._cost_n, abs=1e-5)
+    grad = flat_grad(direct, trainer.agent.actor_parameters())
+    n_logstd = trainer.agent.actor_logstd.numel()
+    # mean: through the policy's own mean action; sample + wasserstein2: only through the std
+    assert grad[:-n_logstd].abs().sum() > 0 if not knobs else grad[:-n_logstd].abs().sum() == 0
+    assert (grad[-n_logstd:].abs().sum() > 0) == bool(knobs)
 
 
 def test_cpo_update_logs_the_batch_cost_and_trains_only_the_critics_with_adam():

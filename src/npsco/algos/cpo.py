@@ -22,24 +22,28 @@ the average: e.g. falling sooner on Hopper.
 
 Update, once per iteration, on the actor parameters theta (mean MLP and log-std), at the rollout policy theta_old:
 
-    g = grad mean(ratio A_r),   b = grad mean(ratio A_c),   ratio = pi_theta(a|s) / pi_old(a|s)
+    g = grad mean(ratio A_r),   b = grad L_C,   L_C = mean(ratio A_c) + J_dir(theta) - J_dir(theta_old),
 
-with A_r the task GAE advantages normalised over the batch (scale-free: the step does not depend on |g|) and A_c the
-GAE advantages of the centred cost stream (own critic, same gamma and lambda), centred again over the batch but not
-scaled, since b is compared with J_C: mean(ratio A_c) changes by about the change of J_C (performance-difference
-lemma). F is the Fisher matrix, the Hessian of the mean KL(pi_old || pi_theta) over the batch at theta_old, used
-through products (F + damping I) v; `conjugate_gradient` gives F^-1 g and F^-1 b; `cpo_step` solves
-max g.x s.t. x^T F x / 2 <= max_kl, J_C - limit + b.x <= 0 (with its recovery step when no point of the trust region
-is feasible). A backtracking line search (x, coef x, coef^2 x, ...) accepts the first step with mean KL <= max_kl, a
-cost surrogate change <= max(0, -c) (c = J_C - limit: a feasible policy may spend its slack, an infeasible one must
-not get worse) and, in the cases with a feasible point, a reward surrogate that does not decrease; if none passes,
-theta stays. Then the task and cost critics train with PPO's Adam minibatch epochs on their value losses. No entropy
-bonus.
+ratio = pi_theta(a|s) / pi_old(a|s), with A_r the task GAE advantages normalised over the batch (scale-free: the step
+does not depend on |g|) and A_c the GAE advantages of the centred cost stream (own critic, same gamma and lambda),
+centred again over the batch but not scaled, since b is compared with J_C. L_C is the model of the change of J_C:
+mean(ratio A_c) is the score-function part (performance-difference lemma: which states and actions the policy picks,
+each step's cost held fixed); J_dir (`CPO.direct_cost`) is the part the score function cannot see, the cost's own
+dependence on theta: with `novelty_action=mean`, d_t compares the policy's own mean action at s_t, which moves with
+theta whatever action is sampled (without it, recovery steps can leave the cost rising). F is the Fisher matrix, the
+Hessian of the mean KL(pi_old || pi_theta) over the batch at theta_old, used through products (F + damping I) v;
+`conjugate_gradient` gives F^-1 g and F^-1 b; `cpo_step` solves max g.x s.t. x^T F x / 2 <= max_kl,
+J_C - limit + b.x <= 0 (with its recovery step when no point of the trust region is feasible). A backtracking line
+search (x, coef x, coef^2 x, ...) accepts the first step with mean KL <= max_kl, a change of L_C <= max(0, -c)
+(c = J_C - limit: a feasible policy may spend its slack, an infeasible one must not get worse) and, in the cases with
+a feasible point, a reward surrogate that does not decrease; if none passes, theta stays. Then the task and cost
+critics train with PPO's Adam minibatch epochs on their value losses. No entropy bonus.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 import torch
@@ -56,6 +60,16 @@ def novelty_cost(d: np.ndarray, r0: float) -> np.ndarray:
     return (r0 - d.min(axis=1)).astype(np.float32)
 
 
+def nearest_distance(own: torch.Tensor, ref_actions: torch.Tensor, own_std: torch.Tensor | None = None,
+                     ref_std: torch.Tensor | None = None) -> torch.Tensor:
+    """Per state, the distance to the nearest reference j*: ||a - mu_j*(s)|| (`deterministic`), or with the stds
+    sqrt(||a - mu_j*(s)||^2 + ||std - std_j*||^2) (`wasserstein2`); `own` is the new policy's action term (N, A)."""
+    sq = ((own - ref_actions) ** 2).sum(-1)
+    if own_std is not None:
+        sq = sq + ((own_std - ref_std) ** 2).sum(-1)
+    return torch.sqrt(sq.clamp_min(1e-12))
+
+
 def gaussian_kl(mean_p: torch.Tensor, log_std_p: torch.Tensor, mean_q: torch.Tensor,
                 log_std_q: torch.Tensor) -> torch.Tensor:
     """KL(p || q) per state for diagonal Gaussians, summed over action dims:
@@ -69,8 +83,9 @@ def gaussian_kl(mean_p: torch.Tensor, log_std_p: torch.Tensor, mean_q: torch.Ten
 class CPOProblem:
     """One CPO update's quantities on a batch, at the rollout policy theta_old: surrogates, KL, Fisher products."""
 
-    def __init__(self, agent: ActorCritic, batch: Batch, norm_adv: bool, damping: float):
-        self.agent, self.damping = agent, damping
+    def __init__(self, agent: ActorCritic, batch: Batch, norm_adv: bool, damping: float,
+                 direct_cost: Callable[[], torch.Tensor] | None = None):
+        self.agent, self.damping, self.direct_cost = agent, damping, direct_cost
         self.params = agent.actor_parameters()
         self.obs, self.actions, self.old_logprob = batch.obs, batch.actions, batch.logprobs
         adv_r = batch.advantages["task"]
@@ -79,12 +94,22 @@ class CPOProblem:
         with torch.no_grad():
             self.old_mean = agent.actor_mean(self.obs)
             self.old_log_std = agent.actor_logstd.detach().clone()
+            self.old_direct = direct_cost() if direct_cost is not None else None
 
     def surrogates(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean(ratio A_r), mean(ratio A_c)) at the actor's current parameters."""
+        """At the actor's current parameters: the reward surrogate mean(ratio A_r) and the cost model
+
+            L_C = mean(ratio A_c) + J_dir(theta) - J_dir(theta_old),
+
+        the estimated change of J_C: the score-function term (which states and actions the policy picks, the cost held
+        fixed) plus the direct term `direct_cost` (the cost's own dependence on theta at the batch's states), if any.
+        """
         logprob, _, _ = self.agent.evaluate(self.obs, self.actions)
         ratio = torch.exp(logprob - self.old_logprob)
-        return (ratio * self.adv_r).mean(), (ratio * self.adv_c).mean()
+        cost_model = (ratio * self.adv_c).mean()
+        if self.direct_cost is not None:
+            cost_model = cost_model + (self.direct_cost() - self.old_direct)
+        return (ratio * self.adv_r).mean(), cost_model
 
     def kl(self) -> torch.Tensor:
         """Mean over the batch of KL(pi_old || pi_theta) at the actor's current parameters."""
@@ -109,30 +134,57 @@ class CPO(NoveltyMethod):
 
     def bind(self, trainer: Trainer) -> None:
         super().bind(trainer)
-        self._cost_sum, self._cost_n = 0.0, 0
+        self.action_low = torch.from_numpy(trainer.act_low)
+        self.action_high = torch.from_numpy(trainer.act_high)
         self.cost_center: float | None = None
         """c_bar: the previous batch's J_C, subtracted from the cost stream (None during the first batch)."""
+        self._reset_batch()
+
+    def _reset_batch(self) -> None:
+        self._cost_sum, self._cost_n = 0.0, 0
+        self._nearest: dict[str, list[np.ndarray]] = {"actions": [], "std": [], "executed": []}
 
     def on_step(self, step: StepInfo) -> StepOutcome:
         d, _ = self.novelty(step)
         cost = novelty_cost(d, self.r0)
         self._cost_sum += float(cost.sum())
         self._cost_n += cost.size
+        # what the direct term needs: the nearest reference's action (and std) at s_t, and a_t if it is compared
+        nearest = d.argmin(axis=1)
+        self._nearest["actions"].append(self.references.mean_actions(step.obs)[nearest, np.arange(len(nearest))])
+        self._nearest["std"].append(self.references.std[nearest])
+        self._nearest["executed"].append(step.action)
         center = self.cost_center if self.cost_center is not None else self._cost_sum / self._cost_n
         return StepOutcome(streams={"cost": cost - np.float32(center)})
 
     def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
         cost = self._cost_sum / max(self._cost_n, 1)
-        self._cost_sum, self._cost_n = 0.0, 0
         out = {"cpo/cost": cost, **self.policy_step(trainer.agent, batch, cost, trainer.cfg.norm_adv)}
         self.cost_center = cost
+        self._reset_batch()
         out.update(self.train_critics(trainer, batch))
         return out
+
+    def direct_cost(self, agent: ActorCritic, obs: torch.Tensor) -> torch.Tensor:
+        """J_dir(theta) = mean over the batch of r0 - d(s_t; theta), with the states and each state's nearest reference
+        j* held at the rollout's: the cost's own dependence on the policy. With `novelty_action=mean`, d compares the
+        policy's clipped mean action at s_t (a function of theta); with `sample`, the executed a_t (a constant, so only
+        the std of `wasserstein2` depends on theta). At theta_old it equals J_C. `obs`: the batch's (normalised) obs."""
+        n = obs.shape[0]
+        refs = {k: torch.from_numpy(np.stack(v).reshape(n, -1)) for k, v in self._nearest.items()}
+        if self.config.novelty_action == "mean":
+            own = torch.clamp(agent.actor_mean(obs), self.action_low, self.action_high)
+        else:
+            own = refs["executed"]
+        own_std = ref_std = None
+        if self.config.metric == "wasserstein2":
+            own_std, ref_std = agent.actor_logstd.exp().expand_as(own), refs["std"]
+        return (self.r0 - nearest_distance(own, refs["actions"], own_std, ref_std)).mean()
 
     def policy_step(self, agent: ActorCritic, batch: Batch, cost: float, norm_adv: bool = True) -> dict[str, float]:
         """The CPO step of the actor from the batch, `cost` being J_C; returns the `cpo/*` metrics."""
         cfg = self.config
-        problem = CPOProblem(agent, batch, norm_adv, cfg.cpo_damping)
+        problem = CPOProblem(agent, batch, norm_adv, cfg.cpo_damping, lambda: self.direct_cost(agent, batch.obs))
         surr_r, surr_c = problem.surrogates()
         g = flat_grad(surr_r, problem.params, retain_graph=True)
         b = flat_grad(surr_c, problem.params)
