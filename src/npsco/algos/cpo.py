@@ -9,7 +9,7 @@ estimated from the batch as the mean of c_t over its steps. Note min_j of per-st
 novelty min_j of the running means: mean_t min_j d_j(s_t) <= min_j mean_t d_j(s_t) (a mean of minima is at most the
 minimum of the means), so satisfying the CPO constraint implies the novelty constraint at the episode level, and it is
 stricter when different states are nearest to different references. The per-step form is what a critic can learn:
-c_t depends on s_t (and, with `novelty_action=sample`, a_t) only, while the running mean depends on the history.
+c_t is a function of the current step (s_t and the policy's action there), the running mean of the history.
 
 Centred cost stream. The cost critic learns the stream c_t - c_bar, with c_bar the previous batch's J_C (during the
 first batch, the mean of its costs so far). J_C is a per-step average over episodes that end (goals, falls): by the
