@@ -126,7 +126,7 @@ def worker_sb3(spec: dict) -> dict:
 
 
 def worker_refcost(spec: dict) -> dict:
-    """Seconds per call of NoveltyTracker.update (8 observations) for each M, best of 5 repeats."""
+    """CPU seconds per call of NoveltyTracker.update (8 observations) for each M, best of 5 repeats."""
     import timeit
 
     import numpy as np
@@ -140,7 +140,8 @@ def worker_refcost(spec: dict) -> dict:
     for m in spec["refs"]:
         tracker = NoveltyTracker(_random_references(m), NUM_ENVS)
         n = 2000
-        out[str(m)] = min(timeit.repeat(lambda: tracker.update(obs, action), number=n, repeat=5)) / n
+        times = timeit.repeat(lambda: tracker.update(obs, action), number=n, repeat=5, timer=time.process_time)
+        out[str(m)] = min(times) / n
     return {"seconds_per_call": out}
 
 
@@ -214,8 +215,8 @@ def median(xs):
 
 
 def summarize(runs: list[dict], args) -> dict:
-    def sel(**kw):
-        return [r for r in runs if all(r["spec"].get(k) == v for k, v in kw.items())]
+    def sel(**kw):  # the PPO comparison's runs (IPD's M = 0 runs are plain PPO too, but belong to the IPD table)
+        return [r for r in runs if not r["spec"].get("ipd") and all(r["spec"].get(k) == v for k, v in kw.items())]
 
     s: dict = {"ppo": {}, "ipd": {}}
     for mb in args.minibatch:
@@ -236,6 +237,7 @@ def summarize(runs: list[dict], args) -> dict:
             row["ratio_npsco_over_sb3_cpu"] = row["npsco"]["steps_per_cpu_s"] / row["sb3"]["steps_per_cpu_s"]
         if "npsco" in row and "npsco_baseline" in row:
             row["speedup_over_baseline"] = row["npsco"]["steps_per_s"] / row["npsco_baseline"]["steps_per_s"]
+            row["speedup_over_baseline_cpu"] = row["npsco"]["steps_per_cpu_s"] / row["npsco_baseline"]["steps_per_cpu_s"]
         s["ppo"][str(mb)] = row
     ipd_runs = [r for r in runs if r["spec"]["kind"] == "npsco" and r["spec"].get("ipd")]
     base = None
@@ -286,9 +288,9 @@ def markdown(data: dict) -> str:
         "## npsco PPO vs SB3 PPO",
         "",
         "| minibatch | npsco steps/s | SB3 steps/s | ratio | ratio (CPU time) | npsco rollout / update s per 2048 | "
-        "peak RSS npsco / SB3 (MiB) |" + (" npsco before (steps/s) | speed-up |" if any(
+        "peak RSS npsco / SB3 (MiB) |" + (" npsco before: steps/s | speed-up | speed-up (CPU time) |" if any(
             "npsco_baseline" in r for r in s["ppo"].values()) else ""),
-        "|---|---|---|---|---|---|---|" + ("---|---|" if any("npsco_baseline" in r for r in s["ppo"].values()) else ""),
+        "|---|---|---|---|---|---|---|" + ("---|---|---|" if any("npsco_baseline" in r for r in s["ppo"].values()) else ""),
     ]
     for mb, r in s["ppo"].items():
         if "npsco" not in r or "sb3" not in r:
@@ -298,7 +300,8 @@ def markdown(data: dict) -> str:
                 f"{r['ratio_npsco_over_sb3_cpu']:.2f}x | {n['rollout_s_per_2048']:.2f} / {n['update_s_per_2048']:.2f} | "
                 f"{n['peak_rss_mib']:.0f} / {b['peak_rss_mib']:.0f} |")
         if "npsco_baseline" in r:
-            line += f" {r['npsco_baseline']['steps_per_s']:.0f} | {r['speedup_over_baseline']:.2f}x |"
+            line += (f" {r['npsco_baseline']['steps_per_s']:.0f} | {r['speedup_over_baseline']:.2f}x | "
+                     f"{r['speedup_over_baseline_cpu']:.2f}x |")
         lines.append(line)
     if s["ipd"]:
         lines += ["", "## IPD with M reference policies (r0 so small that no episode is cut)", "",
@@ -312,8 +315,9 @@ def markdown(data: dict) -> str:
             c = f"{cost[m]:.0f}" if m in cost else ""
             lines.append(f"| {m} | {r['steps_per_s']:.0f} | {slow} | {slow_cpu} | {extra} | {c} | {r['peak_rss_mib']:.0f} |")
         if "reference_cost_growth_M1_to_M20" in s:
+            timer = next((r.get("timer", "CPU time") for r in data["runs"] if r["spec"]["kind"] == "refcost"), "")
             lines += ["", f"Isolated per-step reference cost grows {s['reference_cost_growth_M1_to_M20']:.2f}x from "
-                      "M=1 to M=20 (`NoveltyTracker.update` on 8 observations, best of 5x2000 calls)."]
+                      f"M=1 to M=20 (`NoveltyTracker.update` on 8 observations, {timer}, best of 5x2000 calls)."]
     if data.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in data["notes"]]
     lines += ["", "Every run (`runs` in throughput.json) keeps its load before/after, wall and CPU seconds."]
@@ -329,6 +333,7 @@ def main() -> None:
     p.add_argument("--ipd-repeats", type=int, default=2)
     p.add_argument("--refs", type=int, nargs="+", default=[0, 1, 5, 10, 20])
     p.add_argument("--skip-sb3", action="store_true")
+    p.add_argument("--skip-ppo", action="store_true", help="only the IPD part")
     p.add_argument("--sb3-threads", type=int, default=1)
     p.add_argument("--baseline-src", default=None, help="also run npsco PPO from this src/ dir (before/after)")
     p.add_argument("--baseline-steps", type=int, default=None, help="steps of the baseline runs (default: --steps)")
@@ -362,7 +367,7 @@ def main() -> None:
             for m in args.refs:
                 plan.append((dict(kind="npsco", minibatch=64, steps=ipd_steps, seed=args.seed, refs=m, ipd=True,
                                   src="current"), None))
-    for _ in range(args.repeats):
+    for _ in range(0 if args.skip_ppo else args.repeats):
         for mb in args.minibatch:
             plan.append((dict(kind="npsco", minibatch=mb, steps=steps, seed=args.seed, refs=0, src="current"), None))
             if not args.skip_sb3:
