@@ -78,22 +78,22 @@ def main() -> None:
     results.update(machine=f"{platform.machine()}, python {platform.python_version()}, 1 process",
                    target="PPO seeds reach <= 2 distinct goals from the right start (14.5, 8); IPD policies >= 3; "
                           "every IPD policy reaches a goal in >= 90% of random-start episodes",
-                   ppo_config=ppo.to_dict())
+                   ppo_config=ppo.to_dict(),
+                   environment={k: os.environ[k] for k in ("PYTHONPATH", "NPSCO_CODE_COMMIT", "OPENBLAS_NUM_THREADS")
+                                if k in os.environ})
     results.setdefault("stages", {})
 
-    t0 = time.time()
     # the references do not depend on the IPD settings: one refs population for every variant
     refs = Population(runs / "refs", PopulationConfig(ppo=ppo, method=MethodConfig(method="ipd"), refs=args.refs,
                                                       novel=0), progress=False, log=_log)
     members = refs.run()
-    results["stages"]["ppo"] = {"wall_seconds": round(time.time() - t0, 1), "command": command,
+    results["stages"]["ppo"] = {"train_seconds": round(sum(m.wall_seconds for m in members), 1), "command": command,
                                 "code": code_version(),
                                 "policies": [describe(refs, m, args.episodes) for m in members]}
     write(results, args.results)
 
     for scale in args.r0_scale:
         name = f"ipd-r0x{scale:g}" + (f"-{args.tag}" if args.tag else "")
-        t0 = time.time()
         pop = Population(runs / name, PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
                                                        r0_scales=(scale,), refs_from=str(runs / "refs")),
                          progress=False, log=_log)
@@ -101,7 +101,7 @@ def main() -> None:
         stage = {"r0_scale": scale, "r0_default": pop.r0_default,
                  "r0": pop.r0_default * scale if method.r0 is None else method.r0,
                  "method_settings": changed_settings(method), "command": command, "code": code_version(),
-                 "wall_seconds": round(time.time() - t0, 1),
+                 "train_seconds": round(sum(m.wall_seconds for m in members if m.role == "novel"), 1),
                  "policies": [describe(pop, m, args.episodes) for m in members if m.role == "novel"]}
         results["stages"][name] = stage
         results["verdict"] = verdict(results["stages"])
@@ -216,7 +216,11 @@ def write(results: dict, base: str) -> None:
 def markdown(results: dict) -> str:
     lines = ["# Four Reward Maze: PPO seeds vs IPD (paper Fig. 2)", "",
              "Commands (each adds its stages; the references are trained once):", "",
-             *[f"    {c}" for c in results["commands"]], "", f"Machine: {results['machine']}", "",
+             *[f"    {c}" for c in results["commands"]], "",
+             *([f"Environment: `{' '.join(f'{k}={v}' for k, v in results['environment'].items())}` (the npsco "
+                "source of that commit, as a `git archive` snapshot).", ""] if results.get("environment") else []),
+             f"Machine: {results['machine']}; wall times are inflated several-fold by the other jobs that shared its 2 "
+             "cores.", "",
              f"Target: {results['target']}.", "",
              "Goal fractions are over deterministic episodes from random starts; `right start` is the goal of the "
              "deterministic trajectory from (14.5, 8). `U/r0`: novelty against the policy's own references (min over "
@@ -226,7 +230,7 @@ def markdown(results: dict) -> str:
         title = "PPO references" if name == "ppo" else f"IPD chain `{name}` (r0 = {stage['r0']:.4f})"
         settings = ", ".join(f"`{k}={v}`" for k, v in stage.get("method_settings", {}).items())
         code = stage.get("code", {})
-        lines += [f"## {title}", "", f"Wall time {stage['wall_seconds']:.0f} s; npsco commit "
+        lines += [f"## {title}", "", f"Training time {stage.get('train_seconds', 0):.0f} s (sum over the policies); npsco commit "
                   f"{str(code.get('commit'))[:10]}" + (f"; IPD settings {settings}" if settings else "") + ".", "",
                   "| policy | seed | right start | top | bottom | left | right | none | return | U/r0 | term. |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
