@@ -133,6 +133,20 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def same_blas_env() -> dict[str, str]:
+    """The environment for a child that must compute what this process computes: the same OpenBLAS thread count.
+
+    Results depend on it: with 2 threads OpenBLAS rounds the larger float32 products of the threshold's evaluation
+    (thousands of states) differently, and r0 changes in its last bits (0.14559250960213752 with 2 threads against
+    0.1455925094997821 with 1 on this task). `import npsco` sets OPENBLAS_NUM_THREADS=1 only when numpy is not loaded
+    yet: true in the `npsco` command, not in pytest, which loads numpy first.
+    """
+    from npsco.algos.ppo import _openblas_thread_functions
+
+    funcs = _openblas_thread_functions()
+    return {**os.environ, **({"OPENBLAS_NUM_THREADS": str(funcs[0]())} if funcs else {})}
+
+
 def wait_for_training(out: Path, proc: subprocess.Popen, name: str, timeout: float = 240.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -152,7 +166,7 @@ def test_resume_after_sigkill_retrains_nothing_done_and_equals_an_uninterrupted_
     reference_run, _ = run
     out = tmp_path / "run"
     args = [*TINY, "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-c", PAUSING_CHILD, *args], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", PAUSING_CHILD, *args], stdin=subprocess.PIPE, env=same_blas_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_training(out, proc, "ipd/k0")
