@@ -279,13 +279,17 @@ class Sweep:
         own = [m for m in pop.members if spec.refs_of is None or m.role == "novel"]
         return sum(m.status == "done" for m in own), len(own)
 
+    def final_returns(self, spec: PopulationSpec) -> list[float]:
+        """Final evaluated returns of the policies this population trains itself (a method run's novel ones)."""
+        pop = self.pops.get(spec.path)
+        return [m.final_eval["return_mean"] for m in (pop.members if pop else [])
+                if m.final_eval and (spec.refs_of is None or m.role == "novel")]
+
     def save(self) -> None:
         rows = []
         for spec in self.specs:
             done, total = self.counts(spec)
-            pop = self.pops.get(spec.path)
-            returns = [m.final_eval["return_mean"] for m in (pop.members if pop else [])
-                       if m.final_eval and (spec.refs_of is None or m.role == "novel")]
+            pop, returns = self.pops.get(spec.path), self.final_returns(spec)
             rows.append({"task": spec.task, "method": spec.method, "path": spec.path, "references_from": spec.refs_of,
                          "chains": spec.chains if spec.refs_of else [], "policies": total, "done": done,
                          "status": "done" if total and done == total else "waiting" if pop is None else "open",
@@ -443,9 +447,7 @@ def summary_lines(sweep: Sweep) -> list[str]:
     lines = []
     for spec in sweep.specs:
         done, total = sweep.counts(spec)
-        pop = sweep.pops.get(spec.path)
-        returns = [m.final_eval["return_mean"] for m in (pop.members if pop else [])
-                   if m.final_eval and (spec.refs_of is None or m.role == "novel")]
+        pop, returns = sweep.pops.get(spec.path), sweep.final_returns(spec)
         line = f"{spec.path:<{width}s}  {done}/{total} policies"
         if returns:
             mean = sum(returns) / len(returns)
