@@ -53,6 +53,14 @@ class TimedPopulation(Population):
         return super().finished(job, result)
 
 
+def _load_note(runs: list[dict]) -> str:
+    """Say whether other jobs competed for the cores: the 1-minute load average before each run against the CPU count."""
+    worst = max(r["load_before"][0] for r in runs)
+    if worst > 0.5 * (os.cpu_count() or 1):
+        return f"the machine was shared: 1-minute load average up to {worst} before a run; see the load columns"
+    return f"the machine was otherwise idle: 1-minute load average at most {worst} before a run"
+
+
 def run_once(refs: int, steps: int | None, workers: int, root: Path) -> dict:
     ppo = preset(MAZE_ID)
     if steps:
@@ -113,7 +121,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "torch": torch.__version__, "numpy": numpy.__version__, "sched_autogroup": _autogroup()},
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "note": "shared machine: other engineers' benchmarks ran at the same time; see the load averages",
+        "note": _load_note(runs),
     }
     out = Path(args.out)
     atomic_write_json(out.with_suffix(".json"), doc)
