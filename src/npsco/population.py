@@ -136,12 +136,18 @@ class Population:
         """Create the run directory, or check that an existing one has the same configuration and load it."""
         config = self.config.to_dict()
         if (self.out / "config.json").exists():
-            if not same_configuration(read_json(self.out / "config.json"), config):
+            stored = read_json(self.out / "config.json")
+            grows = (not same_configuration(stored, config) and isinstance(stored.get("novel"), int)
+                     and config["novel"] > stored["novel"] and same_configuration({**stored, "novel": config["novel"]}, config))
+            if not grows and not same_configuration(stored, config):
                 raise NpscoError(f"{self.out} holds a population with a different configuration; "
                                  f"use another --out (or delete it to start over)")
             data = read_json(self.manifest_path) if self.manifest_path.exists() else {"members": []}
             self.members = [Member(**m) for m in data.get("members", [])]
             self.r0_default = data.get("r0_default")
+            if grows and self.members:
+                self._grow(stored["novel"])
+                atomic_write_json(self.out / "config.json", config)
         else:
             if self.out.exists() and any(self.out.iterdir()):
                 raise NpscoError(f"{self.out} exists and is not a population run directory; choose another --out")
@@ -161,11 +167,20 @@ class Population:
         else:
             members += [Member(name=f"ref{i}", role="reference", method="ppo", seed=i, path=f"refs/ref{i}")
                         for i in range(cfg.refs)]
-        for chain in self.chains():
-            for k in range(cfg.novel):
-                members.append(Member(name=f"{chain}/k{k}", role="novel", method=cfg.method.method,
-                                      seed=NOVEL_SEED_OFFSET + k, path=f"novel/{chain}/k{k}", chain=chain, index=k))
-        return members
+        return members + self._novel_members()
+
+    def _novel_members(self) -> list[Member]:
+        return [Member(name=f"{chain}/k{k}", role="novel", method=self.config.method.method, seed=NOVEL_SEED_OFFSET + k,
+                       path=f"novel/{chain}/k{k}", chain=chain, index=k)
+                for chain in self.chains() for k in range(self.config.novel)]
+
+    def _grow(self, old_novel: int) -> None:
+        """The same run with a larger --novel: keep every member, add the new novel policies at the end of each chain."""
+        known = {m.name: m for m in self.members}
+        refs = [m for m in self.members if m.role == "reference"]
+        self.members = refs + [known.get(m.name, m) for m in self._novel_members()]
+        self.log(f"{self.out}: {old_novel} -> {self.config.novel} novel policies per chain "
+                 f"({sum(m.name not in known for m in self.members)} to train)")
 
     def _borrowed_references(self, other: Path) -> list[Member]:
         path = other / "manifest.json"

@@ -319,3 +319,27 @@ def test_threshold_command_prints_the_runs_r0(run, capsys):
     out, _ = run
     assert main(["threshold", str(out)]) == 0
     assert printed_r0(capsys) == pytest.approx(json.loads((out / "threshold.json").read_text())["r0_default"], abs=1e-6)
+
+
+def test_a_larger_novel_count_extends_a_finished_run_without_retraining_it(run, tmp_path, capsys):
+    out = tmp_path / "grown"
+    shutil.copytree(run[0], out)
+    before = members(out)
+    stamps = {n: (out / m["path"] / "policy.safetensors").stat().st_mtime_ns
+              for n, m in before.items() if m["role"] == "novel"}
+    args = [*TINY, "--out", str(out)]
+    args[args.index("--novel") + 1] = "3"
+    assert main(args) == 0
+    assert "2 -> 3 novel policies per chain (1 to train)" in capsys.readouterr().out
+    after = members(out)
+    assert list(after) == [*before, "ipd/k2"]
+    assert all(m["status"] == "done" for m in after.values())
+    assert after["ipd/k2"]["references"] == ["ref0", "ref1", "ipd/k0", "ipd/k1"]
+    for n, stamp in stamps.items():  # the policies already trained were not trained again
+        assert after[n]["final_eval"] == before[n]["final_eval"]
+        assert (out / after[n]["path"] / "policy.safetensors").stat().st_mtime_ns == stamp
+    assert json.loads((out / "config.json").read_text())["novel"] == 3
+    # growing is the only change allowed: fewer novel policies is a different configuration
+    args[args.index("--novel") + 1] = "1"
+    assert main(args) == 2
+    assert "different configuration" in capsys.readouterr().err
