@@ -74,6 +74,25 @@ def test_one_group_equals_each_policy_evaluated_alone():
     assert np.abs(expected[0] - expected[1]).max() > 0.1
 
 
+def test_the_folded_first_layer_and_the_exact_clipping_path_both_equal_each_policy_alone():
+    """Observations no reference clips take the fast path (normalisers folded into one stacked first layer); any
+    observation that some reference clips takes the exact normalise-and-clip path. Both equal the policies alone,
+    also with normalisers far from zero mean (where a naive fold would lose float32 digits to cancellation)."""
+    policies = [make_policy(s, obs_clip=10.0) for s in range(4)]
+    for k, p in enumerate(policies):
+        p.obs_mean = np.array([300.0, -250.0, 80.0], np.float32) + np.float32(0.1 * k)
+        p.obs_var = np.full(OBS_DIM, 0.01 * (k + 1), np.float32)
+    group = ReferenceSet(policies)._groups[0][1]
+    inside = (np.array([300.2, -249.8, 80.2]) + np.random.default_rng(0).normal(0.0, 0.2, (30, OBS_DIM))).astype(np.float32)
+    assert ((inside >= group.box_lo) & (inside <= group.box_hi)).all()
+    outside = inside.copy()
+    outside[3, 1] += 5.0  # one observation that every reference clips
+    assert not ((outside >= group.box_lo) & (outside <= group.box_hi)).all()
+    for obs in (inside, outside):
+        np.testing.assert_allclose(ReferenceSet(policies).mean_actions(obs), one_by_one(policies, obs),
+                                   rtol=1e-5, atol=2e-6)
+
+
 def test_mixed_architectures_form_several_groups_and_keep_the_reference_order():
     hiddens = [(8, 8), (5,), (8, 8), (4, 4, 4), (5,), (6, 3)]
     policies = [make_policy(10 + i, hidden=h, norm_obs=i % 2 == 0, bound=1.0 + i) for i, h in enumerate(hiddens)]

@@ -20,32 +20,61 @@ METRICS = ("deterministic", "wasserstein2")
 
 
 class _Group:
-    """References sharing one architecture, with stacked parameters (leading axis = reference)."""
+    """References sharing one architecture, with stacked parameters (leading axis = reference).
+
+    The forward pass works on transposed activations, (M, units, N): every layer is then one stacked matmul of
+    contiguous arrays, `W (M, out, in) @ x (M, in, N)`. When no reference would clip the observations (the common case),
+    each reference's normaliser is folded into its first layer and the M first layers are stacked into one
+    (M * H1, obs_dim) matrix: one GEMM for all references. Otherwise the exact per-reference normalise-and-clip runs.
+    """
 
     def __init__(self, policies: Sequence[Policy]):
-        self.weights = [(np.stack([p.weights[i][0] for p in policies]), np.stack([p.weights[i][1] for p in policies])[:, None])
+        self.weights = [(np.stack([p.weights[i][0] for p in policies]), np.stack([p.weights[i][1] for p in policies])[..., None])
                         for i in range(len(policies[0].weights))]
-        self.weights_t = [(w.transpose(0, 2, 1).copy(), b) for w, b in self.weights]
-        self.obs_mean = np.stack([p.obs_mean if p.norm_obs else np.zeros_like(p.obs_mean) for p in policies])[:, None]
+        self.obs_mean = np.stack([p.obs_mean if p.norm_obs else np.zeros_like(p.obs_mean) for p in policies])
         self.obs_scale = np.stack([1.0 / np.sqrt(p.obs_var + OBS_NORM_EPS) if p.norm_obs else np.ones_like(p.obs_var)
-                                   for p in policies]).astype(np.float32)[:, None]
-        self.obs_clip = np.array([p.obs_clip if p.norm_obs else np.inf for p in policies], np.float32)[:, None, None]
-        self.low = np.stack([p.action_low for p in policies])[:, None]
-        self.high = np.stack([p.action_high for p in policies])[:, None]
-        self.std = np.stack([p.action_std for p in policies])[:, None]
+                                   for p in policies])
+        obs_clip = np.array([p.obs_clip if p.norm_obs else np.inf for p in policies])[:, None]
+        self.obs_clip = obs_clip.astype(np.float32)[..., None]
+        self.low = np.stack([p.action_low for p in policies])[..., None]
+        self.high = np.stack([p.action_high for p in policies])[..., None]
+        self.std = np.stack([p.action_std for p in policies])
+        # folded first layer: W1 (x - mu) * s = W1 s (x - c) - W1 s (mu - c), with c the references' mean normaliser
+        # centre, so that the float32 sum does not cancel large terms when a normaliser has a large mean
+        w1, b1 = self.weights[0]
+        m, h, d = w1.shape
+        self.centre = self.obs_mean.mean(0).astype(np.float32)
+        w1s = w1.astype(np.float64) * self.obs_scale[:, None, :]
+        shift = np.einsum("mhd,md->mh", w1s, self.obs_mean - self.centre)[..., None]
+        self.w1_stacked = w1s.reshape(m * h, d).astype(np.float32)
+        self.b1_stacked = (b1 - shift).reshape(m * h, 1).astype(np.float32)
+        # observations inside [lo, hi] are clipped by no reference
+        with np.errstate(over="ignore"):
+            self.box_lo = (self.obs_mean - obs_clip / self.obs_scale).max(0).astype(np.float32)
+            self.box_hi = (self.obs_mean + obs_clip / self.obs_scale).min(0).astype(np.float32)
+        self.obs_mean = self.obs_mean.astype(np.float32)[..., None]
+        self.obs_scale = self.obs_scale.astype(np.float32)[..., None]
 
     def mean_actions(self, obs: np.ndarray) -> np.ndarray:
+        """(M, N, A) clipped mean actions at raw observations `obs` (N, obs_dim)."""
         # (this runs at every step of an IPD rollout: in-place ufuncs, no np.clip wrapper, one allocation per layer)
-        x = obs[None] - self.obs_mean
-        x *= self.obs_scale
-        np.minimum(np.maximum(x, -self.obs_clip, out=x), self.obs_clip, out=x)
-        last = len(self.weights_t) - 1
-        for i, (wt, b) in enumerate(self.weights_t):
-            x = np.matmul(x, wt)
+        m, n = len(self.weights[0][0]), obs.shape[0]
+        if (obs >= self.box_lo).all() and (obs <= self.box_hi).all():
+            x = self.w1_stacked @ (obs - self.centre).T
+            x += self.b1_stacked
+            x = x.reshape(m, -1, n)
+        else:
+            xt = obs.T[None] - self.obs_mean
+            xt *= self.obs_scale
+            np.minimum(np.maximum(xt, -self.obs_clip, out=xt), self.obs_clip, out=xt)
+            x = np.matmul(self.weights[0][0], xt)
+            x += self.weights[0][1]
+        for w, b in self.weights[1:]:
+            np.tanh(x, out=x)
+            x = np.matmul(w, x)
             x += b
-            if i < last:
-                np.tanh(x, out=x)
-        return np.minimum(np.maximum(x, self.low, out=x), self.high, out=x)
+        np.minimum(np.maximum(x, self.low, out=x), self.high, out=x)
+        return x.transpose(0, 2, 1)
 
 
 class ReferenceSet:
