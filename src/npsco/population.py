@@ -1,5 +1,6 @@
-"""The paper's workflow: R PPO reference policies (seeds 0..R-1), the threshold r0, then K novel policies trained one
-after another, the k-th against the R references and the k-1 novel policies before it.
+"""The paper's workflow: R PPO reference policies (seeds S..S+R-1, S = the PPO `seed` setting, 0 by default), the
+threshold r0, then K novel policies trained one after another (seeds S+1000+k), the k-th against the R references and
+the k-1 novel policies before it.
 
 Everything lands in one run directory, described by `manifest.json` (written atomically after every change):
 
@@ -28,7 +29,8 @@ from npsco.io import atomic_write_json, read_json
 from npsco.policy import Policy, load_policy
 
 NOVEL_SEED_OFFSET = 1000
-"""The k-th novel policy of every chain trains with seed NOVEL_SEED_OFFSET + k (same seeds across methods)."""
+"""The k-th novel policy of every chain trains with seed S + NOVEL_SEED_OFFSET + k, S the population's base seed
+(the PPO `seed` setting); the same seeds across methods."""
 
 
 @dataclass
@@ -40,7 +42,7 @@ class PopulationConfig:
     method: MethodConfig
     """Method of the novel policies and its knobs."""
     refs: int = 5
-    """Number of PPO reference policies R (seeds 0..R-1)."""
+    """Number of PPO reference policies R (seeds S..S+R-1, S = `ppo.seed`: `--set seed=S` gives an independent replicate)."""
     novel: int = 5
     """Number of novel policies K per chain."""
     r0_scales: tuple[float, ...] = (1.0,)
@@ -165,12 +167,12 @@ class Population:
         elif cfg.ref_checkpoints:
             members += self._checkpoint_references(cfg.ref_checkpoints)
         else:
-            members += [Member(name=f"ref{i}", role="reference", method="ppo", seed=i, path=f"refs/ref{i}")
+            members += [Member(name=f"ref{i}", role="reference", method="ppo", seed=cfg.ppo.seed + i, path=f"refs/ref{i}")
                         for i in range(cfg.refs)]
         return members + self._novel_members()
 
     def _novel_members(self) -> list[Member]:
-        return [Member(name=f"{chain}/k{k}", role="novel", method=self.config.method.method, seed=NOVEL_SEED_OFFSET + k,
+        return [Member(name=f"{chain}/k{k}", role="novel", method=self.config.method.method, seed=self.config.ppo.seed + NOVEL_SEED_OFFSET + k,
                        path=f"novel/{chain}/k{k}", chain=chain, index=k)
                 for chain in self.chains() for k in range(self.config.novel)]
 

@@ -18,7 +18,7 @@ import pytest
 
 import npsco.population
 from npsco.cli import main
-from npsco.config import MAZE_ID, MethodConfig, preset
+from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
 from npsco.io import atomic_write_json
 from npsco.logger import read_metrics
 from npsco.policy import load_policy
@@ -122,7 +122,7 @@ PAUSING_CHILD = """
 import sys
 from npsco.algos import ppo
 from npsco.cli import main
-from npsco.config import MAZE_ID, MethodConfig, preset
+from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
 collect = ppo.Trainer.collect_rollout
 def paused(self):
     if self.method.name == "ipd" and self.iteration == 2:
@@ -343,3 +343,12 @@ def test_a_larger_novel_count_extends_a_finished_run_without_retraining_it(run, 
     args[args.index("--novel") + 1] = "1"
     assert main(args) == 2
     assert "different configuration" in capsys.readouterr().err
+
+
+def test_the_ppo_seed_setting_shifts_every_seed_of_the_population(tmp_path):
+    ppo = apply_overrides(preset(MAZE_ID), ["seed=7"])
+    config = PopulationConfig(ppo=ppo, method=MethodConfig(method="ipd"), refs=2, novel=2)
+    pop = npsco.population.Population(tmp_path / "replicate", config, progress=False, log=lambda _: None)
+    pop.open()  # plans and writes the manifest, trains nothing
+    assert [(m["name"], m["seed"]) for m in manifest(tmp_path / "replicate")["members"]] == [
+        ("ref0", 7), ("ref1", 8), ("ipd/k0", 1007), ("ipd/k1", 1008)]
