@@ -30,6 +30,12 @@ def _print_json(obj) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------- train
+def _env_backend_override(args: argparse.Namespace) -> list[str]:
+    """`--env-backend B` as the override `env_backend=B` (before the `--set` ones, which win)."""
+    backend = getattr(args, "env_backend", None)
+    return [f"env_backend={backend}"] if backend is not None else []
+
+
 @command("train")
 def cmd_train(args: argparse.Namespace) -> int:
     from npsco.algos.ppo import train
@@ -37,11 +43,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     from npsco.io import atomic_write_json, read_json
 
     cfg = preset(args.env, args.preset)
-    cfg = apply_overrides(cfg, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps is not None else []) + args.set)
+    cfg = apply_overrides(cfg, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps is not None else [])
+                          + _env_backend_override(args) + args.set)
     cfg.validate()
-    from npsco.envs.make import check_env_id
+    from npsco.envs.make import check_env_backend, check_env_id
 
     check_env_id(cfg.env_id)
+    check_env_backend(cfg.env_id, cfg.env_backend)
     out = Path(args.out or f"runs/train/{_env_name(cfg.env_id)}-seed{cfg.seed}")
     config = {"command": "train", "preset": args.preset, "ppo": cfg.to_dict()}
     if (out / "config.json").exists() and not args.force:
@@ -226,12 +234,14 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 def population_config(args: argparse.Namespace):
     """Build a PopulationConfig from the command line (shared by `population` and later `sweep`)."""
     from npsco.config import MethodConfig, apply_overrides, preset
-    from npsco.envs.make import check_env_id
+    from npsco.envs.make import check_env_backend, check_env_id
     from npsco.population import PopulationConfig
 
     check_env_id(args.env)
     ppo = preset(args.env, args.preset)
-    ppo = apply_overrides(ppo, ([f"total_timesteps={args.steps}"] if args.steps is not None else []) + args.set)
+    ppo = apply_overrides(ppo, ([f"total_timesteps={args.steps}"] if args.steps is not None else [])
+                          + _env_backend_override(args) + args.set)
+    check_env_backend(ppo.env_id, ppo.env_backend)
     method = MethodConfig(method=args.method)
     flags = [f"r0={args.r0}"] if args.r0 is not None else []
     flags += [f"t_start={args.t_start}"] if args.t_start is not None else []
@@ -325,7 +335,10 @@ def cmd_threshold(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
     from npsco import __version__
-    from npsco.config import MAZE_ID, PRESETS
+    from npsco.config import ENV_BACKENDS, MAZE_ID, PRESETS
+
+    ENV_BACKEND_HELP = ("vector-env backend, the same as --set env_backend=B: auto (default), sync, async, or envpool "
+                        "(MuJoCo only; pip install envpool; see docs/environments.md)")
 
     p = argparse.ArgumentParser(prog="npsco", description="Novel policy seeking with constrained optimization (IPD on PPO).")
     p.add_argument("--version", action="version", version=f"npsco {__version__}")
@@ -340,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", default=None, help="run directory (default runs/train/ENV-seedS)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a PPO setting, e.g. --set learning_rate=1e-3 (see docs/configuration.md)")
+    t.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)
     t.add_argument("--force", action="store_true", help="overwrite an existing run directory")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard event files")
@@ -425,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--preset", default="default", choices=PRESETS)
     pp.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
     pp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
+    pp.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)
     pp.add_argument("--mset", action="append", default=[], metavar="KEY=VALUE",
                     help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5")
     pp.add_argument("--no-progress", action="store_true", help="no progress bars")

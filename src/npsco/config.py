@@ -18,6 +18,7 @@ from npsco.errors import NpscoError
 MAZE_ID = "npsco/FourRewardMaze-v0"
 MUJOCO_TASKS = ("Hopper", "Walker2d", "HalfCheetah")
 PRESETS = ("default", "paper")
+ENV_BACKENDS = ("auto", "sync", "async", "envpool")  # `envpool`: MuJoCo only, optional package (docs/environments.md)
 
 
 @dataclass
@@ -35,7 +36,7 @@ class PPOConfig:
     num_steps: int = 2048
     """Steps per environment per rollout; a rollout (batch) holds `num_envs * num_steps` transitions."""
     env_backend: str = "auto"
-    """Vector-env backend: `auto` (numpy twin for the maze, `sync` otherwise), `sync`, `async`."""
+    """Vector-env backend: `auto` (numpy twin for the maze, `sync` otherwise), `sync`, `async`, `envpool` (MuJoCo only)."""
     max_episode_steps: int | None = None
     """Override of the task's episode length (the maze default is 100, MuJoCo 1000); None keeps the task's own."""
     learning_rate: float = 3e-4
@@ -113,7 +114,8 @@ class PPOConfig:
             (0.0 < self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0, "gamma must be in (0, 1], gae_lambda in [0, 1]"),
             (self.learning_rate > 0, "learning_rate must be > 0"),
             (self.clip_coef > 0, "clip_coef must be > 0"),
-            (self.env_backend in ("auto", "sync", "async"), f"env_backend must be auto, sync or async, not {self.env_backend!r}"),
+            (self.env_backend in ENV_BACKENDS,
+             f"env_backend must be auto, sync, async or envpool, not {self.env_backend!r}"),
             (self.eval_episodes > 0, "eval_episodes must be > 0"),
             (self.torch_threads > 0, "torch_threads must be > 0"),
             (self.max_episode_steps is None or self.max_episode_steps > 0, "max_episode_steps must be > 0"),

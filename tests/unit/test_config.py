@@ -81,7 +81,7 @@ def test_every_preset_validates():
         ({"gae_lambda": -0.1}, "gae_lambda in [0, 1]"),
         ({"learning_rate": 0.0}, "learning_rate must be > 0"),
         ({"clip_coef": 0.0}, "clip_coef must be > 0"),
-        ({"env_backend": "threads"}, "env_backend must be auto, sync or async, not 'threads'"),
+        ({"env_backend": "threads"}, "env_backend must be auto, sync, async or envpool, not 'threads'"),
         ({"eval_episodes": 0}, "eval_episodes must be > 0"),
         ({"torch_threads": 0}, "torch_threads must be > 0"),
         ({"max_episode_steps": 0}, "max_episode_steps must be > 0"),

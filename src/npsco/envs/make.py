@@ -2,7 +2,8 @@
 
 Every backend returns a Gymnasium `VectorEnv` whose `step` already resets finished sub-envs (the last observation of the
 finished episode is in `infos["final_obs"]`, masked by `infos["_final_obs"]`) and whose `reset(options={"reset_mask": m})`
-resets only the masked sub-envs (IPD uses it to end an episode early).
+resets only the masked sub-envs (IPD uses it to end an episode early). The optional `envpool` backend
+(`npsco.envs.envpool_backend`, `pip install "npsco[envpool]"`) gives the same protocol for the MuJoCo tasks.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from npsco.config import MAZE_ID
+from npsco.config import ENV_BACKENDS, MAZE_ID
 from npsco.errors import NpscoError
 
-BACKENDS = ("auto", "sync", "async")
+BACKENDS = ENV_BACKENDS
 
 
 def check_env_id(env_id: str) -> None:
@@ -32,6 +33,15 @@ def check_env_id(env_id: str) -> None:
         close = [k for k in gym.registry if k.split("/")[-1].split("-")[0].lower() in env_id.lower()]
         hint = f"; did you mean {', '.join(sorted(close)[-3:])}?" if close else ""
         raise NpscoError(f"unknown environment id {env_id!r}{hint}")
+
+
+def check_env_backend(env_id: str, backend: str) -> None:
+    """Refuse the envpool backend for a task it cannot run, or when envpool is not installed, before a run starts."""
+    if backend == "envpool":
+        from npsco.envs.envpool_backend import check_envpool_task, import_envpool
+
+        check_envpool_task(env_id)
+        import_envpool()
 
 
 def make_env(env_id: str, max_episode_steps: int | None = None, render_mode: str | None = None) -> gym.Env:
@@ -52,11 +62,16 @@ def make_vector_env(
     """`num_envs` copies of the task in one vector env with same-step autoreset.
 
     `auto` uses the batched numpy twin for the maze (all mazes stepped in one call) and `SyncVectorEnv` otherwise
-    (faster than `async` on 2 cores for MuJoCo). Seed it with `env.reset(seed=s)`: sub-env i gets seed s + i.
+    (faster than `async` on 2 cores for MuJoCo). `envpool` (MuJoCo only, optional package) steps the tasks in C++.
+    Seed it with `env.reset(seed=s)`: sub-env i gets seed s + i.
     """
     check_env_id(env_id)
     if backend not in BACKENDS:
         raise NpscoError(f"unknown env backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "envpool":
+        from npsco.envs.envpool_backend import EnvPoolVectorEnv
+
+        return EnvPoolVectorEnv(env_id, num_envs, max_episode_steps)
     if env_id == MAZE_ID and backend == "auto":
         from npsco.envs.maze import FourRewardMazeVec
 
