@@ -193,7 +193,7 @@ def experiment_grid(args: argparse.Namespace) -> dict:
     if args.ablation:
         if "ipd" not in methods:
             raise NpscoError("--ablation varies IPD's threshold: add ipd to --methods")
-        grid["method"] = {"ipd": {"r0_scales": sorted({1.0, *args.ablation})}}
+        grid["method"] = {"ipd": {"r0_scales": ["default", *args.ablation]}}  # "default": the task's multiple
     return grid
 
 
@@ -239,7 +239,7 @@ def population_config(args: argparse.Namespace):
 
     check_env_id(args.env)
     ppo = preset(args.env, args.preset)
-    ppo = apply_overrides(ppo, ([f"total_timesteps={args.steps}"] if args.steps is not None else [])
+    ppo = apply_overrides(ppo, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps is not None else [])
                           + _env_backend_override(args) + args.set)
     check_env_backend(ppo.env_id, ppo.env_backend)
     method = MethodConfig(method=args.method)
@@ -248,7 +248,7 @@ def population_config(args: argparse.Namespace):
     flags += [f"ipd_rule={args.ipd_rule}"] if args.ipd_rule else []
     method = apply_overrides(method, flags + args.mset)
     return PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
-                            r0_scales=tuple(args.r0_scale), refs_from=args.refs_from,
+                            r0_scales=None if args.r0_scale is None else tuple(args.r0_scale), refs_from=args.refs_from,
                             ref_checkpoints=tuple(args.ref_checkpoints))
 
 
@@ -408,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--methods", nargs="+", default=list(EXPERIMENT_METHODS), metavar="METHOD",
                    help=f"methods of the novel policies (default: all of {' '.join(EXPERIMENT_METHODS)})")
     x.add_argument("--ablation", type=float, nargs="+", default=[], metavar="S",
-                   help="also train IPD at these multiples of the default r0 (Fig. 4), e.g. --ablation 2")
+                   help="also train IPD at these multiples of the references' mean pairwise distance (Fig. 4), "
+                        "e.g. --ablation 2")
     x.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
     x.add_argument("--workers", type=int, default=None, help="policies trained at once (default: the CPU count)")
     x.add_argument("--episodes", type=int, default=None, help="evaluation episodes per policy in the report")
@@ -424,14 +425,17 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--method", default="ipd", choices=METHODS, help="method of the novel policies (default ipd)")
     pp.add_argument("--refs", type=int, default=5, help="number of PPO references R (default 5; paper 10)")
     pp.add_argument("--novel", type=int, default=5, help="number of novel policies K per chain (default 5; paper 10)")
+    pp.add_argument("--seed", type=int, default=0, help="base seed S: references S..S+R-1, novel policies S+1000+k "
+                                                        "(default 0; another S is an independent replicate)")
     pp.add_argument("--out", default=None, help="run directory (default runs/population/ENV-METHOD)")
     pp.add_argument("--refs-from", default=None, metavar="RUN", help="reuse the references of an earlier run")
     pp.add_argument("--ref-checkpoints", nargs="+", default=[], metavar="CKPT",
                     help="use these checkpoints (or npsco train run directories) as the references")
     pp.add_argument("--r0", type=float, default=None, help="absolute novelty threshold (default: the references' "
                                                            "mean pairwise distance x --r0-scale)")
-    pp.add_argument("--r0-scale", type=float, nargs="+", default=[1.0], metavar="S",
-                    help="threshold(s) as multiples of the default; several values train one chain each (Fig. 4)")
+    pp.add_argument("--r0-scale", type=float, nargs="+", default=None, metavar="S",
+                    help="threshold(s) as multiples of the references' mean pairwise distance; several values train "
+                         "one chain each (Fig. 4); default: the task's (1 on the maze, 0.5 on MuJoCo)")
     pp.add_argument("--t-start", type=int, default=None, help="t_S: the constraint applies after this many steps "
                                                               "(default 20 on MuJoCo, 3 on the maze)")
     pp.add_argument("--ipd-rule", choices=("instant", "cumulative"), default=None,

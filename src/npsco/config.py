@@ -257,7 +257,8 @@ class MethodConfig:
     r0: float | None = None
     """Novelty threshold, absolute. None: `r0_scale` x the default (mean pairwise distance of the PPO references)."""
     r0_scale: float = 1.0
-    """Multiple of the default threshold used when `r0` is None (the paper's Fig. 4 ablation varies it)."""
+    """Kept so that older run directories still resume; must stay 1. Thresholds as multiples of the default are the
+    population's `--r0-scale` (one chain per multiple)."""
     t_start: int | None = None
     """The constraint applies after this many steps of an episode (paper: t_S = 20). None: the task's default
     (20 on MuJoCo, 3 on the maze, whose episodes are shorter than 20 steps)."""
@@ -303,7 +304,8 @@ class MethodConfig:
             (self.method in METHODS, f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}"),
             (self.r0 is None or (isinstance(self.r0, (int, float)) and self.r0 > 0 and self.r0 < float("inf")),
              f"r0 must be a positive number, got {self.r0!r}"),
-            (self.r0_scale > 0, f"r0_scale must be > 0, got {self.r0_scale}"),
+            (self.r0_scale == 1.0, f"r0_scale is not a method setting (got {self.r0_scale}): give the multiple of the "
+                                   f"default threshold with --r0-scale (npsco population) or r0_scales (sweep grids)"),
             (self.t_start is None or self.t_start >= 0, "t_start must be >= 0"),
             (self.metric in ("deterministic", "wasserstein2"), f"unknown metric {self.metric!r}"),
             (self.novelty_action in ("mean", "sample"), "novelty_action must be mean or sample"),
@@ -330,6 +332,18 @@ class MethodConfig:
 def default_t_start(env_id: str) -> int:
     """The task's default t_S: 20 as the paper on MuJoCo; 3 on the maze (its episodes end in < 20 steps)."""
     return 3 if task_family(env_id) == "maze" else 20
+
+
+DEFAULT_R0_SCALE = {"maze": 1.0, "mujoco": 0.5}
+"""The task's default threshold as a multiple of r0_default (the references' mean pairwise distance): see
+`default_r0_scale` and docs/methods/ipd.md, "Threshold"."""
+
+
+def default_r0_scale(env_id: str) -> float:
+    """The multiple of r0_default used when none is given: 0.5 on MuJoCo (at 1x the first IPD policy on Hopper-v5 never
+    left the constraint boundary, at 0.5x IPD policies hop; the authors' code used r0 = 0.6 on Hopper), 1 elsewhere."""
+    family = task_family(env_id)
+    return DEFAULT_R0_SCALE["maze" if family in ("maze", "other") else "mujoco"]
 
 
 def default_wsr_weight(env_id: str) -> float:

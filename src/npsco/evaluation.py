@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.config import MAZE_ID
+from npsco.config import MAZE_ID, default_r0_scale
 from npsco.envs.make import final_observations, make_vector_env
 from npsco.policy import Policy
 
@@ -135,15 +135,16 @@ def task_name(env_id: str) -> str:
     return env_id.split("/")[-1]
 
 
-def group_of(role: str, method: str, chain: str | None) -> str:
-    """The label a policy is aggregated under: `ppo` for the references, else its chain, where a chain at the
-    default threshold (`ipd-r0x1`) counts as the method itself (`ipd`)."""
+def group_of(role: str, method: str, chain: str | None, env_id: str | None = None) -> str:
+    """The label a policy is aggregated under: `ppo` for the references, else its chain, where a chain at the task's
+    default threshold multiple (`npsco.config.default_r0_scale`: `ipd-r0x1` on the maze, `ipd-r0x0.5` on MuJoCo; 1
+    when `env_id` is not given) counts as the method itself (`ipd`)."""
     if role == "reference":
         return "ppo"
     if not chain:
         return method
     base, sep, scale = chain.partition("-r0x")
-    if sep and _float_or_none(scale) == 1.0:
+    if sep and _float_or_none(scale) == (default_r0_scale(env_id) if env_id else 1.0):
         return base
     return chain
 
@@ -451,7 +452,7 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
     for i, (m, x) in enumerate(zip(info.members, measurements)):
         summary = x.episodes.summary()
         row = {
-            "run": str(info.path), "env": info.env_id, "task": task_name(info.env_id), "group": m.group,
+            "run": str(info.path), "env": info.env_id, "task": task_name(info.env_id), "group": group_of(m.role, m.method, m.chain, info.env_id),
             "method": m.method, "chain": m.chain, "name": m.name, "role": m.role, "seed": m.seed,
             "threshold": m.threshold, "r0_scale": _r0_scale(m, info.config),
             "episodes": summary["episodes"], "eval_seed": seed,

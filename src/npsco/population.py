@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from npsco.config import MethodConfig, PPOConfig, task_family
+from npsco.config import MethodConfig, PPOConfig, default_r0_scale, task_family
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, read_json
 from npsco.policy import Policy, load_policy
@@ -45,8 +45,10 @@ class PopulationConfig:
     """Number of PPO reference policies R (seeds S..S+R-1, S = `ppo.seed`: `--set seed=S` gives an independent replicate)."""
     novel: int = 5
     """Number of novel policies K per chain."""
-    r0_scales: tuple[float, ...] = (1.0,)
-    """Thresholds as multiples of the default r0, one chain each (ignored when `method.r0` is set)."""
+    r0_scales: tuple[float, ...] | None = None
+    """Thresholds as multiples of the default r0 (the references' mean pairwise distance), one chain each; ignored
+    when `method.r0` is set. None: the task's default multiple, `npsco.config.default_r0_scale` (1 on the maze, 0.5 on
+    MuJoCo); `validate` fills it in, so config.json records the multiples used."""
     refs_from: str | None = None
     """Reuse the references of this earlier population run directory instead of training them."""
     ref_checkpoints: tuple[str, ...] = ()
@@ -59,12 +61,15 @@ class PopulationConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ppo": self.ppo.to_dict(), "method": self.method.to_dict(), "refs": self.refs, "novel": self.novel,
-                "r0_scales": list(self.r0_scales), "refs_from": self.refs_from,
+                "r0_scales": None if self.r0_scales is None else list(self.r0_scales), "refs_from": self.refs_from,
                 "ref_checkpoints": list(self.ref_checkpoints),
                 "threshold_episodes": self.threshold_episodes, "eval_episodes": self.eval_episodes}
 
     def validate(self) -> "PopulationConfig":
         self.ppo.validate()
+        if self.r0_scales is None:  # an absolute --r0 needs no multiple
+            self.r0_scales = (1.0,) if self.method.r0 is not None else (default_r0_scale(self.ppo.env_id),)
+        self.r0_scales = tuple(float(s) for s in self.r0_scales)
         self.method.validate()
         if self.refs < 0 or self.novel < 0:
             raise NpscoError("--refs and --novel must be >= 0")

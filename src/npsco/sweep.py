@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from npsco.config import METHODS, PRESETS, MethodConfig, PPOConfig, apply_overrides, preset
+from npsco.config import METHODS, PRESETS, MethodConfig, PPOConfig, apply_overrides, default_r0_scale, preset
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, read_json
 from npsco.population import Population, PopulationConfig
@@ -50,7 +50,8 @@ class Grid:
     novel: int = 10
     preset: str = "default"
     steps: int | None = None
-    r0_scales: list[float] = field(default_factory=lambda: [1.0])
+    r0_scales: list[float | str] = field(default_factory=lambda: ["default"])
+    """Thresholds as multiples of r0_default; "default" is the task's own multiple (`npsco.config.default_r0_scale`)."""
     eval_episodes: int | None = None
     threshold_episodes: int | None = None
     ppo: dict[str, Any] = field(default_factory=dict)
@@ -147,7 +148,7 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
     grid = Grid(name=name, tasks=list(data["tasks"]), methods=list(data["methods"]),
                 refs=int(data.get("refs", 10)), novel=int(data.get("novel", 10)), preset=data.get("preset", "default"),
                 steps=int(data["steps"]) if data.get("steps") is not None else None,
-                r0_scales=_scales(data.get("r0_scales", [1.0]), fail, "r0_scales"),
+                r0_scales=_scales(data.get("r0_scales", ["default"]), fail, "r0_scales"),
                 eval_episodes=_int_or_none(data.get("eval_episodes")),
                 threshold_episodes=_int_or_none(data.get("threshold_episodes")),
                 ppo=dict(data.get("ppo", {})), task={k: dict(v) for k, v in data.get("task", {}).items()},
@@ -160,11 +161,14 @@ def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _scales(value: Any, fail: Callable[[str], NpscoError], key: str) -> list[float]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                           and v > 0 for v in value):
-        raise fail(f"{key!r} must be a non-empty list of numbers > 0, got {value!r}")
-    return [float(v) for v in value]
+def _scales(value: Any, fail: Callable[[str], NpscoError], key: str, env: str | None = None) -> list[float | str]:
+    """A grid's threshold multiples, checked; with `env`, "default" replaced by that task's default multiple."""
+    if not isinstance(value, list) or not value or not all(
+            v == "default" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0) for v in value):
+        raise fail(f"{key!r} must be a non-empty list of numbers > 0 (or \"default\": the task's), got {value!r}")
+    if env is None:
+        return [v if v == "default" else float(v) for v in value]
+    return list(dict.fromkeys(default_r0_scale(env) if v == "default" else float(v) for v in value))
 
 
 def _settings(table: dict[str, Any], fixed: dict[str, str], fail: Callable[[str], NpscoError],
@@ -213,10 +217,13 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
             if m == "ppo":
                 continue  # the references are the task's PPO policies
             table = {**common_method, **grid.method.get(m, {})}
-            scales = _scales(table.pop("r0_scales", grid.r0_scales), fail, f"method.{m}.r0_scales")
+            raw_scales = table.pop("r0_scales", grid.r0_scales)
             method = checked(f"method {m}", lambda: apply_overrides(
                 MethodConfig(method=m), _settings(table, _METHOD_FIXED, fail, f"method.{m}")).validate())
-            config = PopulationConfig(ppo=ppo, method=method, refs=grid.refs, novel=grid.novel, r0_scales=tuple(scales),
+            # an absolute r0 replaces the default threshold: no multiple unless the grid gives one
+            scales = (None if method.r0 is not None and raw_scales == ["default"] else
+                      tuple(_scales(raw_scales, fail, f"method.{m}.r0_scales", env)))
+            config = PopulationConfig(ppo=ppo, method=method, refs=grid.refs, novel=grid.novel, r0_scales=scales,
                                       eval_episodes=grid.eval_episodes, threshold_episodes=grid.threshold_episodes)
             checked(f"{task_name(env)}/{m}", config.validate)
             specs.append(PopulationSpec(task=env, method=m, path=f"{task_name(env)}/{m}", config=config, refs_of=refs_path))

@@ -170,3 +170,17 @@ def test_the_documented_grid_parses_as_described():
     assert (ppo.config.ppo.total_timesteps, ppo.config.ppo.learning_rate, ppo.config.refs) == (200_000, 1e-3, 4)
     assert ipd.chains == ["ipd-r0x1", "ipd-r0x2"] and ipd.config.method.novelty_action == "sample"
     assert ipd.config.method.t_start == 3 and wsr.config.method.wsr_weight == 10 and wsr.chains == ["wsr"]
+
+
+def test_threshold_multiples_default_to_each_task_own_and_an_absolute_r0_needs_none():
+    from npsco.sweep import parse_grid, plan
+
+    grid = {"tasks": ["npsco/FourRewardMaze-v0", "Hopper-v5"], "methods": ["ppo", "ipd", "wsr", "cpo"],
+            "refs": 2, "novel": 1, "method": {"ipd": {"r0_scales": ["default", 2]}, "cpo": {"r0": 0.3}}}
+    chains = {(s.task, s.method): s.chains for s in plan(parse_grid(grid, "test"))}
+    assert chains[("npsco/FourRewardMaze-v0", "ipd")] == ["ipd-r0x1", "ipd-r0x2"]
+    assert chains[("Hopper-v5", "ipd")] == ["ipd-r0x0.5", "ipd-r0x2"]
+    assert chains[("npsco/FourRewardMaze-v0", "wsr")] == ["wsr"] and chains[("Hopper-v5", "wsr")] == ["wsr-r0x0.5"]
+    assert chains[("Hopper-v5", "cpo")] == ["cpo"]  # r0 = 0.3, absolute
+    with pytest.raises(NpscoError, match="or \"default\""):
+        parse_grid({**grid, "r0_scales": ["twice"]}, "test")

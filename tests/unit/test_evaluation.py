@@ -214,6 +214,10 @@ def test_groups_and_chain_scales():
     assert group_of("novel", "ipd", "ipd") == "ipd"
     assert group_of("novel", "ipd", "ipd-r0x1") == "ipd"
     assert group_of("novel", "ipd", "ipd-r0x0.5") == "ipd-r0x0.5"
+    # the task's default multiple counts as the method: 1 on the maze, 0.5 on MuJoCo
+    assert group_of("novel", "ipd", "ipd-r0x1", "npsco/FourRewardMaze-v0") == "ipd"
+    assert group_of("novel", "ipd", "ipd-r0x0.5", "Hopper-v5") == "ipd"
+    assert group_of("novel", "ipd", "ipd-r0x1", "Hopper-v5") == "ipd-r0x1"
     assert chain_scale("ipd-r0x2") == 2.0 and chain_scale("ipd") is None
 
 

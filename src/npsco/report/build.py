@@ -205,7 +205,7 @@ def _value(v) -> str:
 def population_command(run: str | Path, config: dict) -> str:
     """The `npsco population` command line equivalent to a run's config.json (the preset that needs the fewest
     overrides, then --set/--mset for every setting that differs from it)."""
-    from npsco.config import PRESETS, MethodConfig, preset
+    from npsco.config import PRESETS, MethodConfig, default_r0_scale, preset
 
     ppo, method = dict(config.get("ppo") or {}), dict(config.get("method") or {})
     env = ppo.get("env_id")
@@ -226,8 +226,9 @@ def population_command(run: str | Path, config: dict) -> str:
     else:
         args += ["--refs", str(config.get("refs"))]
     args += ["--novel", str(config.get("novel"))]
-    if list(config.get("r0_scales") or [1.0]) != [1.0]:
-        args += ["--r0-scale", *[f"{s:g}" for s in config["r0_scales"]]]
+    scales = list(config.get("r0_scales") or [1.0])
+    if method.get("r0") is None and scales != [default_r0_scale(env)]:
+        args += ["--r0-scale", *[f"{s:g}" for s in scales]]
     extra = dict(diffs[chosen])
     if "total_timesteps" in extra:
         args += ["--steps", str(extra.pop("total_timesteps"))]
