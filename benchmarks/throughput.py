@@ -55,7 +55,7 @@ def _npsco_config(spec: dict):
         num_minibatches=BATCH // spec["minibatch"], update_epochs=10, learning_rate=3e-4, anneal_lr=False, gamma=0.99,
         gae_lambda=0.95, clip_coef=0.2, clip_vloss=False, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
         actor_hidden=(64, 64), critic_hidden=(64, 64), norm_obs=True, scale_reward=True, eval_every=0,
-        checkpoint_every=0, torch_threads=1,
+        checkpoint_every=0, torch_threads=1, env_backend=spec.get("backend") or "auto",
     )
 
 
@@ -221,7 +221,8 @@ def summarize(runs: list[dict], args) -> dict:
     s: dict = {"ppo": {}, "ipd": {}}
     for mb in args.minibatch:
         row = {}
-        for label, kw in (("npsco", dict(kind="npsco", minibatch=mb, refs=0, src="current")),
+        for label, kw in (("npsco", dict(kind="npsco", minibatch=mb, refs=0, src="current", backend=None)),
+                          ("npsco_envpool", dict(kind="npsco", minibatch=mb, refs=0, src="current", backend="envpool")),
                           ("npsco_baseline", dict(kind="npsco", minibatch=mb, refs=0, src="baseline")),
                           ("sb3", dict(kind="sb3", minibatch=mb))):
             rs = sel(**kw)
@@ -235,6 +236,9 @@ def summarize(runs: list[dict], args) -> dict:
         if "npsco" in row and "sb3" in row:
             row["ratio_npsco_over_sb3"] = row["npsco"]["steps_per_s"] / row["sb3"]["steps_per_s"]
             row["ratio_npsco_over_sb3_cpu"] = row["npsco"]["steps_per_cpu_s"] / row["sb3"]["steps_per_cpu_s"]
+        if "npsco_envpool" in row and "sb3" in row:
+            row["ratio_envpool_over_sb3"] = row["npsco_envpool"]["steps_per_s"] / row["sb3"]["steps_per_s"]
+            row["ratio_envpool_over_sb3_cpu"] = row["npsco_envpool"]["steps_per_cpu_s"] / row["sb3"]["steps_per_cpu_s"]
         if "npsco" in row and "npsco_baseline" in row:
             row["speedup_over_baseline"] = row["npsco"]["steps_per_s"] / row["npsco_baseline"]["steps_per_s"]
             row["speedup_over_baseline_cpu"] = row["npsco"]["steps_per_cpu_s"] / row["npsco_baseline"]["steps_per_cpu_s"]
@@ -303,6 +307,17 @@ def markdown(data: dict) -> str:
             line += (f" {r['npsco_baseline']['steps_per_s']:.0f} | {r['speedup_over_baseline']:.2f}x | "
                      f"{r['speedup_over_baseline_cpu']:.2f}x |")
         lines.append(line)
+    pool = [(mb, r) for mb, r in s["ppo"].items() if "ratio_envpool_over_sb3" in r]
+    if pool:
+        lines += ["", "npsco with its optional envpool backend (`env_backend=envpool`: the same MuJoCo Hopper-v5 "
+                  "stepped in C++, same-step autoreset; every other setting as above) against the same SB3 runs:", "",
+                  "| minibatch | npsco + envpool steps/s | SB3 steps/s | ratio | ratio (CPU time) | rollout / update s per "
+                  "2048 |", "|---|---|---|---|---|---|"]
+        for mb, r in pool:
+            e = r["npsco_envpool"]
+            lines.append(f"| {mb} | {e['steps_per_s']:.0f} | {r['sb3']['steps_per_s']:.0f} | "
+                         f"**{r['ratio_envpool_over_sb3']:.2f}x** | {r['ratio_envpool_over_sb3_cpu']:.2f}x | "
+                         f"{e['rollout_s_per_2048']:.2f} / {e['update_s_per_2048']:.2f} |")
     if s["ipd"]:
         lines += ["", "## IPD with M reference policies (r0 so small that no episode is cut)", "",
                   "| M | steps/s | slower than PPO (wall) | slower (CPU time) | extra rollout us per vector step | "
@@ -333,6 +348,7 @@ def main() -> None:
     p.add_argument("--ipd-repeats", type=int, default=2)
     p.add_argument("--refs", type=int, nargs="+", default=[0, 1, 5, 10, 20])
     p.add_argument("--skip-sb3", action="store_true")
+    p.add_argument("--envpool", action="store_true", help="also run npsco PPO with env_backend=envpool")
     p.add_argument("--skip-ppo", action="store_true", help="only the IPD part")
     p.add_argument("--sb3-threads", type=int, default=1)
     p.add_argument("--baseline-src", default=None, help="also run npsco PPO from this src/ dir (before/after)")
@@ -370,6 +386,9 @@ def main() -> None:
     for _ in range(0 if args.skip_ppo else args.repeats):
         for mb in args.minibatch:
             plan.append((dict(kind="npsco", minibatch=mb, steps=steps, seed=args.seed, refs=0, src="current"), None))
+            if args.envpool:
+                plan.append((dict(kind="npsco", minibatch=mb, steps=steps, seed=args.seed, refs=0, src="current",
+                                  backend="envpool"), None))
             if not args.skip_sb3:
                 plan.append((dict(kind="sb3", minibatch=mb, steps=steps, seed=args.seed, threads=args.sb3_threads), None))
             if args.baseline_src:
