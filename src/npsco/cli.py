@@ -419,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     from npsco.config import METHODS
 
     pp = sub.add_parser("population", help="train R PPO references then K novel policies",
-                        description="The paper's workflow: R PPO references (seeds 0..R-1), the threshold r0, then K "
+                        description="The paper's workflow: R PPO references (seeds S..S+R-1), the threshold r0, then K "
                                     "novel policies one after another. Re-running the same command resumes.")
     pp.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
     pp.add_argument("--method", default="ipd", choices=METHODS, help="method of the novel policies (default ipd)")

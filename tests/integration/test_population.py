@@ -352,3 +352,14 @@ def test_the_ppo_seed_setting_shifts_every_seed_of_the_population(tmp_path):
     pop.open()  # plans and writes the manifest, trains nothing
     assert [(m["name"], m["seed"]) for m in manifest(tmp_path / "replicate")["members"]] == [
         ("ref0", 7), ("ref1", 8), ("ipd/k0", 1007), ("ipd/k1", 1008)]
+
+
+def test_the_seed_option_is_the_base_seed(tmp_path):
+    out = tmp_path / "seeded"
+    args = [*TINY, "--method", "ppo", "--refs", "1", "--seed", "7", "--out", str(out)]
+    args[args.index("--novel") + 1] = "0"
+    args[args.index("--refs") + 1] = "1"
+    assert main(args) == 0
+    (m,) = manifest(out)["members"]
+    assert (m["name"], m["seed"]) == ("ref0", 7)
+    assert load_policy(out / m["path"] / "policy.safetensors").metadata["seed"] == 7
