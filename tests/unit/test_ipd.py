@@ -265,3 +265,21 @@ def test_ipd_refuses_a_non_positive_threshold():
     for bad in (0.0, -1.0, math.nan, math.inf):
         with pytest.raises(NpscoError, match="r0 must be a positive number"):
             IPD(ReferenceSet([const_ref([0.0, 0.0])]), bad, MethodConfig(method="ipd"), MAZE_ID)
+
+
+def test_novelty_metrics_of_an_iteration_on_scripted_values():
+    from npsco.algos.ppo import StepInfo
+
+    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=1, num_envs=2)
+    ipd._reset_stats()
+    script = iter([np.array([0.2, 0.9]), np.array([0.4, 0.6]), np.array([0.7, 0.1])])
+    ipd.tracker.update = lambda obs, action, std=None: (None, next(script))
+    zeros = np.zeros((2, 2), np.float32)
+    for steps in ([1, 1], [2, 2], [3, 1]):  # the constraint applies where the episode step is > t_S = 1
+        ipd.novelty(StepInfo(None, zeros, zeros, np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), np.array(steps)))
+    metrics = ipd.iteration_metrics()
+    assert metrics["novelty/running_mean"] == pytest.approx(2.9 / 6)  # every step of every env
+    assert metrics["novelty/running_min"] == pytest.approx(0.4)  # over 0.4, 0.6, 0.7 (the constrained steps)
+    assert metrics["novelty/below_r0_frac"] == pytest.approx(1 / 3)
+    empty = ipd.iteration_metrics()  # the statistics were reset
+    assert empty["novelty/running_mean"] == 0.0 and math.isnan(empty["novelty/running_min"])

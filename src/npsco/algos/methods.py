@@ -44,13 +44,9 @@ class NoveltyMethod(Method):
         action = step.mean_action if self.config.novelty_action == "mean" else step.action
         std = np.exp(self.trainer.agent.actor_logstd.detach().numpy().reshape(-1)) if self.config.metric == "wasserstein2" else None
         d, u = self.tracker.update(step.obs, action, std)
-        self._u_sum += float(u.sum())
-        self._u_n += u.size
-        active = step.episode_step > self.t_start
-        if active.any():
-            self._u_min = min(self._u_min, float(u[active].min()))
-            self._below += int((u[active] < self.r0).sum())
-            self._active += int(active.sum())
+        # per step only keep u and where the constraint applies; the statistics are computed once per iteration
+        self._u_steps.append(u)
+        self._constrained_steps.append(step.episode_step > self.t_start)
         self._last_u = u
         return d, u
 
@@ -60,18 +56,21 @@ class NoveltyMethod(Method):
         self.tracker.reset(done)
 
     def iteration_metrics(self) -> dict[str, float]:
+        u = np.stack(self._u_steps) if self._u_steps else np.zeros((0, 0))
+        active = u[np.stack(self._constrained_steps)] if self._u_steps else u.ravel()
         out = {
-            "novelty/running_mean": self._u_sum / max(self._u_n, 1),
-            "novelty/running_min": self._u_min if self._active else float("nan"),
+            "novelty/running_mean": float(u.mean()) if u.size else 0.0,
+            "novelty/running_min": float(active.min()) if active.size else float("nan"),
             "novelty/episode_mean": float(np.mean(self._episode_u)) if self._episode_u else float("nan"),
-            "novelty/below_r0_frac": self._below / self._active if self._active else 0.0,
+            "novelty/below_r0_frac": float((active < self.r0).mean()) if active.size else 0.0,
             "novelty/r0": self.r0,
         }
         self._reset_stats()
         return out
 
     def _reset_stats(self) -> None:
-        self._u_sum, self._u_n, self._u_min, self._below, self._active = 0.0, 0, float("inf"), 0, 0
+        self._u_steps: list[np.ndarray] = []
+        self._constrained_steps: list[np.ndarray] = []
         self._episode_u: list[float] = []
         self._last_u = np.zeros(0)
 

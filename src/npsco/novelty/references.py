@@ -161,7 +161,8 @@ class NoveltyTracker:
         d = self.references.distances(obs, action, std, self.metric)
         self.sums += d
         self.counts += 1
-        return d, np.minimum.reduce(self.sums / self.counts[:, None], axis=1)
+        # min_j (sum_j / count) = (min_j sum_j) / count: division by a positive count is monotonic (and exact per value)
+        return d, np.minimum.reduce(self.sums, axis=1) / self.counts
 
     def reset(self, mask: np.ndarray) -> None:
         """Forget the episodes of the masked envs (they ended)."""
