@@ -23,9 +23,11 @@ class _Group:
     """References sharing one architecture, with stacked parameters (leading axis = reference).
 
     The forward pass works on transposed activations, (M, units, N): every layer is then one stacked matmul of
-    contiguous arrays, `W (M, out, in) @ x (M, in, N)`. When no reference would clip the observations (the common case),
-    each reference's normaliser is folded into its first layer and the M first layers are stacked into one
-    (M * H1, obs_dim) matrix: one GEMM for all references. Otherwise the exact per-reference normalise-and-clip runs.
+    contiguous arrays, `W (M, out, in) @ x (M, in, N)`, and each bias is the last column of its layer's weights,
+    multiplied by a constant row of ones under the activations (a buffer per N, reused: no separate bias additions).
+    When no reference would clip the observations (the common case), each reference's normaliser is folded into its
+    first layer and the M first layers are stacked into one (M * H1, obs_dim + 1) matrix: one GEMM for all references.
+    Otherwise the exact per-reference normalise-and-clip runs.
     """
 
     def __init__(self, policies: Sequence[Policy]):
@@ -46,8 +48,10 @@ class _Group:
         self.centre = self.obs_mean.mean(0).astype(np.float32)
         w1s = w1.astype(np.float64) * self.obs_scale[:, None, :]
         shift = np.einsum("mhd,md->mh", w1s, self.obs_mean - self.centre)[..., None]
-        self.w1_stacked = w1s.reshape(m * h, d).astype(np.float32)
-        self.b1_stacked = (b1 - shift).reshape(m * h, 1).astype(np.float32)
+        self.w1_stacked = np.concatenate([w1s.reshape(m * h, d), (b1 - shift).reshape(m * h, 1)], 1).astype(np.float32)
+        # the later layers with their bias as an extra input column: W' = [W | b], applied to [x; 1]
+        self.hidden = [np.concatenate([w, b], axis=2) for w, b in self.weights[1:]]
+        self._buffers: dict[int, tuple[np.ndarray, list[np.ndarray]]] = {}
         # observations inside [lo, hi] are clipped by no reference
         with np.errstate(over="ignore"):
             self.box_lo = (self.obs_mean - obs_clip / self.obs_scale).max(0).astype(np.float32)
@@ -55,24 +59,33 @@ class _Group:
         self.obs_mean = self.obs_mean.astype(np.float32)[..., None]
         self.obs_scale = self.obs_scale.astype(np.float32)[..., None]
 
+    def _inputs(self, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        """For N states: the (obs_dim + 1, N) input of the stacked first layer and the (M, in + 1, N) input of each later
+        layer, each with its last row set to ones once."""
+        if n not in self._buffers:
+            d = self.w1_stacked.shape[1]
+            first = np.ones((d, n), np.float32)
+            later = [np.ones((w.shape[0], w.shape[2], n), np.float32) for w in self.hidden]
+            self._buffers = {n: (first, later)}  # one N at a time (the rollout's); another N replaces it
+        return self._buffers[n]
+
     def mean_actions(self, obs: np.ndarray) -> np.ndarray:
-        """(M, N, A) clipped mean actions at raw observations `obs` (N, obs_dim)."""
-        # (this runs at every step of an IPD rollout: in-place ufuncs, no np.clip wrapper, one allocation per layer)
+        """(M, N, A) clipped mean actions at raw observations `obs` (N, obs_dim); a fresh array."""
+        # (this runs at every step of an IPD rollout: in-place ufuncs, no np.clip wrapper, no bias additions)
         m, n = len(self.weights[0][0]), obs.shape[0]
+        first, later = self._inputs(n)
         if (obs >= self.box_lo).all() and (obs <= self.box_hi).all():
-            x = self.w1_stacked @ (obs - self.centre).T
-            x += self.b1_stacked
-            x = x.reshape(m, -1, n)
+            np.subtract(obs.T, self.centre[:, None], out=first[:-1])
+            x = (self.w1_stacked @ first).reshape(m, -1, n)
         else:
             xt = obs.T[None] - self.obs_mean
             xt *= self.obs_scale
             np.minimum(np.maximum(xt, -self.obs_clip, out=xt), self.obs_clip, out=xt)
             x = np.matmul(self.weights[0][0], xt)
             x += self.weights[0][1]
-        for w, b in self.weights[1:]:
-            np.tanh(x, out=x)
-            x = np.matmul(w, x)
-            x += b
+        for w, buf in zip(self.hidden, later):
+            np.tanh(x, out=buf[:, :-1])
+            x = np.matmul(w, buf)
         np.minimum(np.maximum(x, self.low, out=x), self.high, out=x)
         return x.transpose(0, 2, 1)
 
