@@ -201,7 +201,7 @@ def machine() -> dict:
     except OSError:
         pass
     versions = {}
-    for mod in ("numpy", "torch", "gymnasium", "mujoco", "stable_baselines3"):
+    for mod in ("numpy", "torch", "gymnasium", "mujoco", "stable_baselines3", "envpool"):
         try:
             versions[mod] = __import__(mod).__version__
         except Exception:  # noqa: BLE001
@@ -280,8 +280,10 @@ def markdown(data: dict) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, " + ", ".join(
             f"{k} {v}" for k, v in m["versions"].items() if v) + "  ",
         f"Date: {data['date']}; total {data['total_minutes']:.1f} min. 1-minute load average during the runs: "
-        f"{min(loads):.1f} to {max(loads):.1f} (the machine is shared; all configurations ran alternately in the "
-        "same session, so they saw the same load on average).",
+        f"{min(loads):.1f} to {max(loads):.1f} "
+        + ("(at most the benchmark's own process on a core: an otherwise idle machine)." if max(loads) <= 1.5 else
+           "(the machine is shared; all configurations ran alternately in the same session, so they saw the same load "
+           "on average)."),
         "",
         "Settings (both): Hopper-v5, 8 envs in one process (SB3 DummyVecEnv, npsco SyncVectorEnv), 256 steps per env "
         "= 2048 per update, 10 epochs, 64x64 tanh actor and critic, obs + reward normalisation, lr 3e-4 constant, no "
