@@ -51,8 +51,7 @@ class NoveltyMethod(Method):
         return d, u
 
     def end_episodes(self, done: np.ndarray) -> None:
-        if done.any():
-            self._episode_u.extend(self._last_u[done].tolist())
+        self._episode_u.extend(self._last_u[done].tolist())
         self.tracker.reset(done)
 
     def iteration_metrics(self) -> dict[str, float]:

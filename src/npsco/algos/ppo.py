@@ -173,7 +173,8 @@ class Method:
         return None
 
     def end_episodes(self, done: np.ndarray) -> None:
-        """Called after every step with the envs whose episode ended (by the env or by `terminate`)."""
+        """Called after a step in which some episode ended (by the env or by `terminate`), with the (N,) mask of the
+        envs whose episode ended."""
 
     def update(self, trainer: "Trainer", batch: "Batch") -> dict[str, float]:
         """The update phase; PPO's by default."""
@@ -324,8 +325,7 @@ class Trainer:
             if any_done:
                 for i in np.flatnonzero(done):
                     self.finished.append((float(self.episode_return[i]), int(self.episode_step[i])))
-            method.end_episodes(done)
-            if any_done:
+                method.end_episodes(done)
                 self.episode_return[done] = 0.0
                 self.episode_step[done] = 0
             self.next_obs = next_obs
