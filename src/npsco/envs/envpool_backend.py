@@ -32,6 +32,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from npsco.errors import NpscoError
+from npsco.envs.protocol import checked_reset_mask
 
 ENVPOOL_TASKS = tuple(f"{task}-{v}" for task in ("Hopper", "Walker2d", "HalfCheetah") for v in ("v4", "v5"))
 ENVPOOL_VERSION = "1.2.5"  # the version pinned by the `envpool` extra of pyproject.toml
@@ -167,14 +168,8 @@ class EnvPoolVectorEnv(VectorEnv):
         return seeds
 
     def _checked_reset_mask(self, reset_mask: Any) -> np.ndarray:
-        if reset_mask is None:
-            return np.ones(self.num_envs, dtype=bool)
-        mask = np.asarray(reset_mask)
-        if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-            raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), got {mask.dtype} {mask.shape}")
-        if not mask.any():
-            raise ValueError("reset_mask must select at least one environment")
-        if self._pool is None:
+        mask = checked_reset_mask(reset_mask, self.num_envs)
+        if reset_mask is not None and self._pool is None:
             raise RuntimeError("call reset() without reset_mask first: the environments were never reset")
         return mask
 

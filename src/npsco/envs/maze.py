@@ -14,6 +14,8 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from npsco.envs.protocol import checked_reset_mask
+
 MAP_SIZE = 16.0
 """Side of the square map [0, MAP_SIZE] x [0, MAP_SIZE]."""
 GOAL_RADIUS = 1.0
@@ -268,14 +270,7 @@ class FourRewardMazeVec(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         return list(seed)
 
     def _checked_reset_mask(self, reset_mask: Any) -> np.ndarray:
-        if reset_mask is None:
-            return np.ones(self.num_envs, dtype=bool)
-        mask = np.asarray(reset_mask)
-        if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-            raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), got {mask.dtype} {mask.shape}")
-        if not mask.any():
-            raise ValueError("reset_mask must select at least one environment")
-        return mask
+        return checked_reset_mask(reset_mask, self.num_envs)
 
     def _checked_starts(self, start: Any) -> np.ndarray:
         starts = np.asarray(start, dtype=np.float32)
