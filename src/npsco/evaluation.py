@@ -135,18 +135,24 @@ def task_name(env_id: str) -> str:
     return env_id.split("/")[-1]
 
 
-def group_of(role: str, method: str, chain: str | None, env_id: str | None = None) -> str:
-    """The label a policy is aggregated under: `ppo` for the references, else its chain, where a chain at the task's
-    default threshold multiple (`npsco.config.default_r0_scale`: `ipd-r0x1` on the maze, `ipd-r0x0.5` on MuJoCo; 1
-    when `env_id` is not given) counts as the method itself (`ipd`)."""
+def group_of(role: str, method: str, chain: str | None, primary_scale: float = 1.0) -> str:
+    """The label a policy is aggregated under: `ppo` for the references, else its chain, where the chain at the run's
+    primary threshold multiple (the first of its `r0_scales`: the first `--r0-scale`, or the task's default multiple
+    when none was given) counts as the method itself (`ipd`); the run's other multiples keep their chain names."""
     if role == "reference":
         return "ppo"
     if not chain:
         return method
     base, sep, scale = chain.partition("-r0x")
-    if sep and _float_or_none(scale) == (default_r0_scale(env_id) if env_id else 1.0):
+    if sep and _float_or_none(scale) == primary_scale:
         return base
     return chain
+
+
+def primary_scale(config: dict, env_id: str) -> float:
+    """The first threshold multiple of a population run's config.json (the task's default when it records none)."""
+    scales = config.get("r0_scales") or [default_r0_scale(env_id)]
+    return float(scales[0])
 
 
 def chain_scale(chain: str | None) -> float | None:
@@ -452,7 +458,7 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
     for i, (m, x) in enumerate(zip(info.members, measurements)):
         summary = x.episodes.summary()
         row = {
-            "run": str(info.path), "env": info.env_id, "task": task_name(info.env_id), "group": group_of(m.role, m.method, m.chain, info.env_id),
+            "run": str(info.path), "env": info.env_id, "task": task_name(info.env_id), "group": group_of(m.role, m.method, m.chain, primary_scale(info.config, info.env_id)),
             "method": m.method, "chain": m.chain, "name": m.name, "role": m.role, "seed": m.seed,
             "threshold": m.threshold, "r0_scale": _r0_scale(m, info.config),
             "episodes": summary["episodes"], "eval_seed": seed,

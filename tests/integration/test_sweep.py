@@ -153,7 +153,7 @@ def test_example_grids_plan_as_documented(capsys):
     assert (paper.refs, paper.novel, paper.preset) == (10, 10, "paper")
     assert main(["sweep", str(REPO / "examples/paper_grid.toml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "18 population runs" in out and "Hopper-v5/ipd: 10 x ipd-r0x0.5, ipd-r0x1" in out
+    assert "18 population runs" in out and "Hopper-v5/ipd: 10 x ipd-r0x1, ipd-r0x0.5, ipd-r0x1.5, ipd-r0x2" in out
     assert "HalfCheetah-v5/ppo: 10 PPO references, 3,000,000 steps each" in out
     assert main(["sweep", str(REPO / "examples/maze_grid.toml"), "--dry-run"]) == 0
 

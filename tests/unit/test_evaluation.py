@@ -22,6 +22,7 @@ from npsco.evaluation import (
     evaluate_run,
     evaluate_runs,
     group_of,
+    primary_scale,
     rows_to_csv,
     score_rows,
     statistics,
@@ -214,10 +215,12 @@ def test_groups_and_chain_scales():
     assert group_of("novel", "ipd", "ipd") == "ipd"
     assert group_of("novel", "ipd", "ipd-r0x1") == "ipd"
     assert group_of("novel", "ipd", "ipd-r0x0.5") == "ipd-r0x0.5"
-    # the task's default multiple counts as the method: 1 on the maze, 0.5 on MuJoCo
-    assert group_of("novel", "ipd", "ipd-r0x1", "npsco/FourRewardMaze-v0") == "ipd"
-    assert group_of("novel", "ipd", "ipd-r0x0.5", "Hopper-v5") == "ipd"
-    assert group_of("novel", "ipd", "ipd-r0x1", "Hopper-v5") == "ipd-r0x1"
+    # the run's primary multiple (its first r0_scales entry) counts as the method
+    assert group_of("novel", "ipd", "ipd-r0x0.5", 0.5) == "ipd"
+    assert group_of("novel", "ipd", "ipd-r0x1", 0.5) == "ipd-r0x1"
+    assert primary_scale({"r0_scales": [0.5, 1.0, 2.0]}, "npsco/FourRewardMaze-v0") == 0.5
+    assert primary_scale({"r0_scales": [1.0, 0.5]}, "Hopper-v5") == 1.0
+    assert primary_scale({}, "Hopper-v5") == 0.5 and primary_scale({}, "npsco/FourRewardMaze-v0") == 1.0
     assert chain_scale("ipd-r0x2") == 2.0 and chain_scale("ipd") is None
 
 
