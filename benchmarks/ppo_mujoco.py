@@ -2,7 +2,8 @@
 
 Bar (issue 2): CleanRL's published PPO at 1M steps (v4): Hopper 2052 +- 314, Walker2d 2891 +- 231, HalfCheetah 2906 +- 1129.
 Each finished run is appended to the JSON results file at once, so an interrupted benchmark keeps what it measured;
-a run already in the file is skipped when the benchmark is started again.
+a run already in the file (checked before each run) is skipped, so several processes can share the work, e.g.
+`--envs HalfCheetah-v5 --seeds 2` next to a process running every seed: start them on different (task, seed) pairs.
 
     python benchmarks/ppo_mujoco.py --envs Hopper-v5 --seeds 0 1 2 --steps 1000000
 """
@@ -41,10 +42,13 @@ def main() -> None:
     data = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
     data["command"] = "python " + " ".join(sys.argv)
     data["machine"] = f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}"
-    done = {(r["env_id"], r["seed"]) for r in data["runs"]}
+    def done() -> set:  # read before each run: another benchmark process may have finished it meanwhile
+        latest = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
+        return {(r["env_id"], r["seed"]) for r in latest["runs"]}
+
     for env_id in args.envs:
         for seed in args.seeds:
-            if (env_id, seed) in done:
+            if (env_id, seed) in done():
                 continue
             cfg = apply_overrides(preset(env_id, args.preset), [f"seed={seed}", f"total_timesteps={int(args.steps)}"])
             t0 = time.time()
