@@ -78,17 +78,19 @@ def main() -> None:
     results.update(machine=f"{platform.machine()}, python {platform.python_version()}, 1 process",
                    target="PPO seeds reach <= 2 distinct goals from the right start (14.5, 8); IPD policies >= 3; "
                           "every IPD policy reaches a goal in >= 90% of random-start episodes",
-                   ppo_config=ppo.to_dict(),
-                   environment={k: os.environ[k] for k in ("PYTHONPATH", "NPSCO_CODE_COMMIT", "OPENBLAS_NUM_THREADS")
-                                if k in os.environ})
+                   ppo_config=ppo.to_dict())
+    environment = {k: os.environ[k] for k in ("PYTHONPATH", "NPSCO_CODE_COMMIT", "OPENBLAS_NUM_THREADS") if k in os.environ}
+    results.setdefault("environment", environment)  # of the first stages; later stages record their own
     results.setdefault("stages", {})
 
     # the references do not depend on the IPD settings: one refs population for every variant
     refs = Population(runs / "refs", PopulationConfig(ppo=ppo, method=MethodConfig(method="ipd"), refs=args.refs,
                                                       novel=0), progress=False, log=_log)
     members = refs.run()
-    results["stages"]["ppo"] = {"train_seconds": round(sum(m.wall_seconds for m in members), 1), "command": command,
-                                "code": code_version(),
+    # the references are trained once: keep the provenance of the invocation that trained them
+    first = results["stages"].get("ppo") or {"command": command, "code": code_version(), "environment": environment}
+    results["stages"]["ppo"] = {"train_seconds": round(sum(m.wall_seconds for m in members), 1),
+                                **{k: first[k] for k in ("command", "code", "environment") if k in first},
                                 "policies": [describe(refs, m, args.episodes) for m in members]}
     write(results, args.results)
 
@@ -101,6 +103,7 @@ def main() -> None:
         stage = {"r0_scale": scale, "r0_default": pop.r0_default,
                  "r0": pop.r0_default * scale if method.r0 is None else method.r0,
                  "method_settings": changed_settings(method), "command": command, "code": code_version(),
+                 "environment": environment,
                  "train_seconds": round(sum(m.wall_seconds for m in members if m.role == "novel"), 1),
                  "policies": [describe(pop, m, args.episodes) for m in members if m.role == "novel"]}
         results["stages"][name] = stage
@@ -217,8 +220,10 @@ def markdown(results: dict) -> str:
     lines = ["# Four Reward Maze: PPO seeds vs IPD (paper Fig. 2)", "",
              "Commands (each adds its stages; the references are trained once):", "",
              *[f"    {c}" for c in results["commands"]], "",
-             *([f"Environment: `{' '.join(f'{k}={v}' for k, v in results['environment'].items())}` (the npsco "
-                "source of that commit, as a `git archive` snapshot).", ""] if results.get("environment") else []),
+             *([f"Environment of the first stages (later ones name theirs): "
+                f"`{' '.join(f'{k}={v}' for k, v in results['environment'].items())}`"
+                + (" (PYTHONPATH: the npsco source of that commit, as a `git archive` snapshot)."
+                   if "PYTHONPATH" in results["environment"] else "."), ""] if results.get("environment") else []),
              f"Machine: {results['machine']}; wall times are inflated several-fold by the other jobs that shared its 2 "
              "cores.", "",
              f"Target: {results['target']}.", "",
@@ -230,8 +235,10 @@ def markdown(results: dict) -> str:
         title = "PPO references" if name == "ppo" else f"IPD chain `{name}` (r0 = {stage['r0']:.4f})"
         settings = ", ".join(f"`{k}={v}`" for k, v in stage.get("method_settings", {}).items())
         code = stage.get("code", {})
+        env = stage.get("environment")
+        env = f"; environment `{' '.join(f'{k}={v}' for k, v in env.items())}`" if env and env != results.get("environment") else ""
         lines += [f"## {title}", "", f"Training time {stage.get('train_seconds', 0):.0f} s (sum over the policies); npsco commit "
-                  f"{str(code.get('commit'))[:10]}" + (f"; IPD settings {settings}" if settings else "") + ".", "",
+                  f"{str(code.get('commit'))[:10]}" + (f"; IPD settings {settings}" if settings else "") + env + ".", "",
                   "| policy | seed | right start | top | bottom | left | right | none | return | U/r0 | term. |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in stage["policies"]:
