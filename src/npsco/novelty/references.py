@@ -31,8 +31,10 @@ class _Group:
     """
 
     def __init__(self, policies: Sequence[Policy]):
-        self.weights = [(np.stack([p.weights[i][0] for p in policies]), np.stack([p.weights[i][1] for p in policies])[..., None])
-                        for i in range(len(policies[0].weights))]
+        # per layer: weights (M, out, in) and biases (M, out, 1)
+        weights = [(np.stack([p.weights[i][0] for p in policies]), np.stack([p.weights[i][1] for p in policies])[..., None])
+                   for i in range(len(policies[0].weights))]
+        self.w1, self.b1 = weights[0]  # the first layer as it is, for observations that some reference clips
         self.obs_mean = np.stack([p.obs_mean if p.norm_obs else np.zeros_like(p.obs_mean) for p in policies])
         self.obs_scale = np.stack([1.0 / np.sqrt(p.obs_var + OBS_NORM_EPS) if p.norm_obs else np.ones_like(p.obs_var)
                                    for p in policies])
@@ -40,18 +42,16 @@ class _Group:
         self.obs_clip = obs_clip.astype(np.float32)[..., None]
         self.low = np.stack([p.action_low for p in policies])[..., None]
         self.high = np.stack([p.action_high for p in policies])[..., None]
-        self.std = np.stack([p.action_std for p in policies])
         # folded first layer: W1 (x - mu) * s = W1 s (x - c) - W1 s (mu - c), with c the references' mean normaliser
         # centre, so that the float32 sum does not cancel large terms when a normaliser has a large mean
-        w1, b1 = self.weights[0]
-        m, h, d = w1.shape
+        m, h, d = self.w1.shape
         self.centre = self.obs_mean.mean(0).astype(np.float32)
-        w1s = w1.astype(np.float64) * self.obs_scale[:, None, :]
+        w1s = self.w1.astype(np.float64) * self.obs_scale[:, None, :]
         shift = np.einsum("mhd,md->mh", w1s, self.obs_mean - self.centre)[..., None]
-        self.w1_stacked = np.concatenate([w1s.reshape(m * h, d), (b1 - shift).reshape(m * h, 1)], 1).astype(np.float32)
+        self.w1_stacked = np.concatenate([w1s.reshape(m * h, d), (self.b1 - shift).reshape(m * h, 1)], 1).astype(np.float32)
         # the later layers with their bias as an extra input column: W' = [W | b], applied to [x; 1]
-        self.hidden = [np.concatenate([w, b], axis=2) for w, b in self.weights[1:]]
-        self._buffers: dict[int, tuple[np.ndarray, list[np.ndarray]]] = {}
+        self.hidden = [np.concatenate([w, b], axis=2) for w, b in weights[1:]]
+        self._buffers: tuple[int, np.ndarray, list[np.ndarray]] | None = None
         # observations inside [lo, hi] are clipped by no reference
         with np.errstate(over="ignore"):
             self.box_lo = (self.obs_mean - obs_clip / self.obs_scale).max(0).astype(np.float32)
@@ -62,17 +62,15 @@ class _Group:
     def _inputs(self, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
         """For N states: the (obs_dim + 1, N) input of the stacked first layer and the (M, in + 1, N) input of each later
         layer, each with its last row set to ones once."""
-        if n not in self._buffers:
-            d = self.w1_stacked.shape[1]
-            first = np.ones((d, n), np.float32)
-            later = [np.ones((w.shape[0], w.shape[2], n), np.float32) for w in self.hidden]
-            self._buffers = {n: (first, later)}  # one N at a time (the rollout's); another N replaces it
-        return self._buffers[n]
+        if self._buffers is None or self._buffers[0] != n:  # kept for one N at a time (the rollout's)
+            self._buffers = (n, np.ones((self.w1_stacked.shape[1], n), np.float32),
+                             [np.ones((w.shape[0], w.shape[2], n), np.float32) for w in self.hidden])
+        return self._buffers[1], self._buffers[2]
 
     def mean_actions(self, obs: np.ndarray) -> np.ndarray:
         """(M, N, A) clipped mean actions at raw observations `obs` (N, obs_dim); a fresh array."""
         # (this runs at every step of an IPD rollout: in-place ufuncs, no np.clip wrapper, no bias additions)
-        m, n = len(self.weights[0][0]), obs.shape[0]
+        m, n = len(self.w1), obs.shape[0]
         first, later = self._inputs(n)
         if (obs >= self.box_lo).all() and (obs <= self.box_hi).all():
             np.subtract(obs.T, self.centre[:, None], out=first[:-1])
@@ -81,8 +79,8 @@ class _Group:
             xt = obs.T[None] - self.obs_mean
             xt *= self.obs_scale
             np.minimum(np.maximum(xt, -self.obs_clip, out=xt), self.obs_clip, out=xt)
-            x = np.matmul(self.weights[0][0], xt)
-            x += self.weights[0][1]
+            x = np.matmul(self.w1, xt)
+            x += self.b1
         for w, buf in zip(self.hidden, later):
             np.tanh(x, out=buf[:, :-1])
             x = np.matmul(w, buf)
