@@ -334,16 +334,11 @@ def default_t_start(env_id: str) -> int:
     return 3 if task_family(env_id) == "maze" else 20
 
 
-DEFAULT_R0_SCALE = {"maze": 1.0, "mujoco": 0.5}
-"""The task's default threshold as a multiple of r0_default (the references' mean pairwise distance): see
-`default_r0_scale` and docs/methods/ipd.md, "Threshold"."""
-
-
 def default_r0_scale(env_id: str) -> float:
-    """The multiple of r0_default used when none is given: 0.5 on MuJoCo (at 1x the first IPD policy on Hopper-v5 never
-    left the constraint boundary, at 0.5x IPD policies hop; the authors' code used r0 = 0.6 on Hopper), 1 elsewhere."""
-    family = task_family(env_id)
-    return DEFAULT_R0_SCALE["maze" if family in ("maze", "other") else "mujoco"]
+    """The task's default threshold as a multiple of r0_default (the references' mean pairwise distance), used when
+    none is given: 0.5 on MuJoCo (at 1x the first IPD policy on Hopper-v5 never left the constraint boundary, at 0.5x
+    IPD policies hop; the authors' code used r0 = 0.6 on Hopper), 1 elsewhere. docs/methods/ipd.md, "The threshold"."""
+    return 0.5 if task_family(env_id) in MUJOCO_TASKS else 1.0
 
 
 def default_wsr_weight(env_id: str) -> float:

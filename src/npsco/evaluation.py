@@ -192,10 +192,6 @@ class RunMember:
     threshold: float | None = None
     eval_curve: list[list[float]] = field(default_factory=list)
 
-    @property
-    def group(self) -> str:
-        return group_of(self.role, self.method, self.chain)
-
 
 @dataclass
 class RunInfo:
@@ -454,11 +450,13 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
     states = state_diversity_matrix([diversity_states(x.states) for x in measurements])
     ppo_distance = mean_reference_distance(actions, ref_idx)
 
+    primary = primary_scale(info.config, info.env_id)
     rows = []
     for i, (m, x) in enumerate(zip(info.members, measurements)):
         summary = x.episodes.summary()
         row = {
-            "run": str(info.path), "env": info.env_id, "task": task_name(info.env_id), "group": group_of(m.role, m.method, m.chain, primary_scale(info.config, info.env_id)),
+            "run": str(info.path), "env": info.env_id, "task": task_name(info.env_id),
+            "group": group_of(m.role, m.method, m.chain, primary),
             "method": m.method, "chain": m.chain, "name": m.name, "role": m.role, "seed": m.seed,
             "threshold": m.threshold, "r0_scale": _r0_scale(m, info.config),
             "episodes": summary["episodes"], "eval_seed": seed,

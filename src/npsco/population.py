@@ -144,9 +144,11 @@ class Population:
         config = self.config.to_dict()
         if (self.out / "config.json").exists():
             stored = read_json(self.out / "config.json")
-            grows = (not same_configuration(stored, config) and isinstance(stored.get("novel"), int)
-                     and config["novel"] > stored["novel"] and same_configuration({**stored, "novel": config["novel"]}, config))
-            if not grows and not same_configuration(stored, config):
+            same = same_configuration(stored, config)
+            # the one difference allowed: a larger --novel (the run grows, nothing done is retrained)
+            grows = (not same and isinstance(stored.get("novel"), int) and config["novel"] > stored["novel"]
+                     and same_configuration({**stored, "novel": config["novel"]}, config))
+            if not (same or grows):
                 raise NpscoError(f"{self.out} holds a population with a different configuration; "
                                  f"use another --out (or delete it to start over)")
             data = read_json(self.manifest_path) if self.manifest_path.exists() else {"members": []}
@@ -177,7 +179,8 @@ class Population:
         return members + self._novel_members()
 
     def _novel_members(self) -> list[Member]:
-        return [Member(name=f"{chain}/k{k}", role="novel", method=self.config.method.method, seed=self.config.ppo.seed + NOVEL_SEED_OFFSET + k,
+        seed0 = self.config.ppo.seed + NOVEL_SEED_OFFSET
+        return [Member(name=f"{chain}/k{k}", role="novel", method=self.config.method.method, seed=seed0 + k,
                        path=f"novel/{chain}/k{k}", chain=chain, index=k)
                 for chain in self.chains() for k in range(self.config.novel)]
 

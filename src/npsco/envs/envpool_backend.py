@@ -31,10 +31,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from npsco.config import MUJOCO_TASKS
 from npsco.errors import NpscoError
-from npsco.envs.protocol import checked_reset_mask
+from npsco.envs.protocol import checked_reset_mask, per_env_seeds
 
-ENVPOOL_TASKS = tuple(f"{task}-{v}" for task in ("Hopper", "Walker2d", "HalfCheetah") for v in ("v4", "v5"))
+ENVPOOL_TASKS = tuple(f"{task}-{v}" for task in MUJOCO_TASKS for v in ("v4", "v5"))
 ENVPOOL_VERSION = "1.2.5"  # the version pinned by the `envpool` extra of pyproject.toml
 INSTALL_HINT = f'pip install "npsco[envpool]" (or pip install envpool=={ENVPOOL_VERSION})'
 _MAX_SEED = 2**31 - 1  # envpool seeds are int32
@@ -157,12 +158,9 @@ class EnvPoolVectorEnv(VectorEnv):
         self._elapsed[ids] = 0
 
     def _per_env_seeds(self, seed: int | Sequence[int]) -> list[int]:
-        if isinstance(seed, (int, np.integer)):
-            seeds = [int(seed) + i for i in range(self.num_envs)]
-        else:
-            seeds = [int(s) for s in seed]
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"a list of seeds must have num_envs={self.num_envs} entries, got {len(seeds)}")
+        seeds = per_env_seeds(seed, self.num_envs)
+        if None in seeds:
+            raise ValueError("envpool needs a seed for every sub-env, not None")
         if min(seeds) < 0 or max(seeds) > _MAX_SEED:
             raise ValueError(f"envpool seeds must lie in [0, {_MAX_SEED}] (int32); got {min(seeds)}..{max(seeds)}")
         return seeds

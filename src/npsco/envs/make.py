@@ -17,8 +17,6 @@ from gymnasium.vector import AutoresetMode
 from npsco.config import ENV_BACKENDS, MAZE_ID
 from npsco.errors import NpscoError
 
-BACKENDS = ENV_BACKENDS
-
 
 def check_env_id(env_id: str) -> None:
     """Refuse an unknown or unsupported environment id with a message that says what to use instead."""
@@ -66,8 +64,8 @@ def make_vector_env(
     Seed it with `env.reset(seed=s)`: sub-env i gets seed s + i.
     """
     check_env_id(env_id)
-    if backend not in BACKENDS:
-        raise NpscoError(f"unknown env backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend not in ENV_BACKENDS:
+        raise NpscoError(f"unknown env backend {backend!r}; choose one of {', '.join(ENV_BACKENDS)}")
     if backend == "envpool":
         from npsco.envs.envpool_backend import EnvPoolVectorEnv
 

@@ -14,7 +14,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from npsco.envs.protocol import checked_reset_mask
+from npsco.envs.protocol import checked_reset_mask, per_env_seeds
 
 MAP_SIZE = 16.0
 """Side of the square map [0, MAP_SIZE] x [0, MAP_SIZE]."""
@@ -215,7 +215,7 @@ class FourRewardMazeVec(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Reset all environments, or those of ``options["reset_mask"]``; see the class docstring."""
         options = options or {}
-        seeds = self._per_env_seeds(seed)
+        seeds = per_env_seeds(seed, self.num_envs)
         mask = self._checked_reset_mask(options.get("reset_mask"))
         starts = self._checked_starts(options["start"]) if "start" in options else None
         for i in np.flatnonzero(mask):
@@ -259,15 +259,6 @@ class FourRewardMazeVec(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         if self._rngs[i] is None:
             self._rngs[i], _ = seeding.np_random()
         return self._rngs[i]
-
-    def _per_env_seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, (int, np.integer)):
-            return [int(seed) + i for i in range(self.num_envs)]
-        if len(seed) != self.num_envs:
-            raise ValueError(f"a list of seeds must have num_envs={self.num_envs} entries, got {len(seed)}")
-        return list(seed)
 
     def _checked_reset_mask(self, reset_mask: Any) -> np.ndarray:
         return checked_reset_mask(reset_mask, self.num_envs)

@@ -3,9 +3,21 @@ same-step autoreset, and `reset(options={"reset_mask": mask})` resetting only th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
+
+
+def per_env_seeds(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
+    """The seed of each sub-env for `reset(seed=...)`: sub-env i gets seed + i for one int, the list's i-th entry for a
+    list (of num_envs entries), None (no reseeding) for None."""
+    if seed is None:
+        return [None] * num_envs
+    if isinstance(seed, (int, np.integer)):
+        return [int(seed) + i for i in range(num_envs)]
+    if len(seed) != num_envs:
+        raise ValueError(f"a list of seeds must have num_envs={num_envs} entries, got {len(seed)}")
+    return [None if s is None else int(s) for s in seed]
 
 
 def checked_reset_mask(reset_mask: Any, num_envs: int) -> np.ndarray:
