@@ -92,13 +92,13 @@ def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, met
 
 
 def snapshot(tr: Trainer):
-    return copy.deepcopy(tr.agent.state_dict()), copy.deepcopy(tr.optimizer.state_dict()), torch.get_rng_state()
+    return copy.deepcopy(tr.agent.state_dict()), copy.deepcopy(tr.optimizer.state_dict()), tr.torch_rng.get_state()
 
 
 def restore(tr: Trainer, snap) -> None:
     tr.agent.load_state_dict(snap[0])
     tr.optimizer.load_state_dict(copy.deepcopy(snap[1]))  # (load_state_dict aliases the tensors it is given)
-    torch.set_rng_state(snap[2])
+    tr.torch_rng.set_state(snap[2])
 
 
 def params_vector(tr: Trainer) -> np.ndarray:

@@ -156,13 +156,13 @@ def test_ctnb_takes_the_plain_ppo_step_when_the_constraint_holds():
     trainer = tiny_trainer("ctnb", r0=1e-6)  # every running novelty is above a tiny r0
     batch = rollout_batch(trainer)
     agent = trainer.agent
-    start = ({k: v.clone() for k, v in agent.state_dict().items()}, trainer.optimizer.state_dict())
-    torch.manual_seed(0)
+    start = ({k: v.clone() for k, v in agent.state_dict().items()}, trainer.optimizer.state_dict(),
+             trainer.torch_rng.get_state())  # (the minibatches come from the trainer's generator)
     out = trainer.method.update(trainer, batch)
     after_ctnb = flat(agent.parameters())
     agent.load_state_dict(start[0])
     trainer.optimizer.load_state_dict(start[1])
-    torch.manual_seed(0)
+    trainer.torch_rng.set_state(start[2])
     trainer.ppo_update(batch)
     assert out["ctnb/constraint_active"] == 0.0 and out["ctnb/margin_mean"] > 0 and "tnb/cos" not in out
     assert torch.equal(after_ctnb, flat(agent.parameters()))

@@ -229,8 +229,11 @@ class Trainer:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.extra_metadata = dict(metadata or {})
         torch.set_num_threads(cfg.torch_threads)
-        torch.manual_seed(cfg.seed)
-        self.rng = np.random.default_rng(cfg.seed)
+        torch.manual_seed(cfg.seed)  # the networks' initial weights
+        self.rng = np.random.default_rng(cfg.seed)  # the rollout's action noise
+        # the minibatch permutations: the trainer's own generator, so that whatever else draws from torch's global one
+        # (the caller, another trainer in the same process) does not change this trainer's run
+        self.torch_rng = torch.Generator().manual_seed(cfg.seed)
 
         self.envs = make_vector_env(cfg.env_id, cfg.num_envs, cfg.env_backend, cfg.max_episode_steps)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
@@ -358,7 +361,7 @@ class Trainer:
     # -------------------------------------------------------------------------------------------- phase 3: update
     def minibatches(self) -> Any:
         """Index tensors of the minibatches of one epoch (a fresh permutation each call)."""
-        perm = torch.randperm(self.cfg.batch_size)
+        perm = torch.randperm(self.cfg.batch_size, generator=self.torch_rng)
         return perm.split(self.cfg.minibatch_size)
 
     def critic_loss(self, batch: Batch, mb: torch.Tensor, obs: torch.Tensor | None = None) -> torch.Tensor:
@@ -603,7 +606,7 @@ class NumpyPPOUpdate:
     graph, ~60 dispatched kernels and optimiser bookkeeping per minibatch).
 
     It computes what `Trainer.ppo_update_torch` computes, step for step: the same minibatches (from
-    `trainer.minibatches()`, so torch's RNG advances identically), advantage normalisation with the unbiased std,
+    `trainer.minibatches()`, drawn from the trainer's own generator), advantage normalisation with the unbiased std,
     the clipped surrogate and the (clipped) value losses with torch's gradient conventions at the kinks
     (`torch.max` splits a tie's gradient in halves; `clamp` passes the gradient at the bounds), the entropy bonus,
     `clip_grad_norm_` (max_norm / (norm + 1e-6), only when below 1) and Adam as `torch.optim.Adam` (bias-corrected,
