@@ -93,6 +93,42 @@ def test_the_folded_first_layer_and_the_exact_clipping_path_both_equal_each_poli
                                    rtol=1e-5, atol=2e-6)
 
 
+def test_each_observation_batch_takes_the_path_its_box_check_says():
+    """The box check (extra rows of the stacked first layer) sends a batch inside the box to the folded GEMM and any
+    batch with one observation outside it to the exact path: spoiling the other path's parameters changes nothing."""
+    policies = [make_policy(s, obs_clip=4.0) for s in range(3)]
+    obs = np.stack([p.obs_mean for p in policies]).mean(0) + np.zeros((6, OBS_DIM), np.float32)
+    expected = one_by_one(policies, obs)
+    refs = ReferenceSet(policies)
+    group = refs._groups[0][1]
+    group.w1 = np.full_like(group.w1, np.nan)  # the exact path's first layer
+    np.testing.assert_allclose(refs.mean_actions(obs), expected, rtol=1e-5, atol=1e-6)
+
+    outside = obs.copy()
+    outside[2, 0] = group.box_hi[0] + 1.0
+    refs = ReferenceSet(policies)
+    group = refs._groups[0][1]
+    group.w1_stacked[:group.units] = np.nan  # the folded first layer (the box rows below it stay)
+    np.testing.assert_allclose(refs.mean_actions(outside), one_by_one(policies, outside), rtol=1e-5, atol=1e-6)
+
+
+def test_references_whose_normalisers_share_no_unclipped_observation_take_the_exact_path():
+    policies = [make_policy(s, obs_clip=2.0) for s in range(2)]
+    policies[1].obs_mean = policies[0].obs_mean + 100.0  # the boxes [mean +- 2 std] do not overlap
+    refs = ReferenceSet(policies)
+    assert refs._groups[0][1].box_empty
+    obs = np.concatenate([np.broadcast_to(p.obs_mean, (3, OBS_DIM)) for p in policies]).astype(np.float32)
+    np.testing.assert_allclose(refs.mean_actions(obs), one_by_one(policies, obs), rtol=1e-5, atol=1e-6)
+
+
+def test_references_without_normalisation_have_no_box_and_always_take_the_folded_path():
+    policies = [make_policy(s, norm_obs=False) for s in range(3)]
+    group = ReferenceSet(policies)._groups[0][1]
+    assert group.w1_stacked.shape[0] == group.units  # no box rows: nothing is ever clipped
+    obs = observations(n=10) * 1e3
+    np.testing.assert_allclose(ReferenceSet(policies).mean_actions(obs), one_by_one(policies, obs), rtol=1e-5, atol=1e-6)
+
+
 def test_mixed_architectures_form_several_groups_and_keep_the_reference_order():
     hiddens = [(8, 8), (5,), (8, 8), (4, 4, 4), (5,), (6, 3)]
     policies = [make_policy(10 + i, hidden=h, norm_obs=i % 2 == 0, bound=1.0 + i) for i, h in enumerate(hiddens)]
@@ -212,7 +248,7 @@ def test_tracker_running_means_per_env_and_reset_per_env_exact_numbers():
 
     tracker.reset(np.array([False, True]))  # env1's episode ended
     np.testing.assert_array_equal(tracker.counts, [2, 0])
-    np.testing.assert_array_equal(tracker.sums[1], [0, 0, 0])
+    np.testing.assert_array_equal(tracker.sums[1], [0, 0, 0])  # (N, M): env 1's row
 
     d, u = tracker.update(obs, np.array([[-0.5], [0.75]], np.float32))
     np.testing.assert_array_equal(d, [[0.5, 1.0, 0.0], [0.75, 0.25, 1.25]])

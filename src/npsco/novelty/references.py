@@ -27,6 +27,8 @@ class _Group:
     multiplied by a constant row of ones under the activations (a buffer per N, reused: no separate bias additions).
     When no reference would clip the observations (the common case), each reference's normaliser is folded into its
     first layer and the M first layers are stacked into one (M * H1, obs_dim + 1) matrix: one GEMM for all references.
+    The same GEMM also returns, in extra rows, each observation dimension's position in the box [box_lo, box_hi] of
+    observations no reference clips (scaled to [-1, 1]), so that checking the fast path costs two small calls.
     Otherwise the exact per-reference normalise-and-clip runs.
     """
 
@@ -35,46 +37,60 @@ class _Group:
         weights = [(np.stack([p.weights[i][0] for p in policies]), np.stack([p.weights[i][1] for p in policies])[..., None])
                    for i in range(len(policies[0].weights))]
         self.w1, self.b1 = weights[0]  # the first layer as it is, for observations that some reference clips
-        self.obs_mean = np.stack([p.obs_mean if p.norm_obs else np.zeros_like(p.obs_mean) for p in policies])
-        self.obs_scale = np.stack([1.0 / np.sqrt(p.obs_var + OBS_NORM_EPS) if p.norm_obs else np.ones_like(p.obs_var)
-                                   for p in policies])
+        obs_mean = np.stack([p.obs_mean if p.norm_obs else np.zeros_like(p.obs_mean) for p in policies]).astype(np.float64)
+        obs_scale = np.stack([1.0 / np.sqrt(p.obs_var + OBS_NORM_EPS) if p.norm_obs else np.ones_like(p.obs_var)
+                              for p in policies]).astype(np.float64)
         obs_clip = np.array([p.obs_clip if p.norm_obs else np.inf for p in policies])[:, None]
         self.obs_clip = obs_clip.astype(np.float32)[..., None]
         self.low = np.stack([p.action_low for p in policies])[..., None]
         self.high = np.stack([p.action_high for p in policies])[..., None]
-        # folded first layer: W1 (x - mu) * s = W1 s (x - c) - W1 s (mu - c), with c the references' mean normaliser
-        # centre, so that the float32 sum does not cancel large terms when a normaliser has a large mean
         m, h, d = self.w1.shape
-        self.centre = self.obs_mean.mean(0).astype(np.float32)
-        w1s = self.w1.astype(np.float64) * self.obs_scale[:, None, :]
-        shift = np.einsum("mhd,md->mh", w1s, self.obs_mean - self.centre)[..., None]
-        self.w1_stacked = np.concatenate([w1s.reshape(m * h, d), (self.b1 - shift).reshape(m * h, 1)], 1).astype(np.float32)
-        # the later layers with their bias as an extra input column: W' = [W | b], applied to [x; 1]
-        self.hidden = [np.concatenate([w, b], axis=2) for w, b in weights[1:]]
-        self._buffers: tuple[int, np.ndarray, list[np.ndarray]] | None = None
+        self.units = m * h
         # observations inside [lo, hi] are clipped by no reference
         with np.errstate(over="ignore"):
-            self.box_lo = (self.obs_mean - obs_clip / self.obs_scale).max(0).astype(np.float32)
-            self.box_hi = (self.obs_mean + obs_clip / self.obs_scale).min(0).astype(np.float32)
-        self.obs_mean = self.obs_mean.astype(np.float32)[..., None]
-        self.obs_scale = self.obs_scale.astype(np.float32)[..., None]
+            lo, hi = (obs_mean - obs_clip / obs_scale).max(0), (obs_mean + obs_clip / obs_scale).min(0)
+        self.box_lo, self.box_hi = lo.astype(np.float32), hi.astype(np.float32)
+        self.box_empty = bool((lo > hi).any())  # references too far apart: every observation takes the exact path
+        # folded first layer: W1 (x - mu) * s = W1 s (x - c) - W1 s (mu - c), with c the references' mean normaliser
+        # centre, so that the float32 sum does not cancel large terms when a normaliser has a large mean
+        self.centre = obs_mean.mean(0).astype(np.float32)
+        centre = self.centre.astype(np.float64)
+        w1s = self.w1.astype(np.float64) * obs_scale[:, None, :]
+        shift = np.einsum("mhd,md->mh", w1s, obs_mean - centre)[..., None]
+        rows = [np.concatenate([w1s.reshape(m * h, d), (self.b1 - shift).reshape(m * h, 1)], 1)]
+        # box rows: (x_k - mid_k) / half_k for each dimension k the box bounds (|row| <= 1 inside the box)
+        bounded = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi)) if not self.box_empty else np.zeros(0, int)
+        mid, half = (lo[bounded] + hi[bounded]) / 2, (hi[bounded] - lo[bounded]) / 2
+        box = np.zeros((bounded.size, d + 1))
+        box[np.arange(bounded.size), bounded] = 1.0 / half
+        box[:, -1] = (centre[bounded] - mid) / half
+        self.w1_stacked = np.concatenate(rows + [box], 0).astype(np.float32)
+        # the later layers with their bias as an extra input column: W' = [W | b], applied to [x; 1]
+        self.hidden = [np.concatenate([w, b], axis=2) for w, b in weights[1:]]
+        self._buffers: tuple[int, np.ndarray, list[np.ndarray], np.ndarray] | None = None
+        self.obs_mean = obs_mean.astype(np.float32)[..., None]
+        self.obs_scale = obs_scale.astype(np.float32)[..., None]
 
-    def _inputs(self, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    def _inputs(self, n: int) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
         """For N states: the (obs_dim + 1, N) input of the stacked first layer and the (M, in + 1, N) input of each later
-        layer, each with its last row set to ones once."""
+        layer, each with its last row set to ones once; and a scratch array for the box rows."""
         if self._buffers is None or self._buffers[0] != n:  # kept for one N at a time (the rollout's)
             self._buffers = (n, np.ones((self.w1_stacked.shape[1], n), np.float32),
-                             [np.ones((w.shape[0], w.shape[2], n), np.float32) for w in self.hidden])
-        return self._buffers[1], self._buffers[2]
+                             [np.ones((w.shape[0], w.shape[2], n), np.float32) for w in self.hidden],
+                             np.empty((self.w1_stacked.shape[0] - self.units, n), np.float32))
+        return self._buffers[1], self._buffers[2], self._buffers[3]
 
-    def mean_actions(self, obs: np.ndarray) -> np.ndarray:
-        """(M, N, A) clipped mean actions at raw observations `obs` (N, obs_dim); a fresh array."""
-        # (this runs at every step of an IPD rollout: in-place ufuncs, no np.clip wrapper, no bias additions)
+    def mean_actions_t(self, obs: np.ndarray) -> np.ndarray:
+        """(M, A, N) clipped mean actions at raw observations `obs` (N, obs_dim); a fresh array.
+
+        This runs at every step of an IPD rollout, where each numpy call costs several microseconds (cold caches
+        after the simulator's step): few calls, in-place ufuncs, no np.clip wrapper, no bias additions."""
         m, n = len(self.w1), obs.shape[0]
-        first, later = self._inputs(n)
-        if (obs >= self.box_lo).all() and (obs <= self.box_hi).all():
-            np.subtract(obs.T, self.centre[:, None], out=first[:-1])
-            x = (self.w1_stacked @ first).reshape(m, -1, n)
+        first, later, box = self._inputs(n)
+        np.subtract(obs.T, self.centre[:, None], out=first[:-1])
+        y = self.w1_stacked @ first
+        if not self.box_empty and (box.size == 0 or np.maximum.reduce(np.abs(y[self.units:], out=box), axis=None) <= 1.0):
+            x = y[:self.units].reshape(m, -1, n)
         else:
             xt = obs.T[None] - self.obs_mean
             xt *= self.obs_scale
@@ -85,7 +101,7 @@ class _Group:
             np.tanh(x, out=buf[:, :-1])
             x = np.matmul(w, buf)
         np.minimum(np.maximum(x, self.low, out=x), self.high, out=x)
-        return x.transpose(0, 2, 1)
+        return x
 
 
 class ReferenceSet:
@@ -118,12 +134,15 @@ class ReferenceSet:
 
     def mean_actions(self, obs: np.ndarray) -> np.ndarray:
         """(M, N, A) clipped mean actions of every reference at raw observations `obs` (N, obs_dim)."""
-        obs = np.asarray(obs, np.float32)
+        return self._mean_actions_t(np.asarray(obs, np.float32)).transpose(0, 2, 1)
+
+    def _mean_actions_t(self, obs: np.ndarray) -> np.ndarray:
+        """(M, A, N): the same, transposed (a fresh array)."""
         if len(self._groups) == 1:
-            return self._groups[0][1].mean_actions(obs)
-        out = np.empty((len(self.policies), obs.shape[0], self.policies[0].action_dim), np.float32)
+            return self._groups[0][1].mean_actions_t(obs)
+        out = np.empty((len(self.policies), self.policies[0].action_dim, obs.shape[0]), np.float32)
         for idx, group in self._groups:
-            out[idx] = group.mean_actions(obs)
+            out[idx] = group.mean_actions_t(obs)
         return out
 
     def distances(self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None,
@@ -132,18 +151,18 @@ class ReferenceSet:
 
         `deterministic`: ||a - mu_j(s)||_2 (paper App. C). `wasserstein2`: sqrt(||a - mu_j||^2 + ||std - std_j||^2),
         the closed-form W2 between diagonal Gaussians (paper Sec. 3.1); needs the new policy's `std` (A,).
+        The result is the transpose of a C-contiguous (M, N) array.
         """
-        diff = self.mean_actions(obs)  # a fresh (M, N, A) array: work in place
-        diff -= action[None]
-        diff *= diff
-        sq = np.add.reduce(diff, axis=2).T
-        if metric == "wasserstein2":
-            if std is None:
-                raise ValueError("the wasserstein2 metric needs the new policy's std")
-            sq = sq + ((self.std - std[None]) ** 2).sum(-1)[None]
-        elif metric != "deterministic":
+        if metric == "wasserstein2" and std is None:
+            raise ValueError("the wasserstein2 metric needs the new policy's std")
+        if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
-        return np.sqrt(sq, order="C")
+        diff = self._mean_actions_t(np.asarray(obs, np.float32))  # a fresh (M, A, N) array: work in place
+        diff -= np.asarray(action).T
+        sq = np.vecdot(diff, diff, axis=1)  # (M, N)
+        if metric == "wasserstein2":
+            sq += ((self.std - std[None]) ** 2).sum(-1)[:, None]
+        return np.sqrt(sq, out=sq).T
 
 
 def _describe(space) -> str:
@@ -165,17 +184,22 @@ class NoveltyTracker:
         if metric not in METRICS:
             raise NpscoError(f"unknown novelty metric {metric!r}; choose one of {', '.join(METRICS)}")
         self.references, self.metric = references, metric
-        self.sums = np.zeros((num_envs, len(references)))
+        self._sums = np.zeros((len(references), num_envs))  # (M, N): what distances() computes, without a transpose
         self.counts = np.zeros(num_envs)
+
+    @property
+    def sums(self) -> np.ndarray:
+        """(N, M): per env and reference, the sum of the per-state distances over the current episode."""
+        return self._sums.T
 
     def update(self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         d = self.references.distances(obs, action, std, self.metric)
-        self.sums += d
+        self._sums += d.T
         self.counts += 1
         # min_j (sum_j / count) = (min_j sum_j) / count: division by a positive count is monotonic (and exact per value)
-        return d, np.minimum.reduce(self.sums, axis=1) / self.counts
+        return d, np.minimum.reduce(self._sums, axis=0) / self.counts
 
     def reset(self, mask: np.ndarray) -> None:
         """Forget the episodes of the masked envs (they ended)."""
-        self.sums[mask] = 0.0
+        self._sums[:, mask] = 0.0
         self.counts[mask] = 0
