@@ -2,6 +2,7 @@
 reference policies, on Hopper-v5, on this machine, in one run.
 
     python benchmarks/throughput.py                      # 100k steps per PPO run, minibatch 64 and 256, IPD M=0..20
+    python benchmarks/throughput.py --skip-ppo --out benchmarks/results/throughput_ipd   # only IPD's cost
     python benchmarks/throughput.py --steps 20000 --ipd-steps 10240 --repeats 1   # a quick look
 
 Every configuration runs in a fresh subprocess (`--worker`), one after the other, alternating npsco and SB3 (and the
@@ -23,8 +24,13 @@ which is slower here).
 IPD runs use M random-weight reference policies of Hopper's shapes (64x64 tanh actors, seeds 100+j, identity
 observation normaliser) and r0 = 1e-9, so the constraint never ends an episode: every configuration sees the same
 episodes as plain PPO and the difference is the cost of evaluating the references (and tracking the running novelty).
-M = 0 is plain PPO. The per-step reference cost is also measured in isolation: `NoveltyTracker.update` (which calls
-`ReferenceSet.distances` -> `mean_actions`) on 8 observations, the work IPD does per vector step.
+M = 0 is plain PPO. IPD's cost is measured in pairs (`worker_paired`): one process per M and repeat holds a PPO trainer
+and an IPD trainer with M references and trains them one iteration each in turn, so that this shared machine's
+drifting speed (10% and more over minutes) cancels out; several processes per M, because the slow-down also varies from
+process to process (by several points: where each process's memory lands in the caches). Inside those runs, the time
+spent in IPD's per-step hook is the per-step cost of the references as the rollout pays it. It is also measured in
+isolation: `NoveltyTracker.update` (which calls `ReferenceSet.distances`) on 8 observations in a hot loop. Peak memory
+comes from one short separate run per M (`--memory-steps`).
 """
 
 from __future__ import annotations
@@ -126,7 +132,8 @@ def worker_sb3(spec: dict) -> dict:
 
 
 def worker_refcost(spec: dict) -> dict:
-    """CPU seconds per call of NoveltyTracker.update (8 observations) for each M, best of 5 repeats."""
+    """CPU seconds per call of NoveltyTracker.update (8 observations) for each M: the best of 7 repeats of 2000 calls,
+    the sizes interleaved within each repeat (so that a slow spell of the machine does not fall on one size only)."""
     import timeit
 
     import numpy as np
@@ -136,16 +143,71 @@ def worker_refcost(spec: dict) -> dict:
     rng = np.random.default_rng(0)
     obs = rng.standard_normal((NUM_ENVS, 11)).astype(np.float32)
     action = rng.uniform(-1, 1, (NUM_ENVS, 3)).astype(np.float32)
-    out = {}
+    trackers = {m: NoveltyTracker(_random_references(m), NUM_ENVS) for m in spec["refs"]}
+    best = {m: math.inf for m in trackers}
+    n = 2000
+    for _ in range(7):
+        for m, tracker in trackers.items():
+            best[m] = min(best[m], timeit.timeit(lambda: tracker.update(obs, action), number=n, timer=time.process_time) / n)
+    return {"seconds_per_call": {str(m): t for m, t in best.items()}}
+
+
+def worker_paired(spec: dict) -> dict:
+    """IPD's cost, measured in pairs: one trainer per M in `spec["refs"]` (the benchmark passes [0, M]) in ONE process,
+    trained one iteration each in turn (the order rotating every round), so that the speed of this shared machine,
+    which drifts by 10% and more over minutes, falls on every trainer alike within each round. An iteration = rollout + advantages + update + the method's per-iteration
+    statistics (what `Trainer.train` does per iteration, less logging, evaluation and checkpoints, which the benchmark
+    configuration turns off anyway). Per M: wall and CPU seconds of each round, the rollout's share, and the time spent
+    in the method's per-step hook (perf_counter around `on_step`: the references' forward pass, the running novelty
+    and the IPD rule), i.e. the per-step cost of the references as the rollout pays it, cold caches included."""
+    from npsco.algos.methods import make_method
+    from npsco.algos.ppo import Trainer
+    from npsco.config import MethodConfig
+
+    def timed(fn, acc):  # fn, plus its seconds and calls added to acc
+        def call(*a):
+            t0 = time.perf_counter()
+            out = fn(*a)
+            acc[0] += time.perf_counter() - t0
+            acc[1] += 1
+            return out
+        return call
+
+    trainers, hook = {}, {}
     for m in spec["refs"]:
-        tracker = NoveltyTracker(_random_references(m), NUM_ENVS)
-        n = 2000
-        times = timeit.repeat(lambda: tracker.update(obs, action), number=n, repeat=5, timer=time.process_time)
-        out[str(m)] = min(times) / n
-    return {"seconds_per_call": out}
+        method = (make_method(MethodConfig(method="ipd", r0=1e-9), _random_references(m), 1e-9, ENV_ID) if m else None)
+        t = trainers[m] = Trainer(_npsco_config(spec), method, run_dir=None, tensorboard=False)
+        hook[m] = [0.0, 0]
+        if m:
+            t.method.on_step = timed(t.method.on_step, hook[m])
+    rounds = spec["steps"] // BATCH
+    per = {m: {"wall_s": [], "cpu_s": [], "rollout_s": [], "episodes": []} for m in trainers}
+    order = list(trainers)
+    for t in trainers.values():  # one untimed warm-up iteration each (first-call allocations, imports)
+        t.method.update(t, t.compute_advantages(t.collect_rollout()))
+        t.method.iteration_metrics()
+    for acc in hook.values():
+        acc[:] = [0.0, 0]
+    for r in range(rounds):
+        for m in order[r % len(order):] + order[:r % len(order)]:
+            t = trainers[m]
+            t0, c0 = time.perf_counter(), time.process_time()
+            batch = t.compute_advantages(t.collect_rollout())
+            t1 = time.perf_counter()
+            t.method.update(t, batch)
+            t.method.iteration_metrics()
+            per[m]["wall_s"].append(time.perf_counter() - t0)
+            per[m]["cpu_s"].append(time.process_time() - c0)
+            per[m]["rollout_s"].append(t1 - t0)
+            per[m]["episodes"].append([len(t.finished), round(sum(ret for ret, _ in t.finished), 6)])
+    for m, t in trainers.items():
+        t.envs.close()
+        per[m]["hook_s"], per[m]["hook_calls"] = hook[m]
+        per[m]["ipd_terminated"] = int(t.forced_ends)
+    return {"rounds": rounds, "steps_per_round": BATCH, "per_m": {str(m): v for m, v in per.items()}}
 
 
-WORKERS = {"npsco": worker_npsco, "sb3": worker_sb3, "refcost": worker_refcost}
+WORKERS = {"npsco": worker_npsco, "sb3": worker_sb3, "refcost": worker_refcost, "paired": worker_paired}
 
 
 # -------------------------------------------------------------------------------------------------------- parent
@@ -261,6 +323,9 @@ def summarize(runs: list[dict], args) -> dict:
             # extra rollout time per vector step (8 env steps) over plain PPO, in microseconds
             row["extra_us_per_vector_step"] = (row["rollout_s_per_2048"] - base["rollout_s_per_2048"]) / NUM_STEPS * 1e6
         s["ipd"][str(m)] = row
+    paired = [r for r in runs if r["spec"]["kind"] == "paired"]
+    if paired:
+        s["ipd_paired"] = summarize_paired(paired)
     cost = [r for r in runs if r["spec"]["kind"] == "refcost"]
     if cost:
         per = cost[-1]["seconds_per_call"]
@@ -268,6 +333,45 @@ def summarize(runs: list[dict], args) -> dict:
         if "1" in per and "20" in per:
             s["reference_cost_growth_M1_to_M20"] = per["20"] / per["1"]
     return s
+
+
+def summarize_paired(runs: list[dict]) -> dict:
+    """Per M, over the paired processes that ran it against PPO (M = 0): the slow-down of each process (total time over
+    its rounds, wall and CPU), their median, min and max, and the hook's cost per vector step (median); the growth of
+    that cost from M=1 to M=20."""
+    out: dict = {"per_m": {}}
+    for m in sorted({int(k) for r in runs for k in r["per_m"]} - {0}):
+        rows = []
+        for r in runs:
+            if str(m) not in r["per_m"]:
+                continue
+            base, v = r["per_m"]["0"], r["per_m"][str(m)]
+            rows.append({"rounds": r["rounds"],
+                         "slowdown": sum(v["wall_s"]) / sum(base["wall_s"]) - 1,
+                         "hook_share": v["hook_s"] / sum(base["wall_s"]),
+                         "same_episodes": v["episodes"] == base["episodes"],
+                         "slowdown_cpu": sum(v["cpu_s"]) / sum(base["cpu_s"]) - 1,
+                         "ppo_steps_per_s": r["rounds"] * BATCH / sum(base["wall_s"]),
+                         "steps_per_s": r["rounds"] * BATCH / sum(v["wall_s"]),
+                         "hook_us": v["hook_s"] / v["hook_calls"] * 1e6,
+                         "extra_rollout_us": (sum(v["rollout_s"]) - sum(base["rollout_s"])) / (r["rounds"] * NUM_STEPS) * 1e6,
+                         "ipd_terminated": v["ipd_terminated"]})
+        slow = [x["slowdown"] for x in rows]
+        out["per_m"][str(m)] = {
+            "processes": len(rows), "rounds": sum(x["rounds"] for x in rows),
+            "slowdown_median": median(slow), "slowdown_min": min(slow), "slowdown_max": max(slow),
+            "slowdown_cpu_median": median([x["slowdown_cpu"] for x in rows]),
+            "hook_share_median": median([x["hook_share"] for x in rows]),
+            "same_episodes": all(x["same_episodes"] for x in rows),
+            "ppo_steps_per_s": median([x["ppo_steps_per_s"] for x in rows]),
+            "steps_per_s": median([x["steps_per_s"] for x in rows]),
+            "hook_us_per_vector_step": median([x["hook_us"] for x in rows]),
+            "extra_rollout_us_per_vector_step": median([x["extra_rollout_us"] for x in rows]),
+            "each": rows}
+    if "1" in out["per_m"] and "20" in out["per_m"]:
+        out["hook_cost_growth_M1_to_M20"] = (out["per_m"]["20"]["hook_us_per_vector_step"]
+                                             / out["per_m"]["1"]["hook_us_per_vector_step"])
+    return out
 
 
 def markdown(data: dict) -> str:
@@ -291,6 +395,8 @@ def markdown(data: dict) -> str:
         "CPU-s = steps / (user + sys CPU time of the process): with other processes on the cores the second is the "
         "steadier comparison. Peak memory = `ru_maxrss` of each configuration's own subprocess.",
         "",
+    ]
+    ppo_lines = [
         "## npsco PPO vs SB3 PPO",
         "",
         "| minibatch | npsco steps/s | SB3 steps/s | ratio | ratio (CPU time) | npsco rollout / update s per 2048 | "
@@ -308,7 +414,9 @@ def markdown(data: dict) -> str:
         if "npsco_baseline" in r:
             line += (f" {r['npsco_baseline']['steps_per_s']:.0f} | {r['speedup_over_baseline']:.2f}x | "
                      f"{r['speedup_over_baseline_cpu']:.2f}x |")
-        lines.append(line)
+        ppo_lines.append(line)
+    if len(ppo_lines) > 4:  # some minibatch size has both sides
+        lines += ppo_lines
     pool = [(mb, r) for mb, r in s["ppo"].items() if "ratio_envpool_over_sb3" in r]
     if pool:
         lines += ["", "npsco with its optional envpool backend (`env_backend=envpool`: the same MuJoCo Hopper-v5 "
@@ -320,7 +428,42 @@ def markdown(data: dict) -> str:
             lines.append(f"| {mb} | {e['steps_per_s']:.0f} | {r['sb3']['steps_per_s']:.0f} | "
                          f"**{r['ratio_envpool_over_sb3']:.2f}x** | {r['ratio_envpool_over_sb3_cpu']:.2f}x | "
                          f"{e['rollout_s_per_2048']:.2f} / {e['update_s_per_2048']:.2f} |")
-    if s["ipd"]:
+    if s.get("ipd_paired"):
+        pr = s["ipd_paired"]
+        cost = s.get("reference_cost_us_per_vector_step", {})
+        memory = {m: r["peak_rss_mib"] for m, r in s["ipd"].items()}
+        lines += ["", "## IPD with M reference policies (r0 so small that no episode is cut)", "",
+                  "Paired measurement: one process per M and repeat, holding a PPO trainer and an IPD trainer with M "
+                  "references, trained one iteration (2048 steps) each in turn, the order alternating, so that this "
+                  "machine's drifting speed falls on both alike. Both trainers step the same episodes (same seeds, no "
+                  "episode cut: checked per iteration"
+                  + (", and the same in every process" if all(r["same_episodes"] for r in pr["per_m"].values()) else
+                     "; **not the same in some process**") + "). "
+                  "Slower than PPO: the IPD trainer's total time over the PPO trainer's, per process; median over "
+                  "processes [smallest, largest]. It is noisy: the same work (env steps, the update) runs several "
+                  "percent faster or slower in one trainer instance than in another, either way. Hook: time inside "
+                  "IPD's per-step hook during the rollout (the M references' forward pass at the 8 states, the "
+                  "distances, the running novelty, the IPD rule), per vector step of 8 envs, a steady measurement; "
+                  "its share: the hook's total time over the PPO trainer's total time (the direct cost). Isolated: "
+                  "`NoveltyTracker.update` in a hot loop (best of 7x2000 calls). Peak memory: one short separate run "
+                  "per M.", "",
+                  "| M | processes x rounds | PPO / IPD steps/s | slower than PPO: median [min, max] | hook us per "
+                  "vector step | hook time / PPO time | isolated us | peak RSS (MiB) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        if "0" in memory:
+            lines.append(f"| 0 (PPO) | | | | | | | {memory['0']:.0f} |")
+        for m, r in pr["per_m"].items():
+            mem = f"{memory[m]:.0f}" if m in memory else ""
+            c = f"{cost[m]:.0f}" if m in cost else ""
+            lines.append(f"| {m} | {r['processes']} x {r['rounds'] // max(r['processes'], 1)} | "
+                         f"{r['ppo_steps_per_s']:.0f} / {r['steps_per_s']:.0f} | **{100 * r['slowdown_median']:+.1f}%** "
+                         f"[{100 * r['slowdown_min']:+.1f}%, {100 * r['slowdown_max']:+.1f}%] | "
+                         f"{r['hook_us_per_vector_step']:.0f} | {100 * r['hook_share_median']:.1f}% | {c} | {mem} |")
+        if "hook_cost_growth_M1_to_M20" in pr:
+            lines += ["", f"The hook's per-step cost grows **{pr['hook_cost_growth_M1_to_M20']:.2f}x** from M=1 to "
+                      f"M=20 in the rollout" + (f"; the isolated call {s['reference_cost_growth_M1_to_M20']:.2f}x."
+                                                 if "reference_cost_growth_M1_to_M20" in s else ".")]
+    elif s["ipd"]:
         lines += ["", "## IPD with M reference policies (r0 so small that no episode is cut)", "",
                   "| M | steps/s | slower than PPO (wall) | slower (CPU time) | extra rollout us per vector step | "
                   "isolated reference cost us per vector step | peak RSS (MiB) |", "|---|---|---|---|---|---|---|"]
@@ -346,8 +489,10 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=100_000, help="steps per npsco / SB3 PPO run (rounded up to 2048s)")
     p.add_argument("--minibatch", type=int, nargs="+", default=[64, 256])
     p.add_argument("--repeats", type=int, default=1, help="alternating npsco/SB3 repeats per minibatch size")
-    p.add_argument("--ipd-steps", type=int, default=51_200, help="steps per IPD run (0: skip IPD)")
-    p.add_argument("--ipd-repeats", type=int, default=2)
+    p.add_argument("--ipd-steps", type=int, default=24_576,
+                   help="steps of each trainer in a paired IPD process (0: skip IPD)")
+    p.add_argument("--ipd-repeats", type=int, default=6, help="paired processes per M")
+    p.add_argument("--memory-steps", type=int, default=10_240, help="steps of each separate (memory) IPD run")
     p.add_argument("--refs", type=int, nargs="+", default=[0, 1, 5, 10, 20])
     p.add_argument("--skip-sb3", action="store_true")
     p.add_argument("--envpool", action="store_true", help="also run npsco PPO with env_backend=envpool")
@@ -381,10 +526,13 @@ def main() -> None:
     plan: list[tuple[dict, str | None]] = []
     if ipd_steps:  # first: the quick part
         plan.append((dict(kind="refcost", refs=[m for m in args.refs if m > 0]), None))
-        for _ in range(args.ipd_repeats):
+        for _ in range(args.ipd_repeats):  # one paired process per M and repeat: PPO and IPD with M references
             for m in args.refs:
-                plan.append((dict(kind="npsco", minibatch=64, steps=ipd_steps, seed=args.seed, refs=m, ipd=True,
-                                  src="current"), None))
+                if m > 0:
+                    plan.append((dict(kind="paired", minibatch=64, steps=ipd_steps, seed=args.seed, refs=[0, m]), None))
+        for m in args.refs:  # one short process per M: its peak memory
+            plan.append((dict(kind="npsco", minibatch=64, steps=args.memory_steps, seed=args.seed, refs=m, ipd=True,
+                              src="current"), None))
     for _ in range(0 if args.skip_ppo else args.repeats):
         for mb in args.minibatch:
             plan.append((dict(kind="npsco", minibatch=mb, steps=steps, seed=args.seed, refs=0, src="current"), None))
