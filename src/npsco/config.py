@@ -28,7 +28,8 @@ class PPOConfig:
     env_id: str = MAZE_ID
     """Gymnasium id of the task (`npsco/FourRewardMaze-v0`, `Hopper-v5`, `Walker2d-v5`, `HalfCheetah-v5`, `-v4` too)."""
     seed: int = 0
-    """Seed of torch, numpy and the environments; the same seed reproduces the same run on the same machine."""
+    """Seed of torch, numpy and the environments; the same seed reproduces the same run on the same machine (the trainer
+    draws from its own generators, whatever else in the process draws from torch's or numpy's global ones)."""
     total_timesteps: int = 1_000_000
     """Environment steps to train for (summed over the vectorised environments)."""
     num_envs: int = 1
