@@ -155,9 +155,9 @@ def worker_refcost(spec: dict) -> dict:
 def worker_paired(spec: dict) -> dict:
     """IPD's cost, measured in pairs: one trainer per M in `spec["refs"]` (the benchmark passes [0, M]) in ONE process,
     trained one iteration each in turn (the order rotating every round), so that the speed of this shared machine,
-    which drifts by 10% and more over minutes, falls on every trainer alike within each round. An iteration = rollout + advantages + update + the method's per-iteration
-    statistics (what `Trainer.train` does per iteration, less logging, evaluation and checkpoints, which the benchmark
-    configuration turns off anyway). Per M: wall and CPU seconds of each round, the rollout's share, and the time spent
+    which drifts by 10% and more over minutes, falls on every trainer alike within each round. An iteration = rollout
+    + advantages + update + the method's per-iteration statistics (what `Trainer.train` does per iteration, less
+    logging, evaluation and checkpoints, which the benchmark configuration turns off anyway). Per M: wall and CPU seconds of each round, the rollout's share, and the time spent
     in the method's per-step hook (perf_counter around `on_step`: the references' forward pass, the running novelty
     and the IPD rule), i.e. the per-step cost of the references as the rollout pays it, cold caches included."""
     from npsco.algos.methods import make_method
@@ -200,10 +200,10 @@ def worker_paired(spec: dict) -> dict:
             per[m]["cpu_s"].append(time.process_time() - c0)
             per[m]["rollout_s"].append(t1 - t0)
             per[m]["episodes"].append([len(t.finished), round(sum(ret for ret, _ in t.finished), 6)])
+            per[m]["ipd_terminated"] = per[m].get("ipd_terminated", 0) + t.forced_ends
     for m, t in trainers.items():
         t.envs.close()
         per[m]["hook_s"], per[m]["hook_calls"] = hook[m]
-        per[m]["ipd_terminated"] = int(t.forced_ends)
     return {"rounds": rounds, "steps_per_round": BATCH, "per_m": {str(m): v for m, v in per.items()}}
 
 
