@@ -27,19 +27,16 @@ X = 14.5
 def chain_goals(manifest: Path, role: str) -> list[list[str]]:
     """Per policy of `role` in the population at `manifest`: its goal from each start in YS."""
     import npsco
-    from npsco.envs.maze import GOAL_NAMES
+    from npsco.envs.maze import goal_name
     from npsco.evaluation import run_episodes
 
     members = [m for m in json.loads(manifest.read_text())["members"] if m["role"] == role and m["status"] == "done"]
     members.sort(key=lambda m: (m["index"] if m["index"] is not None else m["seed"]))
+    starts = [(X, y) for y in YS]
     out = []
     for m in members:
         policy = npsco.load_policy(manifest.parent / m["path"])  # (paths are relative to the run directory)
-        goals = []
-        for y in YS:
-            g = int(run_episodes(policy, 1, seed=0, start=(X, y)).goals[0])
-            goals.append(GOAL_NAMES[g] if g >= 0 else "none")
-        out.append(goals)
+        out.append([goal_name(int(g)) for g in run_episodes(policy, len(starts), seed=0, start=starts).goals])
     return out
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
-from npsco.envs.maze import GOAL_NAMES
+from npsco.envs.maze import GOAL_NAMES, goal_name
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.logger import read_metrics
@@ -146,7 +146,7 @@ def describe(pop: Population, member, episodes: int) -> dict:
     fractions = {name: float(np.mean(rand.goals == i)) for i, name in enumerate(GOAL_NAMES)}
     fractions["none"] = float(np.mean(rand.goals < 0))
     out = {"name": member.name, "seed": member.seed, "role": member.role,
-           "right_start_goal": _goal(int(right.goals[0])), "right_start_length": int(right.lengths[0]),
+           "right_start_goal": goal_name(int(right.goals[0])), "right_start_length": int(right.lengths[0]),
            "right_start_trajectory": np.round(right.trajectory(0), 3).tolist(),
            "goal_fractions": fractions, "dominant_goal": max(fractions, key=fractions.get),
            "reached_goal_frac": 1.0 - fractions["none"],
@@ -177,10 +177,6 @@ def _mean(values) -> float | None:
 def _path(pop: Population, name: str) -> Path:
     member = next(m for m in pop.members if m.name == name)
     return pop.out / member.checkpoint
-
-
-def _goal(code: int) -> str:
-    return GOAL_NAMES[code] if code >= 0 else "none"
 
 
 def verdict(stages: dict) -> dict:

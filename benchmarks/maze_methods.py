@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
-from npsco.envs.maze import GOAL_NAMES
+from npsco.envs.maze import goal_name
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.logger import read_metrics
@@ -96,10 +96,6 @@ def _log(msg: str) -> None:
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
-def _goal(code: int) -> str:
-    return GOAL_NAMES[code] if code >= 0 else "none"
-
-
 def describe(pop: Population, member, refs: ReferenceSet, ref_returns: list[float]) -> dict:
     """One policy: return, goals, novelty against the PPO references, success, training diagnostics."""
     policy = pop.policy(member)
@@ -115,7 +111,7 @@ def describe(pop: Population, member, refs: ReferenceSet, ref_returns: list[floa
     goals = {g: n / final["episodes"] for g, n in final["goals"].items()}
     row = {"name": member.name, "seed": member.seed, "role": member.role,
            "return_mean": final["return_mean"], "return_std": final["return_std"],
-           "right_start_goal": _goal(int(right.goals[0])), "goal_fractions": goals,
+           "right_start_goal": goal_name(int(right.goals[0])), "goal_fractions": goals,
            "dominant_goal": max(goals, key=goals.get), "novelty_vs_ppo": float(distances.min()),
            "best_training_eval": max(curve) if curve else None,
            "success": bool(success_flags([curve or [final["return_mean"]]], ref_returns)[0]),

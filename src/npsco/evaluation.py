@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -60,12 +61,12 @@ def run_episodes(
     max_episode_steps: int | None = None,
     deterministic: bool = True,
     record_states: bool = False,
-    start: tuple[float, float] | None = None,
+    start: tuple[float, float] | Sequence[tuple[float, float]] | None = None,
 ) -> Episodes:
     """Run `episodes` episodes of `policy` in parallel (one vector env, env i seeded `seed + i`), one episode per env.
 
     Actions are the clipped mean (deterministic) or clipped Gaussian samples drawn from a generator seeded with `seed`.
-    `start` fixes the maze's start position.
+    `start` fixes the maze's start position: one (x, y) for every episode, or one per episode.
     """
     env_id = env_id or policy.metadata["env_id"]
     envs = make_vector_env(env_id, episodes, max_episode_steps=max_episode_steps)
@@ -469,10 +470,10 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
             "episode_seeds": [seed + e for e in range(summary["episodes"])],
         }
         if x.fig2_trajectory is not None:
-            from npsco.envs.maze import GOAL_NAMES
+            from npsco.envs.maze import goal_name
 
             row.update({f"goal_{g}": n / summary["episodes"] for g, n in summary["goals"].items()})
-            row["goal_from_right"] = GOAL_NAMES[x.fig2_goal] if x.fig2_goal >= 0 else "none"
+            row["goal_from_right"] = goal_name(x.fig2_goal)
             row["fig2_trajectory"] = x.fig2_trajectory.round(4).tolist()
         rows.append(row)
     rows = score_rows(rows, ppo_distance)

@@ -13,6 +13,7 @@ import pytest
 import npsco.stats  # noqa: F401  (scipy is imported at collection, so that no test pays for it)
 from npsco.cli import main
 from npsco.config import MAZE_ID
+from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
 from npsco.evaluation import (
     CSV_COLUMNS,
@@ -24,6 +25,7 @@ from npsco.evaluation import (
     group_of,
     primary_scale,
     rows_to_csv,
+    run_episodes,
     score_rows,
     statistics,
 )
@@ -273,3 +275,11 @@ def test_report_leaves_out_runs_with_nothing_trained_yet(run, tmp_path):
     assert "| ipd |" in text and (tmp_path / "report" / "figures" / "fig2_maze_trajectories.png").exists()
     with pytest.raises(NpscoError, match="nothing to report"):
         build_report([empty], tmp_path / "r2", filmstrips=False, log=lambda _: None)
+
+
+def test_run_episodes_takes_one_start_per_episode():
+    # always right at full speed: from (14.5, 8) the right goal; from (14.5, 2) and (14.5, 14) the wall, never a goal
+    starts = [(14.5, 2.0), (14.5, 8.0), (14.5, 14.0)]
+    res = run_episodes(const_policy([1.0, 0.0], "right"), len(starts), start=starts, max_episode_steps=20)
+    assert [goal_name(int(g)) for g in res.goals] == ["none", "right", "none"]
+    assert res.lengths.tolist() == [20, 1, 20]

@@ -53,6 +53,11 @@ def goal_of(positions: np.ndarray) -> np.ndarray:
     return np.where(inside.any(axis=-1), inside.argmax(axis=-1), -1)
 
 
+def goal_name(code: int) -> str:
+    """The name of a goal code of `goal_of` (`top`, `bottom`, `left`, `right`), `none` for -1."""
+    return GOAL_NAMES[code] if code >= 0 else "none"
+
+
 def _sample_start(rng: np.random.Generator) -> np.ndarray:
     """Uniform position on the map outside the regions, by rejection sampling (2 uniforms per try)."""
     while True:
