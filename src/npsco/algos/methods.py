@@ -20,9 +20,10 @@ class NoveltyMethod(Method):
     """Base of IPD, WSR, TNB, CTNB and CPO: the reference set, the threshold r0 and the per-episode running novelty.
 
     Subclasses call `self.novelty(step)` in `on_step` to get (d, u): the per-state distances (N, M) and the running
-    novelty u_t = min_j mean_{t'<=t} d_j (N,). Logged per iteration: `novelty/running_mean` (mean of u_t over the
-    steps), `novelty/running_min` (min of u_t over steps after t_S), `novelty/episode_mean` (mean of u at the end of
-    each episode), `novelty/below_r0_frac` (fraction of steps after t_S with u_t < r0).
+    novelty u_t = min_j mean_{t'<=t} d_j (N,); it also sets `self.constrained`, the (N,) mask of the envs whose
+    episode is past t_S. Logged per iteration: `novelty/running_mean` (mean of u_t over the steps),
+    `novelty/running_min` (min of u_t over steps after t_S), `novelty/episode_mean` (mean of u at the end of each
+    episode), `novelty/below_r0_frac` (fraction of steps after t_S with u_t < r0).
     """
 
     def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str):
@@ -44,9 +45,10 @@ class NoveltyMethod(Method):
         action = step.mean_action if self.config.novelty_action == "mean" else step.action
         std = np.exp(self.trainer.agent.actor_logstd.detach().numpy().reshape(-1)) if self.config.metric == "wasserstein2" else None
         d, u = self.tracker.update(step.obs, action, std)
+        self.constrained = step.episode_step > self.t_start  # the envs past t_S, where the constraint applies
         # per step only keep u and where the constraint applies; the statistics are computed once per iteration
         self._u_steps.append(u)
-        self._constrained_steps.append(step.episode_step > self.t_start)
+        self._constrained_steps.append(self.constrained)
         self._last_u = u
         return d, u
 

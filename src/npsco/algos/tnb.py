@@ -112,9 +112,8 @@ class CTNB(TNB):
 
     def on_step(self, step: StepInfo) -> StepOutcome:
         out = super().on_step(step)
-        active = step.episode_step > self.t_start
-        self._margin_sum += float(out.streams["novelty"][active].sum())
-        self._active_steps += int(active.sum())
+        self._margin_sum += float(out.streams["novelty"][self.constrained].sum())
+        self._active_steps += int(self.constrained.sum())
         return out
 
     def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
