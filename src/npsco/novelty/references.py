@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from npsco.errors import NpscoError
+from npsco.novelty import _kernels
 from npsco.policy import OBS_NORM_EPS, Policy
 
 METRICS = ("deterministic", "wasserstein2")
@@ -84,7 +85,8 @@ class _Group:
         """(M, A, N) clipped mean actions at raw observations `obs` (N, obs_dim); a fresh array.
 
         This runs at every step of an IPD rollout, where each numpy call costs several microseconds (cold caches
-        after the simulator's step): few calls, in-place ufuncs, no np.clip wrapper, no bias additions."""
+        after the simulator's step): few calls, in-place ufuncs, no np.clip wrapper, no bias additions, and the hidden
+        layers' tanh compiled (`_kernels.tanh_rows`, 3-4x faster than np.tanh)."""
         m, n = len(self.w1), obs.shape[0]
         first, later, box = self._inputs(n)
         np.subtract(obs.T, self.centre[:, None], out=first[:-1])
@@ -98,7 +100,7 @@ class _Group:
             x = np.matmul(self.w1, xt)
             x += self.b1
         for w, buf in zip(self.hidden, later):
-            np.tanh(x, out=buf[:, :-1])
+            _kernels.tanh_rows(x.reshape(m, -1), buf.reshape(m, -1))  # buf[:, :-1] = tanh(x); its last row stays ones
             x = np.matmul(w, buf)
         np.minimum(np.maximum(x, self.low, out=x), self.high, out=x)
         return x
