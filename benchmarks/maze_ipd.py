@@ -23,6 +23,7 @@ adds its stages to the same files. The commands of the committed results are lis
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import platform
@@ -38,6 +39,7 @@ from npsco.envs.maze import GOAL_NAMES, goal_name
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.logger import read_metrics
+from npsco.parallel import LogView, Scheduler, make_executor
 from npsco.novelty.metrics import policy_distance
 from npsco.population import Population, PopulationConfig
 from npsco.policy import load_policy
@@ -59,7 +61,12 @@ def main() -> None:
     p.add_argument("--results", default="benchmarks/results/maze_ipd", help="results path without extension")
     p.add_argument("--tag", default="", help="suffix of the chains' names, for a variant given with --mset")
     p.add_argument("--stop-when-met", action="store_true", help="stop after the first chain that meets the target")
+    p.add_argument("--workers", type=int, default=1,
+                   help="policies trained at once (default 1): >1 trains the references side by side, then every "
+                        "chain side by side (each chain one policy after another) on a local process pool")
     args = p.parse_args()
+    if args.workers > 1 and args.stop_when_met:
+        p.error("--stop-when-met trains the chains one after another: it cannot be used with --workers")
 
     ppo = preset(MAZE_ID)
     ppo = apply_overrides(ppo, ([f"total_timesteps={int(args.steps)}"] if args.steps else []) + args.set)
@@ -86,7 +93,10 @@ def main() -> None:
     # the references do not depend on the IPD settings: one refs population for every variant
     refs = Population(runs / "refs", PopulationConfig(ppo=ppo, method=MethodConfig(method="ipd"), refs=args.refs,
                                                       novel=0), progress=False, log=_log)
-    members = refs.run()
+    executor = make_executor("local", args.workers) if args.workers > 1 else None
+    if executor is not None:
+        atexit.register(executor.close)
+    members = refs.run(executor)
     # the references are trained once: keep the provenance of the invocation that trained them
     first = results["stages"].get("ppo") or {"command": command, "code": code_version(), "environment": environment}
     results["stages"]["ppo"] = {"train_seconds": round(sum(m.wall_seconds for m in members), 1),
@@ -94,12 +104,16 @@ def main() -> None:
                                 "policies": [describe(refs, m, args.episodes) for m in members]}
     write(results, args.results)
 
+    chains = {}
     for scale in args.r0_scale:
         name = f"ipd-r0x{scale:g}" + (f"-{args.tag}" if args.tag else "")
-        pop = Population(runs / name, PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
-                                                       r0_scales=(scale,), refs_from=str(runs / "refs")),
-                         progress=False, log=_log)
-        members = pop.run()
+        chains[name] = Population(runs / name, PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
+                                                                r0_scales=(scale,), refs_from=str(runs / "refs")),
+                                  progress=False, log=_log)
+    if executor is not None:  # every chain side by side; the results are then written in the order of --r0-scale
+        Scheduler(executor).run(_Populations(chains.values()), LogView(_log))
+    for (name, pop), scale in zip(chains.items(), args.r0_scale):
+        members = pop.run()  # trains the chain (one worker), or finds it trained
         stage = {"r0_scale": scale, "r0_default": pop.r0_default,
                  "r0": pop.r0_default * scale if method.r0 is None else method.r0,
                  "method_settings": changed_settings(method), "command": command, "code": code_version(),
@@ -112,6 +126,24 @@ def main() -> None:
         if args.stop_when_met and results["verdict"]["chains"][name]["target_met"]:
             break
     print(json.dumps(results["verdict"], indent=2))
+
+
+class _Populations:
+    """Several populations as one `npsco.parallel.Source`, so that their chains train side by side."""
+
+    def __init__(self, populations):
+        self.populations = {str(pop.out.resolve()): pop for pop in populations}
+        for pop in self.populations.values():
+            pop.open()
+
+    def ready(self, busy: set[str]) -> list:
+        return [job for pop in self.populations.values() for job in pop.ready(busy)]
+
+    def started(self, job) -> None:
+        self.populations[job.group].started(job)
+
+    def finished(self, job, result) -> str:
+        return self.populations[job.group].finished(job, result)
 
 
 def changed_settings(method: MethodConfig) -> dict:
