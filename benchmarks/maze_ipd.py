@@ -252,8 +252,9 @@ def markdown(results: dict) -> str:
                 f"`{' '.join(f'{k}={v}' for k, v in results['environment'].items())}`"
                 + (" (PYTHONPATH: the npsco source of that commit, as a `git archive` snapshot)."
                    if "PYTHONPATH" in results["environment"] else "."), ""] if results.get("environment") else []),
-             f"Machine: {results['machine']}; wall times are inflated several-fold by the other jobs that shared its 2 "
-             "cores.", "",
+             f"Machine: {results['machine']}; "
+             + results.get("machine_note", "wall times are inflated several-fold by the other jobs that shared its 2 cores."),
+             "",
              f"Target: {results['target']}.", "",
              "Goal fractions are over deterministic episodes from random starts; `right start` is the goal of the "
              "deterministic trajectory from (14.5, 8). `U/r0`: novelty against the policy's own references (min over "
