@@ -435,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "mean pairwise distance x --r0-scale)")
     pp.add_argument("--r0-scale", type=float, nargs="+", default=None, metavar="S",
                     help="threshold(s) as multiples of the references' mean pairwise distance; several values train "
-                         "one chain each (Fig. 4); default: the task's (1 on the maze, 0.5 on MuJoCo)")
+                         "one chain each (Fig. 4); default: 0.5 (every task)")
     pp.add_argument("--t-start", type=int, default=None, help="t_S: the constraint applies after this many steps "
                                                               "(default 20 on MuJoCo, 3 on the maze)")
     pp.add_argument("--ipd-rule", choices=("instant", "cumulative"), default=None,

@@ -47,8 +47,8 @@ class PopulationConfig:
     """Number of novel policies K per chain."""
     r0_scales: tuple[float, ...] | None = None
     """Thresholds as multiples of the default r0 (the references' mean pairwise distance), one chain each; ignored
-    when `method.r0` is set. None: the task's default multiple, `npsco.config.default_r0_scale` (1 on the maze, 0.5 on
-    MuJoCo); `validate` fills it in, so config.json records the multiples used."""
+    when `method.r0` is set. None: the task's default multiple, `npsco.config.default_r0_scale` (0.5 on every task);
+    `validate` fills it in, so config.json records the multiples used."""
     refs_from: str | None = None
     """Reuse the references of this earlier population run directory instead of training them."""
     ref_checkpoints: tuple[str, ...] = ()

@@ -40,13 +40,13 @@ def hopper_refs(tmp_path_factory) -> Path:
     return out
 
 
-def run_method(out: Path, refs: Path, method: str, knob: str, *extra: str) -> tuple[dict, list[dict]]:
-    """Train one novel policy with `method`; returns its manifest entry and its per-iteration metrics."""
+def run_method(out: Path, refs: Path, method: str, knob: str, chain: str, *extra: str) -> tuple[dict, list[dict]]:
+    """Train one novel policy with `method` (in chain `chain`); returns its manifest entry and per-iteration metrics."""
     assert main(["population", "--method", method, "--refs-from", str(refs), "--novel", "1", "--mset", knob, *extra,
                  "--out", str(out)]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     [novel] = [m for m in manifest["members"] if m["role"] == "novel"]
-    assert (novel["status"], novel["method"], novel["chain"]) == ("done", method, method)
+    assert (novel["status"], novel["method"], novel["chain"]) == ("done", method, chain)
     policy = load_policy(out / novel["path"] / "policy.safetensors")
     key, value = knob.split("=")
     assert policy.metadata["method"] == method and str(policy.metadata["method_config"][key]) == value
@@ -55,7 +55,8 @@ def run_method(out: Path, refs: Path, method: str, knob: str, *extra: str) -> tu
 
 @pytest.mark.parametrize("method, knob, keys", METHODS, ids=[m[0] for m in METHODS])
 def test_method_trains_a_novel_maze_policy(tmp_path, maze_refs, method, knob, keys):
-    novel, rows = run_method(tmp_path / method, maze_refs, method, knob, "--steps", "4096", *MAZE_TINY)
+    # the default threshold, 0.5 x r0_default, is a chain of its own name; an absolute --r0 is the method's chain
+    novel, rows = run_method(tmp_path / method, maze_refs, method, knob, f"{method}-r0x0.5", "--steps", "4096", *MAZE_TINY)
     assert novel["references"] == ["ref0", "ref1"] and novel["threshold"] > 0
     assert [r["global_step"] for r in rows] == [1024, 2048, 3072, 4096]
     for row in rows:
@@ -68,7 +69,7 @@ def test_method_trains_a_novel_maze_policy(tmp_path, maze_refs, method, knob, ke
 
 @pytest.mark.parametrize("method, knob, keys", METHODS, ids=[m[0] for m in METHODS])
 def test_method_runs_two_iterations_on_hopper(tmp_path, hopper_refs, method, knob, keys):
-    novel, rows = run_method(tmp_path / method, hopper_refs, method, knob, "--r0", "0.1", *HOPPER_TINY)
+    novel, rows = run_method(tmp_path / method, hopper_refs, method, knob, method, "--r0", "0.1", *HOPPER_TINY)
     assert novel["threshold"] == 0.1 and novel["references"] == ["ref0"]
     assert [r["global_step"] for r in rows] == [512, 1024]
     assert all(keys <= set(row) for row in rows) and "eval/return_mean" in rows[-1]

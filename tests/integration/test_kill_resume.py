@@ -26,8 +26,8 @@ from npsco.logger import read_metrics
 
 ARGS = ["population", "--refs", "2", "--novel", "2", "--steps", "4096", "--set", "num_steps=64",
         "--set", "eval_every=2", "--set", "eval_episodes=5", "--no-progress"]
-NAMES = ["ref0", "ref1", "ipd/k0", "ipd/k1"]
-PATHS = ["refs/ref0", "refs/ref1", "novel/ipd/k0", "novel/ipd/k1"]
+NAMES = ["ref0", "ref1", "ipd-r0x0.5/k0", "ipd-r0x0.5/k1"]
+PATHS = ["refs/ref0", "refs/ref1", "novel/ipd-r0x0.5/k0", "novel/ipd-r0x0.5/k1"]
 TIMING_KEYS = {"charts/SPS", "charts/rollout_seconds", "charts/update_seconds"}
 CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 SEED, KILLS, MAX_DELAY = 7, 3, 1.5
@@ -156,7 +156,7 @@ def test_every_policy_is_there_once_done_and_never_retrained(runs):
     assert all(m["status"] == "done" for m in manifest["members"]), story
     on_disk = sorted(str(p.parent.relative_to(out)) for p in out.rglob("policy.safetensors"))
     assert on_disk == sorted(PATHS)
-    run_dirs = sorted(str(p.relative_to(out)) for p in [*(out / "refs").iterdir(), *(out / "novel" / "ipd").iterdir()])
+    run_dirs = sorted(str(p.relative_to(out)) for p in [*(out / "refs").iterdir(), *(out / "novel" / "ipd-r0x0.5").iterdir()])
     assert run_dirs == sorted(PATHS)
     # every finished policy was seen, and its file never changed from the moment it was first seen done
     assert set(watch.stamps) == set(NAMES)

@@ -66,7 +66,7 @@ def test_manifest_records_roles_seeds_threshold_references_and_statuses(run):
     assert (data["format"], data["env_id"], data["method"]) == ("npsco-population", "npsco/FourRewardMaze-v0", "ipd")
     ms = data["members"]
     assert [(m["name"], m["role"], m["seed"]) for m in ms] == [
-        ("ref0", "reference", 0), ("ref1", "reference", 1), ("ipd/k0", "novel", 1000), ("ipd/k1", "novel", 1001)]
+        ("ref0", "reference", 0), ("ref1", "reference", 1), ("ipd-r0x0.5/k0", "novel", 1000), ("ipd-r0x0.5/k1", "novel", 1001)]
     assert all(m["status"] == "done" for m in ms)
     threshold = json.loads((out / "threshold.json").read_text())
     assert threshold["names"] == ["ref0", "ref1"] and threshold["episodes_per_policy"] == 50
@@ -75,11 +75,11 @@ def test_manifest_records_roles_seeds_threshold_references_and_statuses(run):
     r0 = threshold["r0_default"]
     assert data["r0_default"] == r0 and r0 == pytest.approx(matrix[~np.eye(2, dtype=bool)].mean(), abs=1e-5)
     by_name = {m["name"]: m for m in ms}
-    assert by_name["ipd/k0"]["references"] == ["ref0", "ref1"]
-    assert by_name["ipd/k1"]["references"] == ["ref0", "ref1", "ipd/k0"]
+    assert by_name["ipd-r0x0.5/k0"]["references"] == ["ref0", "ref1"]
+    assert by_name["ipd-r0x0.5/k1"]["references"] == ["ref0", "ref1", "ipd-r0x0.5/k0"]
     for m in ms:
         if m["role"] == "novel":
-            assert m["threshold"] == r0 and m["chain"] == "ipd"
+            assert m["threshold"] == 0.5 * r0 and m["chain"] == "ipd-r0x0.5"  # the default multiple, 0.5
         else:
             assert m["threshold"] is None and m["references"] == []
         assert m["final_eval"]["episodes"] == 100 and m["wall_seconds"] > 0
@@ -117,7 +117,7 @@ def test_manifest_writes_are_atomic_whole_json_and_statuses_only_move_forward(ru
 
 # -------------------------------------------------------------------------------------------------------- resume
 # The child process runs the CLI unchanged, except that the second rollout of the first IPD policy waits on its stdin:
-# the test sees `ipd/k0` as `training` in the manifest (with one iteration logged) and kills it there.
+# the test sees `ipd-r0x0.5/k0` as `training` in the manifest (with one iteration logged) and kills it there.
 PAUSING_CHILD = """
 import sys
 from npsco.algos import ppo
@@ -155,7 +155,7 @@ def wait_for_training(out: Path, proc: subprocess.Popen, name: str, timeout: flo
             ms = members(out)
         except (FileNotFoundError, json.JSONDecodeError):  # not written yet (a torn file would be a bug: see above)
             ms = {}
-        metrics = out / "novel" / "ipd" / "k0" / "metrics.jsonl"
+        metrics = out / "novel" / "ipd-r0x0.5" / "k0" / "metrics.jsonl"
         if ms.get(name, {}).get("status") == "training" and metrics.exists() and metrics.read_text().count("\n") >= 1:
             return
         time.sleep(0.05)
@@ -169,15 +169,16 @@ def test_resume_after_sigkill_retrains_nothing_done_and_equals_an_uninterrupted_
     proc = subprocess.Popen([sys.executable, "-c", PAUSING_CHILD, *args], stdin=subprocess.PIPE, env=same_blas_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for_training(out, proc, "ipd/k0")
+        wait_for_training(out, proc, "ipd-r0x0.5/k0")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     before = members(out)
-    assert [before[n]["status"] for n in ("ref0", "ref1", "ipd/k0", "ipd/k1")] == ["done", "done", "training", "pending"]
+    assert [before[n]["status"] for n in ("ref0", "ref1", "ipd-r0x0.5/k0", "ipd-r0x0.5/k1")] == [
+        "done", "done", "training", "pending"]
     stamps = {n: os.stat(out / before[n]["path"] / "policy.safetensors") for n in ("ref0", "ref1")}
     threshold_stamp = os.stat(out / "threshold.json")
-    assert not (out / "novel" / "ipd" / "k0" / "policy.safetensors").exists()
+    assert not (out / "novel" / "ipd-r0x0.5" / "k0" / "policy.safetensors").exists()
 
     assert main(args) == 0  # the same command again
 
@@ -189,7 +190,7 @@ def test_resume_after_sigkill_retrains_nothing_done_and_equals_an_uninterrupted_
         assert after[n]["wall_seconds"] == before[n]["wall_seconds"]
     now = os.stat(out / "threshold.json")
     assert (now.st_ino, now.st_mtime_ns) == (threshold_stamp.st_ino, threshold_stamp.st_mtime_ns)
-    assert len(read_metrics(out / "novel" / "ipd" / "k0" / "metrics.jsonl")) == 2  # restarted from scratch
+    assert len(read_metrics(out / "novel" / "ipd-r0x0.5" / "k0" / "metrics.jsonl")) == 2  # restarted from scratch
     assert temp_files(out) == []
 
     # determinism: the interrupted-and-resumed run ends exactly where the uninterrupted one did
@@ -238,7 +239,7 @@ def test_refs_from_reuses_the_references_without_training_them(run, tmp_path, mo
         assert Path(ms[n]["path"]) == (reference_run / "refs" / n).resolve()
     assert manifest(out)["r0_default"] == manifest(reference_run)["r0_default"]
     # same references, threshold and seed: the same first novel policy as in the run it borrowed from
-    assert ms["ipd/k0"]["final_eval"] == members(reference_run)["ipd/k0"]["final_eval"]
+    assert ms["ipd-r0x0.5/k0"]["final_eval"] == members(reference_run)["ipd-r0x0.5/k0"]["final_eval"]
 
 
 def test_a_different_configuration_in_an_existing_run_is_refused_with_exit_code_2(run, capsys):
@@ -332,9 +333,9 @@ def test_a_larger_novel_count_extends_a_finished_run_without_retraining_it(run, 
     assert main(args) == 0
     assert "2 -> 3 novel policies per chain (1 to train)" in capsys.readouterr().out
     after = members(out)
-    assert list(after) == [*before, "ipd/k2"]
+    assert list(after) == [*before, "ipd-r0x0.5/k2"]
     assert all(m["status"] == "done" for m in after.values())
-    assert after["ipd/k2"]["references"] == ["ref0", "ref1", "ipd/k0", "ipd/k1"]
+    assert after["ipd-r0x0.5/k2"]["references"] == ["ref0", "ref1", "ipd-r0x0.5/k0", "ipd-r0x0.5/k1"]
     for n, stamp in stamps.items():  # the policies already trained were not trained again
         assert after[n]["final_eval"] == before[n]["final_eval"]
         assert (out / after[n]["path"] / "policy.safetensors").stat().st_mtime_ns == stamp
@@ -351,7 +352,7 @@ def test_the_ppo_seed_setting_shifts_every_seed_of_the_population(tmp_path):
     pop = npsco.population.Population(tmp_path / "replicate", config, progress=False, log=lambda _: None)
     pop.open()  # plans and writes the manifest, trains nothing
     assert [(m["name"], m["seed"]) for m in manifest(tmp_path / "replicate")["members"]] == [
-        ("ref0", 7), ("ref1", 8), ("ipd/k0", 1007), ("ipd/k1", 1008)]
+        ("ref0", 7), ("ref1", 8), ("ipd-r0x0.5/k0", 1007), ("ipd-r0x0.5/k1", 1008)]
 
 
 def test_the_seed_option_is_the_base_seed(tmp_path):

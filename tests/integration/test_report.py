@@ -41,7 +41,7 @@ def test_experiment_layout(experiment):
         rows = list(csv.DictReader(f))
     # the references once (borrowed by the ipd run), then one policy per IPD chain
     assert [(r["name"], r["group"], r["r0_scale"]) for r in rows] == [
-        ("ref0", "ppo", ""), ("ref1", "ppo", ""), ("ipd-r0x1/k0", "ipd", "1.0"), ("ipd-r0x2/k0", "ipd-r0x2", "2.0")]
+        ("ref0", "ppo", ""), ("ref1", "ppo", ""), ("ipd-r0x0.5/k0", "ipd", "0.5"), ("ipd-r0x2/k0", "ipd-r0x2", "2.0")]
     assert all(r["episodes"] == "20" and r["relative_novelty"] for r in rows)
 
 
@@ -77,7 +77,7 @@ def test_table_1_has_a_row_per_method_and_the_commands_are_listed(experiment):
     commands = text.split("## Configuration and commands")[1]
     task = experiment / "FourRewardMaze-v0"
     assert f"--method ppo --refs 2 --novel 0 --steps 2048 --out {task / 'ppo'}" in commands
-    assert f"--refs-from {task / 'ppo'} --novel 1 --r0-scale 1 2 --steps 2048" in commands
+    assert f"--refs-from {task / 'ppo'} --novel 1 --r0-scale 0.5 2 --steps 2048" in commands
     assert f"npsco evaluate {task / 'ipd'} --episodes 20 --seed 0" in commands
     assert f"npsco report {experiment} --out {experiment / 'report'} --episodes 20" in commands
     assert "| torch |" in commands and '"total_timesteps": 2048' in commands

@@ -67,11 +67,11 @@ def test_local_pool_trains_every_population_of_the_grid(local_sweep):
         ("FourRewardMaze-v0/ppo", None, 2, 2), ("FourRewardMaze-v0/ipd", "FourRewardMaze-v0/ppo", 1, 1)]
     assert tree(local_sweep) == {"FourRewardMaze-v0/ppo/refs/ref0/policy.safetensors",
                                  "FourRewardMaze-v0/ppo/refs/ref1/policy.safetensors",
-                                 "FourRewardMaze-v0/ipd/novel/ipd/k0/policy.safetensors"}
+                                 "FourRewardMaze-v0/ipd/novel/ipd-r0x0.5/k0/policy.safetensors"}
     ipd = json.loads((local_sweep / "FourRewardMaze-v0/ipd/manifest.json").read_text())
     assert ipd["r0_default"] > 0 and (local_sweep / "FourRewardMaze-v0/ipd/threshold.json").exists()
     k0 = ipd["members"][-1]
-    assert k0["references"] == ["ref0", "ref1"] and k0["threshold"] == ipd["r0_default"]
+    assert k0["references"] == ["ref0", "ref1"] and k0["threshold"] == 0.5 * ipd["r0_default"]
     assert population_dirs(local_sweep) == [local_sweep / "FourRewardMaze-v0/ppo", local_sweep / "FourRewardMaze-v0/ipd"]
 
 
@@ -178,9 +178,9 @@ def test_threshold_multiples_default_to_each_task_own_and_an_absolute_r0_needs_n
     grid = {"tasks": ["npsco/FourRewardMaze-v0", "Hopper-v5"], "methods": ["ppo", "ipd", "wsr", "cpo"],
             "refs": 2, "novel": 1, "method": {"ipd": {"r0_scales": ["default", 2]}, "cpo": {"r0": 0.3}}}
     chains = {(s.task, s.method): s.chains for s in plan(parse_grid(grid, "test"))}
-    assert chains[("npsco/FourRewardMaze-v0", "ipd")] == ["ipd-r0x1", "ipd-r0x2"]
+    assert chains[("npsco/FourRewardMaze-v0", "ipd")] == ["ipd-r0x0.5", "ipd-r0x2"]
     assert chains[("Hopper-v5", "ipd")] == ["ipd-r0x0.5", "ipd-r0x2"]
-    assert chains[("npsco/FourRewardMaze-v0", "wsr")] == ["wsr"] and chains[("Hopper-v5", "wsr")] == ["wsr-r0x0.5"]
+    assert chains[("npsco/FourRewardMaze-v0", "wsr")] == ["wsr-r0x0.5"] and chains[("Hopper-v5", "wsr")] == ["wsr-r0x0.5"]
     assert chains[("Hopper-v5", "cpo")] == ["cpo"]  # r0 = 0.3, absolute
     with pytest.raises(NpscoError, match="or \"default\""):
         parse_grid({**grid, "r0_scales": ["twice"]}, "test")

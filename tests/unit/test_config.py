@@ -219,10 +219,9 @@ def test_default_threshold_multiple_per_task_and_r0_scale_is_not_a_method_settin
     from npsco.config import MethodConfig, default_r0_scale
     from npsco.population import PopulationConfig
 
-    assert default_r0_scale(MAZE_ID) == 1.0
-    assert [default_r0_scale(f"{t}-v5") for t in ("Hopper", "Walker2d", "HalfCheetah")] == [0.5, 0.5, 0.5]
+    assert [default_r0_scale(t) for t in (MAZE_ID, "Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")] == [0.5] * 4
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig()).validate().r0_scales == (0.5,)
-    assert PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig()).validate().r0_scales == (1.0,)
+    assert PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig()).validate().r0_scales == (0.5,)
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig(r0=0.6)).validate().r0_scales == (1.0,)
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig(), r0_scales=(2,)).validate().r0_scales == (2.0,)
     with pytest.raises(NpscoError, match="r0_scale is not a method setting.*--r0-scale"):

@@ -222,7 +222,7 @@ def test_groups_and_chain_scales():
     assert group_of("novel", "ipd", "ipd-r0x1", 0.5) == "ipd-r0x1"
     assert primary_scale({"r0_scales": [0.5, 1.0, 2.0]}, "npsco/FourRewardMaze-v0") == 0.5
     assert primary_scale({"r0_scales": [1.0, 0.5]}, "Hopper-v5") == 1.0
-    assert primary_scale({}, "Hopper-v5") == 0.5 and primary_scale({}, "npsco/FourRewardMaze-v0") == 1.0
+    assert primary_scale({}, "Hopper-v5") == 0.5 and primary_scale({}, "npsco/FourRewardMaze-v0") == 0.5
     assert chain_scale("ipd-r0x2") == 2.0 and chain_scale("ipd") is None
 
 
