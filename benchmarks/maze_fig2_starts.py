@@ -1,7 +1,7 @@
 """The maze Fig. 2 criterion from other starts on the right edge, for policies that `benchmarks/maze_ipd.py` already
 trained (no training here): is the criterion's outcome a property of IPD or of the one start it looks at?
 
-    python benchmarks/maze_fig2_starts.py runs/bench/maze_ipd runs/bench/maze_ipd_s100 runs/bench/maze_ipd_s200
+    python benchmarks/maze_fig2_starts.py runs/bench/maze_ipd runs/bench/maze_ipd_s100 ... runs/bench/maze_ipd_s1700
 
 For every replicate (a `maze_ipd.py` runs directory: its `refs` population and one `ipd-r0xS` population per
 threshold multiple S), every chain (the 5 PPO references; the 5 IPD policies of a multiple) and every start
@@ -65,7 +65,7 @@ def main() -> None:
 
     scales = sorted({s for r in data["replicates"].values() for s in r["ipd"]}, key=float)
     lines = ["# Maze Fig. 2 criterion from other right-edge starts", "", f"`{data['command']}` ({data['date']}): the "
-             "policies trained by `benchmarks/maze_ipd.py` (3 replicates), evaluated from starts (14.5, y). Cells: the "
+             f"policies trained by `benchmarks/maze_ipd.py` ({len(data['replicates'])} replicates), evaluated from starts (14.5, y). Cells: the "
              "number of distinct goals the chain's 5 policies reach from that start (the 5 PPO seeds; the 5 IPD "
              "policies at that multiple of r0); **bold** where PPO <= 2 and IPD >= 3. y = 8 is Fig. 2's start, next "
              "to the +1 goal.", ""]

@@ -33,8 +33,7 @@ PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "numpy", "gymnas
            "npsco.algos.methods", "npsco.algos.ipd", "npsco.algos.wsr", "npsco.algos.tnb", "npsco.algos.cpo",
            "npsco.evaluation", "npsco.novelty.threshold", "npsco.novelty.references"]
 """Modules the forkserver imports once, so that each fresh worker starts in milliseconds instead of seconds
-(`torch._dynamo` alone, imported by the first Adam, costs seconds; numba, under the references, ~0.5 s and ~110 MiB,
-shared by the forked workers)."""
+(`torch._dynamo` alone, imported by the first Adam, costs seconds; numba, under the references, ~0.5 s)."""
 
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Set in every worker before numpy and torch load: one policy per core; BLAS threads fighting over shared cores
