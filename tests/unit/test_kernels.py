@@ -49,3 +49,10 @@ def test_rows_write_only_the_first_columns():
     _kernels.tanh_rows(z, out)
     np.testing.assert_allclose(out[:, :4], np.tanh(z), rtol=2e-7, atol=6e-8)
     np.testing.assert_array_equal(out[:, 4:], 7.0)
+
+
+def test_an_output_too_small_is_refused():
+    with pytest.raises(ValueError, match="at least its columns"):
+        _kernels.tanh_rows(np.zeros((2, 5), np.float32), np.zeros((2, 4), np.float32))
+    with pytest.raises(ValueError, match="z's rows"):
+        _kernels.tanh_rows(np.zeros((2, 5), np.float32), np.zeros((1, 5), np.float32))

@@ -5,11 +5,12 @@ float32 tanh costs 3-4 ns per value on the 2-core machines we benchmark on (torc
 around it. `tanh_rows` is a rational tanh that vectorises (no libm call), 3-4x faster than numpy's here and as accurate
 in float32. The matmuls stay with numpy (OpenBLAS): loops compiled by numba were several times slower for these shapes.
 
-The tanh: on |x| <= 9, tanh(x) = x P(u) / Q(u) with u = (x / 9)^2, evaluated in float64 and rounded to float32; between 9
-and 13 ln 2 = 9.011 the input is clamped to 9 (the float32 tanh there is 1 - 2^-24), beyond it the result is +-1. P (degree 6) and Q (degree 3) were fitted on
-250k points of [0, 9] by linearised least squares, iterated with Sanathanan-Koerner (1/Q) and Lawson (largest relative
-error) reweighting; the rational function's own relative error is below 7e-9. Over float32 inputs the result is within
-6e-8 of the true tanh and 1 ulp of `np.tanh`, odd and monotone (tests/unit/test_kernels.py).
+The tanh: on |x| <= 9, tanh(x) = x P(u) / Q(u) with u = (x / 9)^2, evaluated in float64 and rounded to float32;
+between 9 and 13 ln 2 = 9.011 the input is clamped to 9 (the float32 tanh there is 1 - 2^-24), beyond it the result is
++-1. P (degree 6) and Q (degree 3) were fitted on 250k points of [0, 9] by linearised least squares, iterated with
+Sanathanan-Koerner (1/Q) and Lawson (largest relative error) reweighting; the rational function's own relative error is
+below 7e-9. Over float32 inputs the result is within 6e-8 of the true tanh and 1 ulp of `np.tanh`, odd and monotone
+(tests/unit/test_kernels.py).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ _Q0, _Q1, _Q2, _Q3 = _Q
 _U = 1.0 / (_CLAMP * _CLAMP)
 _ONE = 13.0 * math.log(2.0)  # beyond 9.011, 1 - tanh(x) < 2^-25 (half a float32 step below 1): tanh rounds to 1.0
 
-# fastmath lets LLVM fuse multiply-adds and vectorise the loops; error_model="numpy" drops the division-by-zero check
-# that otherwise keeps the division scalar (Q >= 1, so there is none).
+# fastmath lets LLVM fuse multiply-adds and vectorise the loops (without "nnan"/"ninf": NaN and inf keep their IEEE
+# meaning); error_model="numpy" drops the division-by-zero check that otherwise keeps the division scalar (Q >= 1).
 _jit = numba.njit(fastmath={"nsz", "arcp", "contract", "afn", "reassoc"}, error_model="numpy", cache=True)
 
 
@@ -49,6 +50,8 @@ def tanh_rows(z: np.ndarray, out: np.ndarray) -> None:
     The references' forward pass calls it with z = (M, K * N) pre-activations and out = (M, (K + 1) * N), the next
     layer's input whose last N values per reference are the constant ones of its bias column."""
     rows, length = z.shape
+    if out.shape[0] != rows or out.shape[1] < length:
+        raise ValueError("tanh_rows: out must have z's rows and at least its columns")
     for i in range(rows):
         for j in range(length):
             out[i, j] = _tanh(np.float64(z[i, j]))
