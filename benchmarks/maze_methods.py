@@ -79,7 +79,7 @@ def main() -> None:
     ref_returns = [m.final_eval["return_mean"] for m in refs]
     results["success_baseline"] = success_baseline(ref_returns)
     rows = [describe(refs_pop, m, ref_policies, ref_returns) for m in refs]
-    results["methods"]["ppo"] = summarise(rows, method_config=None, r0=None)
+    results["methods"]["ppo"] = summarise(rows, method_config=None, r0=None, threshold=None)
     write(results, args.results)
 
     for name in args.methods:
@@ -88,7 +88,7 @@ def main() -> None:
                                                        refs_from=str(runs / "refs")), progress=False, log=_log)
         members = [m for m in pop.run() if m.role == "novel"]
         rows = [describe(pop, m, ref_policies, ref_returns) for m in members]
-        results["methods"][name] = summarise(rows, config.to_dict(), pop.r0_default)
+        results["methods"][name] = summarise(rows, config.to_dict(), pop.r0_default, members[0].threshold)
         write(results, args.results)
 
 
@@ -125,11 +125,12 @@ def describe(pop: Population, member, refs: ReferenceSet, ref_returns: list[floa
     return row
 
 
-def summarise(rows: list[dict], method_config: dict | None, r0: float | None) -> dict:
+def summarise(rows: list[dict], method_config: dict | None, r0: float | None, threshold: float | None) -> dict:
+    """`r0`: the references' mean pairwise distance (r0_default); `threshold`: the one the method used."""
     returns = [r["return_mean"] for r in rows]
     mean, std = mean_std(returns)
     return {
-        "r0": r0, "method_config": method_config,
+        "r0": r0, "threshold": threshold, "method_config": method_config,
         "train_seconds": round(sum(r["wall_seconds"] for r in rows), 1),  # as recorded when each policy trained
         "return_mean": mean, "return_std": std,
         "right_start_goals": sorted({r["right_start_goal"] for r in rows}),
@@ -141,9 +142,8 @@ def summarise(rows: list[dict], method_config: dict | None, r0: float | None) ->
 
 
 def write(results: dict, base: str) -> None:
-    base = Path(base)
-    atomic_write_json(base.with_suffix(".json"), results)
-    atomic_write_text(base.with_suffix(".md"), markdown(results))
+    atomic_write_json(Path(f"{base}.json"), results)  # (not with_suffix: a base may contain a dot, e.g. _r0x0.5)
+    atomic_write_text(Path(f"{base}.md"), markdown(results))
 
 
 def markdown(results: dict) -> str:
@@ -156,10 +156,12 @@ def markdown(results: dict) -> str:
              "states (for PPO: against the other references). Success: the training evaluation curve reached the "
              f"median final return of the PPO references ({results.get('success_baseline', float('nan')):.3f}). "
              "`train s`: training wall seconds of the method's policies, summed (the machine was shared).", "",
-             "| method | r0 | return | right start goals | dominant goals | mean U | success | train s |",
+             "`threshold`: the method's r0, and its multiple of r0_default (the references' mean pairwise distance).", "",
+             "| method | threshold | return | right start goals | dominant goals | mean U | success | train s |",
              "|---|---|---|---|---|---|---|---|"]
     for name, m in results["methods"].items():
-        r0 = f"{m['r0']:.3f}" if m["r0"] is not None else ""
+        threshold = m.get("threshold", m["r0"])  # results written before "threshold" was recorded used r0 itself
+        r0 = f"{threshold:.3f} ({threshold / m['r0']:g}x)" if m["r0"] is not None else ""
         lines.append(f"| {name} | {r0} | {m['return_mean']:.2f} +- {m['return_std']:.2f} | "
                      f"{len(m['right_start_goals'])}: {', '.join(m['right_start_goals'])} | "
                      f"{len(m['dominant_goals'])}: {', '.join(m['dominant_goals'])} | {m['novelty_vs_ppo_mean']:.3f} | "

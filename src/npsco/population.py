@@ -144,13 +144,17 @@ class Population:
         config = self.config.to_dict()
         if (self.out / "config.json").exists():
             stored = read_json(self.out / "config.json")
-            same = same_configuration(stored, config)
+            differences = configuration_differences(stored, config)
             # the one difference allowed: a larger --novel (the run grows, nothing done is retrained)
-            grows = (not same and isinstance(stored.get("novel"), int) and config["novel"] > stored["novel"]
+            grows = (bool(differences) and isinstance(stored.get("novel"), int) and config["novel"] > stored["novel"]
                      and same_configuration({**stored, "novel": config["novel"]}, config))
-            if not (same or grows):
-                raise NpscoError(f"{self.out} holds a population with a different configuration; "
-                                 f"use another --out (or delete it to start over)")
+            if differences and not grows:
+                hint = (" (an earlier npsco's default threshold multiple was 1: add --r0-scale 1 to resume a run made "
+                        "with it)" if any(d.startswith("r0_scales: [1.0] in the run") for d in differences) else "")
+                raise NpscoError(f"{self.out} holds a population with a different configuration: "
+                                 + "; ".join(differences[:6]) + ("; ..." if len(differences) > 6 else "")
+                                 + f"{hint}. Give the same settings to resume it, or use another --out (or delete it "
+                                   "to start over)")
             data = read_json(self.manifest_path) if self.manifest_path.exists() else {"members": []}
             self.members = [Member(**m) for m in data.get("members", [])]
             self.r0_default = data.get("r0_default")
@@ -435,23 +439,33 @@ def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
     A setting missing from `stored` (one that npsco gained after the run started) matches when `current` has that
     setting's default value, so upgrading npsco does not stop a run from resuming; any other difference does.
     """
-    defaults = PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict()
+    return not configuration_differences(stored, current)
 
-    def same(old: dict, new: dict, default: dict) -> bool:
-        if set(old) - set(new):
-            return False
+
+def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The settings in which `stored` and `current` differ (see `same_configuration`), e.g.
+    `"r0_scales: [1.0] in the run, [0.5] now"`."""
+    defaults = PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict()
+    out: list[str] = []
+
+    def short(value: Any) -> str:
+        text = repr(value)
+        return text if len(text) <= 40 else f"{type(value).__name__} of {len(value)}" if hasattr(value, "__len__") else "..."
+
+    def walk(old: dict, new: dict, default: dict, prefix: str) -> None:
+        for key in sorted(set(old) - set(new)):
+            out.append(f"{prefix}{key}: {short(old[key])} in the run, not a setting now")
         for key, value in new.items():
             if key not in old:
                 if key not in default or default[key] != value:
-                    return False
+                    out.append(f"{prefix}{key}: not recorded in the run, {short(value)} now")
             elif isinstance(value, dict) and isinstance(old[key], dict):
-                if not same(old[key], value, default.get(key) if isinstance(default.get(key), dict) else {}):
-                    return False
+                walk(old[key], value, default.get(key) if isinstance(default.get(key), dict) else {}, f"{prefix}{key}.")
             elif old[key] != value:
-                return False
-        return True
+                out.append(f"{prefix}{key}: {short(old[key])} in the run, {short(value)} now")
 
-    return same(stored, current, defaults)
+    walk(stored, current, defaults, "")
+    return out
 
 
 def load_manifest(run: str | Path) -> dict[str, Any]:

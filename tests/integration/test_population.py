@@ -19,10 +19,11 @@ import pytest
 import npsco.population
 from npsco.cli import main
 from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
+from npsco.errors import NpscoError
 from npsco.io import atomic_write_json
 from npsco.logger import read_metrics
 from npsco.policy import load_policy
-from npsco.population import PopulationConfig, same_configuration
+from npsco.population import Population, PopulationConfig, configuration_differences, same_configuration
 
 # 2 iterations of 16 envs x 32 steps per policy, 2 epochs per update: the workflow, not learning, is under test
 TINY = ["population", "--refs", "2", "--novel", "2", "--steps", "1024", "--set", "num_steps=32",
@@ -265,7 +266,8 @@ def test_a_run_started_before_npsco_gained_a_setting_still_resumes(run, tmp_path
     assert "already trained" in capsys.readouterr().out
     # but a missing setting whose value now differs from its default is a different configuration
     assert main([*TINY, "--mset", "ipd_slack=0.3", "--out", str(out)]) == 2
-    assert "different configuration" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "different configuration: method.ipd_slack: not recorded in the run, 0.3 now" in err
 
 
 def test_same_configuration_compares_settings_and_fills_only_defaults():
@@ -283,6 +285,19 @@ def test_same_configuration_compares_settings_and_fills_only_defaults():
     current = copy.deepcopy(config)
     current["method"]["metric"] = "wasserstein2"
     assert not same_configuration(older, current)
+    assert configuration_differences(changed, config) == ["ppo.seed: 1 in the run, 0 now"]
+    assert configuration_differences(extra, config) == ["method.removed_setting: 1 in the run, not a setting now"]
+    assert configuration_differences(older, current) == [
+        "method.metric: not recorded in the run, 'wasserstein2' now"]
+
+
+def test_a_run_made_at_the_old_default_multiple_is_told_to_add_r0_scale_1(tmp_path, capsys):
+    out = tmp_path / "run"
+    old = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"), r0_scales=(1.0,))
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(old.validate().to_dict()))
+    with pytest.raises(NpscoError, match=r"r0_scales: \[1.0\] in the run, \[0.5\] now .*add --r0-scale 1"):
+        Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"))).open()
 
 
 def test_refs_from_a_directory_without_a_population_is_refused(tmp_path, capsys):
