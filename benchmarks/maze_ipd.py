@@ -18,6 +18,9 @@ adds its stages to the same files. The commands of the committed results are lis
 
     python benchmarks/maze_ipd.py --r0-scale 1 0.5 0.25 0.75 2
     python benchmarks/maze_ipd.py --r0-scale 1 --mset novelty_action=sample --tag sample
+
+`--workers N` trains the references side by side, then every chain side by side (a local process pool; each policy
+trains from its seed in its own process, so the results are those of one worker).
 """
 
 from __future__ import annotations
@@ -39,8 +42,8 @@ from npsco.envs.maze import GOAL_NAMES, goal_name
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.logger import read_metrics
-from npsco.parallel import LogView, Scheduler, make_executor
 from npsco.novelty.metrics import policy_distance
+from npsco.parallel import LogView, Scheduler, make_executor
 from npsco.population import Population, PopulationConfig
 from npsco.policy import load_policy
 
