@@ -242,9 +242,8 @@ def _chain_policies(results: dict, name: str) -> list:
 def write(results: dict, base: str) -> None:
     if len(results["stages"]) > 1:
         results["verdict"] = verdict(results["stages"])
-    base = Path(base)
-    atomic_write_json(base.with_suffix(".json"), results)
-    atomic_write_text(base.with_suffix(".md"), markdown(results))
+    atomic_write_json(Path(f"{base}.json"), results)  # (not with_suffix: a base may contain a dot)
+    atomic_write_text(Path(f"{base}.md"), markdown(results))
 
 
 def markdown(results: dict) -> str:

@@ -68,6 +68,7 @@ def main() -> None:
     for seed in seeds:
         name, verdict, chains = reps[seed]
         r0d = f"{next(iter(chains.values()))[0]['r0_default']:.3f}" if chains else "-"
+        ppo_merged = {"top/bottom" if g in ("top", "bottom") else g for g in verdict["ppo_right_start_goals"]}
         cells = []
         for s in scales:
             if s not in chains:
@@ -76,7 +77,6 @@ def main() -> None:
             stage, v = chains[s]
             goals = [pol["right_start_goal"] for pol in stage["policies"]]
             met = v["target_met"]
-            ppo_merged = {"top/bottom" if g in ("top", "bottom") else g for g in verdict["ppo_right_start_goals"]}
             merged = (v["distinct_top_bottom_as_one"] >= 3 and v["min_reached_goal_frac"] >= 0.9
                       and len(ppo_merged) <= 2)
             for count, ok, counted in ((met_count, met, True), (met_ppo_ok, met, verdict["ppo_ok"]),
@@ -89,6 +89,7 @@ def main() -> None:
         ppo = verdict["ppo_right_start_goals"]
         lines.append(f"| {seed} | {', '.join(ppo)} ({len(ppo)}{'' if len(ppo) <= 2 else ': too many'}) | {r0d} | "
                      + " | ".join(cells) + " |")
+
     def rates(count: dict) -> str:
         return "; ".join(f"{s:g}x: {m}/{n}" for s, (m, n) in count.items())
 

@@ -31,9 +31,9 @@ MAX_RETRIES = 2
 
 PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "numpy", "gymnasium", "npsco.population", "npsco.algos.ppo",
            "npsco.algos.methods", "npsco.algos.ipd", "npsco.algos.wsr", "npsco.algos.tnb", "npsco.algos.cpo",
-           "npsco.evaluation", "npsco.novelty.threshold", "npsco.novelty.references"]
+           "npsco.evaluation", "npsco.novelty.threshold"]
 """Modules the forkserver imports once, so that each fresh worker starts in milliseconds instead of seconds
-(`torch._dynamo` alone, imported by the first Adam, costs seconds; numba, under the references, ~0.5 s)."""
+(`torch._dynamo` alone, imported by the first Adam, costs seconds; `npsco.algos.methods` brings numba, ~0.5 s)."""
 
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Set in every worker before numpy and torch load: one policy per core; BLAS threads fighting over shared cores

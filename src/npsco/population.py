@@ -149,8 +149,9 @@ class Population:
             grows = (bool(differences) and isinstance(stored.get("novel"), int) and config["novel"] > stored["novel"]
                      and same_configuration({**stored, "novel": config["novel"]}, config))
             if differences and not grows:
+                old_default = stored.get("r0_scales") == [1.0] and config["r0_scales"] != [1.0]
                 hint = (" (an earlier npsco's default threshold multiple was 1: add --r0-scale 1 to resume a run made "
-                        "with it)" if any(d.startswith("r0_scales: [1.0] in the run") for d in differences) else "")
+                        "with it)" if old_default else "")
                 raise NpscoError(f"{self.out} holds a population with a different configuration: "
                                  + "; ".join(differences[:6]) + ("; ..." if len(differences) > 6 else "")
                                  + f"{hint}. Give the same settings to resume it, or use another --out (or delete it "
@@ -448,9 +449,11 @@ def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -
     defaults = PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict()
     out: list[str] = []
 
-    def short(value: Any) -> str:
+    def short(value: Any) -> str:  # a value as the message shows it: a long one (a whole settings table) by its size
         text = repr(value)
-        return text if len(text) <= 40 else f"{type(value).__name__} of {len(value)}" if hasattr(value, "__len__") else "..."
+        if len(text) <= 40:
+            return text
+        return f"{type(value).__name__} of {len(value)}" if hasattr(value, "__len__") else "..."
 
     def walk(old: dict, new: dict, default: dict, prefix: str) -> None:
         for key in sorted(set(old) - set(new)):
