@@ -321,8 +321,9 @@ def cmd_threshold(args: argparse.Namespace) -> int:
             names.append(p.stem if p.suffix else p.name)
     policies = [load_policy(p) for p in paths]
     episodes = args.episodes or default_distance_episodes(policies[0].metadata["env_id"])
-    th = default_threshold(policies, names, episodes=episodes, seed=args.seed)
-    print(f"r0 = {th.r0:.6f}  (mean pairwise distance of {len(policies)} policies)")
+    th = default_threshold(policies, names, episodes=episodes, seed=args.seed, metric=args.metric)
+    metric = "" if args.metric == "deterministic" else f", {args.metric} metric"
+    print(f"r0 = {th.r0:.6f}  (mean pairwise distance of {len(policies)} policies{metric})")
     width = max(len(n) for n in names)
     for n, row in zip(names, th.matrix):
         print(f"{n:>{width}s} " + " ".join(f"{v:7.4f}" for v in row))
@@ -469,6 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
     th.add_argument("--episodes", type=int, default=None,
                     help="deterministic episodes per policy (default: as npsco population, 50 on the maze, 5 otherwise)")
     th.add_argument("--seed", type=int, default=0)
+    th.add_argument("--metric", choices=("deterministic", "wasserstein2"), default="deterministic",
+                    help="per-state distance (default deterministic; wasserstein2 for populations trained with "
+                         "--mset metric=wasserstein2)")
     th.add_argument("--out", default=None, help="write the matrix and r0 as JSON here")
     return p
 

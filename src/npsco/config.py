@@ -273,6 +273,18 @@ class MethodConfig:
     novelty < r0) or `cumulative` (authors' code: sum (u_t - r0) over t > t_S, end when the sum <= -ipd_slack)."""
     ipd_slack: float = 0.1
     """Slack of the `cumulative` IPD rule."""
+    novelty_discount: float = 1.0
+    """The running novelty's memory: u_t = min_j sum_k g^(t-k) d_j(s_k) / sum_k g^(t-k) with g = novelty_discount.
+    1: the mean since the episode's first step (paper Alg. 1); below 1 the distant past is forgotten (0.98: a horizon
+    of ~50 steps), e.g. a take-off in which all policies act alike. Used by IPD, WSR, TNB and CTNB."""
+    r0_warmup: float = 0.0
+    """IPD only: the threshold rises linearly from 0 at the first iteration to r0 at this fraction of the training
+    budget, then stays at r0 (0: the full r0 from the start, as the paper)."""
+    r0_profile: str = "constant"
+    """IPD only: `constant` (r0 at every step, as the paper) or `reference`: at episode step t the threshold is
+    r0 x rho(t), where rho(t) is the references' own mean pairwise *running* distance at step t of their deterministic
+    episodes divided by its whole-episode value (threshold.json, `profile`), so that the references, compared with
+    each other, meet it on average at every step."""
     wsr_weight: float | None = None
     """WSR weight of the shaped novelty reward. None: the task's default (10 on the maze as the paper, 0.5 on MuJoCo
     as the authors' README)."""
@@ -312,6 +324,11 @@ class MethodConfig:
             (self.novelty_action in ("mean", "sample"), "novelty_action must be mean or sample"),
             (self.ipd_rule in ("instant", "cumulative"), "ipd_rule must be instant or cumulative"),
             (self.ipd_slack >= 0, "ipd_slack must be >= 0"),
+            (0 < self.novelty_discount <= 1, "novelty_discount must be in (0, 1]"),
+            (0 <= self.r0_warmup <= 1, "r0_warmup must be in [0, 1] (a fraction of the training budget)"),
+            (self.r0_profile in ("constant", "reference"), "r0_profile must be constant or reference"),
+            (self.method in ("ipd", "ppo") or (self.r0_warmup == 0 and self.r0_profile == "constant"),
+             f"r0_warmup and r0_profile are IPD settings; method {self.method} uses a constant r0"),
             (self.wsr_shape in ("linear", "exp", "neg_exp"), "wsr_shape must be linear, exp or neg_exp"),
             (self.tnb_rule in ("safe", "paper"), "tnb_rule must be safe or paper"),
             (self.ctnb_slack >= 0, "ctnb_slack must be >= 0"),

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from npsco.config import MethodConfig, PPOConfig, default_r0_scale, task_family
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, read_json
@@ -82,6 +84,9 @@ class PopulationConfig:
             raise NpscoError("novel policies need references: --refs >= 1, --refs-from RUN or --ref-checkpoints")
         if not self.r0_scales or not all(0 < s < float("inf") for s in self.r0_scales):
             raise NpscoError(f"--r0-scale values must be finite and > 0, got {list(self.r0_scales)}")
+        if self.method.r0 is not None and self.method.r0_profile == "reference":
+            raise NpscoError("r0_profile=reference scales the references' own threshold profile: it cannot be combined "
+                             "with an absolute --r0 (use --r0-scale)")
         if self.method.r0 is not None and tuple(self.r0_scales) != (1.0,):
             raise NpscoError("--r0 (an absolute threshold) and --r0-scale (multiples of the default) are "
                              "alternatives; give one")
@@ -281,13 +286,16 @@ class Population:
         from npsco.novelty.threshold import default_threshold
 
         self.log(f"computing the default threshold from {len(refs)} references ...")
+        method = self.config.method
         th = default_threshold([self.policy(m) for m in refs], [m.name for m in refs],
                                episodes=self.config.distance_episodes, seed=0,
-                               max_episode_steps=self.config.ppo.max_episode_steps)
+                               max_episode_steps=self.config.ppo.max_episode_steps, metric=method.metric,
+                               discount=method.novelty_discount)
         atomic_write_json(self.out / "threshold.json", th.to_dict())
         self.r0_default = th.r0
         self.save_manifest()
-        self.log(f"r0 (mean pairwise distance of the references) = {th.r0:.4f}")
+        metric = "" if method.metric == "deterministic" else f", {method.metric} metric"
+        self.log(f"r0 (mean pairwise distance of the references{metric}) = {th.r0:.4f}")
 
     def threshold_for(self, member: Member) -> float:
         if self.config.method.r0 is not None:
@@ -305,7 +313,10 @@ class Population:
         member.references = [m.name for m in prior]
         member.threshold = self.threshold_for(member)
         refs = ReferenceSet([self.policy(m) for m in prior], member.references)
-        return make_method(self.config.method, refs, member.threshold, self.config.ppo.env_id)
+        profile = None
+        if self.config.method.r0_profile == "reference":
+            profile = np.asarray(read_json(self.out / "threshold.json")["profile"])
+        return make_method(self.config.method, refs, member.threshold, self.config.ppo.env_id, profile)
 
     def _train(self, member: Member, method, position: int, total: int) -> None:
         from npsco.algos.ppo import Trainer

@@ -379,3 +379,21 @@ def test_the_seed_option_is_the_base_seed(tmp_path):
     (m,) = manifest(out)["members"]
     assert (m["name"], m["seed"]) == ("ref0", 7)
     assert load_policy(out / m["path"] / "policy.safetensors").metadata["seed"] == 7
+
+
+def test_a_wasserstein_threshold_and_a_reference_profile_reach_the_novel_policy(tmp_path):
+    out = tmp_path / "w2"
+    assert main([*TINY, "--novel", "1", "--r0-scale", "1", "--mset", "metric=wasserstein2",
+                 "--mset", "r0_profile=reference", "--out", str(out)]) == 0
+    th = json.loads((out / "threshold.json").read_text())
+    assert th["metric"] == "wasserstein2" and len(th["profile"]) >= 1
+    assert manifest(out)["r0_default"] == pytest.approx(th["r0_default"])
+    meta = load_policy(out / "novel" / "ipd" / "k0" / "policy.safetensors").metadata["method_config"]
+    assert meta["metric"] == "wasserstein2" and meta["r0"] == pytest.approx(th["r0_default"])
+    np.testing.assert_allclose(meta["r0_profile_values"], th["profile"], rtol=1e-4)
+
+
+def test_a_reference_profile_with_an_absolute_r0_is_refused(tmp_path, capsys):
+    assert main([*TINY, "--r0", "0.3", "--mset", "r0_profile=reference", "--out", str(tmp_path / "x")]) == 2
+    assert "cannot be combined with an absolute --r0" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -129,11 +129,11 @@ class RecordingIPD(IPD):
         return out
 
 
-def maze_trainer(refs, r0, num_envs=4, num_steps=40, seed=3, **method):
+def maze_trainer(refs, r0, num_envs=4, num_steps=40, seed=3, profile=None, **method):
     cfg = preset(MAZE_ID)
     cfg.num_envs, cfg.num_steps, cfg.total_timesteps, cfg.num_minibatches = num_envs, num_steps, num_envs * num_steps, 2
     cfg.max_episode_steps, cfg.eval_every, cfg.seed = MAX_STEPS, 0, seed
-    ipd = RecordingIPD(ReferenceSet(refs), r0, MethodConfig(method="ipd", **method), MAZE_ID)
+    ipd = RecordingIPD(ReferenceSet(refs), r0, MethodConfig(method="ipd", **method), MAZE_ID, profile)
     ipd.steps = []
     trainer = Trainer(cfg, ipd, tensorboard=False)
     # the new policy: mean action exactly (0, 0) everywhere (zero weights and biases), std e^-30: it stands still
@@ -283,3 +283,81 @@ def test_novelty_metrics_of_an_iteration_on_scripted_values():
     assert metrics["novelty/below_r0_frac"] == pytest.approx(1 / 3)
     empty = ipd.iteration_metrics()  # the statistics were reset
     assert empty["novelty/running_mean"] == 0.0 and math.isnan(empty["novelty/running_min"])
+
+
+# ------------------------------------------------------------------ settings that loosen the start of training
+def test_warmup_threshold_rises_linearly_to_r0_over_the_warmup_fraction():
+    from npsco.algos.methods import warmup_threshold
+
+    # 10 iterations, warm-up over half of them: progress (it - 1) / 10
+    assert [warmup_threshold(2.0, 0.5, it, 10) for it in (1, 2, 3, 6, 7, 10)] == pytest.approx([0, 0.4, 0.8, 2, 2, 2])
+    assert warmup_threshold(2.0, 0.0, 1, 10) == 2.0  # no warm-up: r0 from the first iteration
+    assert warmup_threshold(2.0, 1.0, 0, 10) == 0.0  # before the first iteration: never negative
+
+
+def test_profile_at_reads_the_step_and_holds_the_last_value():
+    from npsco.algos.methods import profile_at
+
+    np.testing.assert_array_equal(profile_at(np.array([1.0, 2.0, 3.0]), np.array([1, 3, 5, 2])), [1, 3, 3, 2])
+
+
+def test_discounted_tracker_matches_the_discounted_running_novelty():
+    from npsco.novelty.metrics import running_mean
+
+    np.testing.assert_allclose(running_mean(np.array([[1.0], [0.0], [0.0]]), 0.5)[:, 0], [1, 1 / 3, 1 / 7])
+    rng = np.random.default_rng(0)
+    d = rng.uniform(0, 2, (30, 2))
+    for g in (1.0, 0.9, 0.5):
+        tracker = NoveltyTracker(ReferenceSet([const_ref([0.0, 0.0]), const_ref([0.0, 0.0])]), num_envs=1, discount=g)
+        tracker.references.distances = lambda obs, action, std, metric: action  # feed the scripted distances
+        u = [tracker.update(None, row[None])[1][0] for row in d]
+        np.testing.assert_allclose(u, running_novelty(d, g), rtol=1e-12)
+    with pytest.raises(NpscoError, match="discount"):
+        NoveltyTracker(ReferenceSet([const_ref([0.0, 0.0])]), num_envs=1, discount=0.0)
+
+
+def test_warmup_lets_every_episode_run_until_the_threshold_passes_the_novelty():
+    # the reference is 0.3 away everywhere, r0 = 0.5 reached at half of 4 iterations: r0 = 0, 0.25, 0.5, 0.5
+    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=2, r0_warmup=0.5)
+    trainer.cfg.total_timesteps = 4 * trainer.cfg.batch_size
+    forced, r0_logged = [], []
+    for it in (1, 2, 3, 4):
+        trainer.iteration = it
+        trainer.collect_rollout()
+        forced.append(trainer.forced_ends)
+        r0_logged.append(ipd.iteration_metrics()["novelty/r0"])
+    assert forced[0] == forced[1] == 0 and forced[2] > 0 and forced[3] > 0
+    assert r0_logged == pytest.approx([0.0, 0.25, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("profile,end_step", [([1.0, 1.0, 1.0], 2), ([1.0, 0.5, 1.0], 3), ([1.0, 0.5, 0.5], None)])
+def test_a_reference_profile_scales_the_threshold_per_episode_step(profile, end_step):
+    # the reference is 0.3 away, r0 = 0.5, t_S = 1: the episode ends at the first step t >= 2 with 0.5 rho(t) > 0.3
+    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=1, r0_profile="reference", seed=5,
+                                   profile=np.array(profile))
+    buf = trainer.collect_rollout()
+    ends, forced = predicted_episodes(ipd, lambda x: end_step)
+    np.testing.assert_array_equal(buf["terminated"], forced)
+    metrics = ipd.iteration_metrics()
+    assert metrics["ipd/first_check_frac"] == (1.0 if end_step == 2 else 0.0)
+    assert trainer.policy().metadata["method_config"]["r0_profile_values"] == profile
+
+
+def test_a_profile_is_used_exactly_when_r0_profile_is_reference():
+    refs = ReferenceSet([const_ref([0.0, 0.0])])
+    with pytest.raises(NpscoError, match="r0_profile=reference needs"):
+        IPD(refs, 0.5, MethodConfig(method="ipd", r0_profile="reference"), MAZE_ID)
+    with pytest.raises(NpscoError, match="r0_profile=reference needs"):
+        IPD(refs, 0.5, MethodConfig(method="ipd"), MAZE_ID, np.ones(3))
+    with pytest.raises(NpscoError, match="positive numbers"):
+        IPD(refs, 0.5, MethodConfig(method="ipd", r0_profile="reference"), MAZE_ID, np.array([1.0, -1.0]))
+
+
+@pytest.mark.parametrize("settings,message", [
+    (dict(novelty_discount=0.0), "novelty_discount"), (dict(novelty_discount=1.5), "novelty_discount"),
+    (dict(r0_warmup=-0.1), "r0_warmup"), (dict(r0_warmup=2.0), "r0_warmup"), (dict(r0_profile="x"), "r0_profile"),
+    (dict(method="wsr", r0_warmup=0.5), "IPD settings"), (dict(method="cpo", r0_profile="reference"), "IPD settings"),
+])
+def test_bad_threshold_settings_are_refused(settings, message):
+    with pytest.raises(NpscoError, match=message):
+        MethodConfig(**settings).validate()

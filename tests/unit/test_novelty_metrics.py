@@ -240,3 +240,17 @@ def test_policy_distance_matches_mean_of_per_state_distances(policies):
     got = policy_distance((means[0], stds[0]), (means[1], stds[1]), metric="wasserstein2")
     assert got == pytest.approx(expected)
     assert policy_distance(means[0], means[0]) == 0.0
+
+
+@given(arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 3)), elements=st.floats(0, 10)),
+       st.floats(0.05, 1.0))
+def test_discounted_running_mean_is_a_weighted_mean_of_the_past(d, g):
+    from npsco.novelty.metrics import running_mean
+
+    out = running_mean(d, g)
+    t = len(d) - 1
+    weights = g ** np.arange(t, -1, -1)
+    np.testing.assert_allclose(out[-1], weights @ d / weights.sum(), rtol=1e-9, atol=1e-12)
+    assert np.all(out >= d.min(0) - 1e-9) and np.all(out <= d.max(0) + 1e-9)  # a mean stays within the values
+    if g == 1.0:
+        np.testing.assert_allclose(out, np.cumsum(d, 0) / np.arange(1, len(d) + 1)[:, None])

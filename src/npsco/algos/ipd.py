@@ -14,12 +14,12 @@ from npsco.algos.methods import NoveltyMethod
 from npsco.algos.ppo import StepInfo, StepOutcome
 
 
-def ipd_instant_violation(u: np.ndarray, episode_step: np.ndarray, r0: float, t_start: int) -> np.ndarray:
-    """Paper Alg. 1: violated where t > t_S and u_t < r0."""
+def ipd_instant_violation(u: np.ndarray, episode_step: np.ndarray, r0: float | np.ndarray, t_start: int) -> np.ndarray:
+    """Paper Alg. 1: violated where t > t_S and u_t < r0 (a number, or one threshold per env)."""
     return (episode_step > t_start) & (u < r0)
 
 
-def ipd_cumulative_violation(margin_sum: np.ndarray, u: np.ndarray, episode_step: np.ndarray, r0: float,
+def ipd_cumulative_violation(margin_sum: np.ndarray, u: np.ndarray, episode_step: np.ndarray, r0: float | np.ndarray,
                              t_start: int, slack: float) -> tuple[np.ndarray, np.ndarray]:
     """Authors' rule: margin_sum += (u_t - r0) where t > t_S; violated where margin_sum <= -slack.
 
@@ -32,21 +32,26 @@ def ipd_cumulative_violation(margin_sum: np.ndarray, u: np.ndarray, episode_step
 
 class IPD(NoveltyMethod):
     """PPO + the IPD termination rule. Logs `ipd/terminated_frac`: the fraction of the iteration's finished episodes
-    that the constraint ended."""
+    that the constraint ended; `ipd/first_check_frac`: the fraction of those constraint ends that came at the first
+    step the rule checks (t_S + 1), where the episode's actions so far can barely have differed."""
 
     name = "ipd"
 
     def bind(self, trainer) -> None:
         super().bind(trainer)
         self.margin_sum = np.zeros(trainer.cfg.num_envs)
+        self.first_check_ends = 0
 
     def on_step(self, step: StepInfo) -> StepOutcome:
         _, u = self.novelty(step)
+        r0 = self.threshold(step.episode_step)
         if self.config.ipd_rule == "cumulative":
-            violated, self.margin_sum = ipd_cumulative_violation(self.margin_sum, u, step.episode_step, self.r0,
+            violated, self.margin_sum = ipd_cumulative_violation(self.margin_sum, u, step.episode_step, r0,
                                                                  self.t_start, self.config.ipd_slack)
         else:
-            violated = ipd_instant_violation(u, step.episode_step, self.r0, self.t_start)
+            violated = ipd_instant_violation(u, step.episode_step, r0, self.t_start)
+        self.first_check_ends += int((violated & (step.episode_step == self.t_start + 1)
+                                      & ~(step.terminated | step.truncated)).sum())
         return StepOutcome(terminate=violated)
 
     def end_episodes(self, done: np.ndarray) -> None:
@@ -58,4 +63,7 @@ class IPD(NoveltyMethod):
         finished = len(self.trainer.finished)
         out["ipd/terminated_frac"] = self.trainer.forced_ends / finished if finished else 0.0
         out["ipd/terminated"] = float(self.trainer.forced_ends)
+        forced = self.trainer.forced_ends
+        out["ipd/first_check_frac"] = self.first_check_ends / forced if forced else 0.0
+        self.first_check_ends = 0
         return out

@@ -26,11 +26,19 @@ class NoveltyMethod(Method):
     episode), `novelty/below_r0_frac` (fraction of steps after t_S with u_t < r0).
     """
 
-    def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str):
+    def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str,
+                 profile: np.ndarray | None = None):
         if not (np.isfinite(r0) and r0 > 0):
             raise NpscoError(f"r0 must be a positive number, got {r0!r}")
         self.references, self.r0, self.config = references, float(r0), config
         self.t_start = config.t_start if config.t_start is not None else default_t_start(env_id)
+        if (config.r0_profile == "reference") != (profile is not None):
+            raise NpscoError("r0_profile=reference needs the references' distance profile (threshold.json, computed by "
+                             "npsco population), and only then is a profile used")
+        self.profile = None if profile is None else np.asarray(profile, np.float64)
+        if self.profile is not None and (self.profile.ndim != 1 or not self.profile.size
+                                         or not np.all(np.isfinite(self.profile)) or np.any(self.profile <= 0)):
+            raise NpscoError("the threshold profile must be a non-empty list of positive numbers")
         self.trainer: Trainer | None = None
         self.tracker: NoveltyTracker | None = None
         self._reset_stats()
@@ -39,7 +47,20 @@ class NoveltyMethod(Method):
         super().bind(trainer)
         self.trainer = trainer
         self.references.check_compatible(trainer.obs_space, trainer.action_space, trainer.cfg.env_id)
-        self.tracker = NoveltyTracker(self.references, trainer.cfg.num_envs, self.config.metric)
+        self.tracker = NoveltyTracker(self.references, trainer.cfg.num_envs, self.config.metric,
+                                      self.config.novelty_discount)
+
+    @property
+    def r0_now(self) -> float:
+        """The threshold of the current iteration: r0, or during `r0_warmup` its linear ramp from 0."""
+        return warmup_threshold(self.r0, self.config.r0_warmup, self.trainer.iteration, self.trainer.cfg.num_iterations)
+
+    def threshold(self, episode_step: np.ndarray) -> np.ndarray | float:
+        """The threshold at this step of each env's episode: `r0_now`, times the references' profile at that step
+        with `r0_profile=reference`."""
+        if self.profile is None:
+            return self.r0_now
+        return self.r0_now * profile_at(self.profile, episode_step)
 
     def novelty(self, step: StepInfo) -> tuple[np.ndarray, np.ndarray]:
         action = step.mean_action if self.config.novelty_action == "mean" else step.action
@@ -64,7 +85,7 @@ class NoveltyMethod(Method):
             "novelty/running_min": float(active.min()) if active.size else float("nan"),
             "novelty/episode_mean": float(np.mean(self._episode_u)) if self._episode_u else float("nan"),
             "novelty/below_r0_frac": float((active < self.r0).mean()) if active.size else 0.0,
-            "novelty/r0": self.r0,
+            "novelty/r0": self.r0_now,
         }
         self._reset_stats()
         return out
@@ -76,11 +97,29 @@ class NoveltyMethod(Method):
         self._last_u = np.zeros(0)
 
     def metadata(self) -> dict[str, Any]:
-        return {**self.config.to_dict(), "r0": self.r0, "t_start": self.t_start, "references": list(self.references.names)}
+        out = {**self.config.to_dict(), "r0": self.r0, "t_start": self.t_start, "references": list(self.references.names)}
+        if self.profile is not None:
+            out["r0_profile_values"] = [round(float(v), 5) for v in self.profile]
+        return out
 
 
-def make_method(config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str) -> Method:
-    """The `Method` object of `config.method`, bound to `references` and threshold `r0`."""
+def warmup_threshold(r0: float, warmup: float, iteration: int, num_iterations: int) -> float:
+    """r0 at `iteration` (1-based) of `num_iterations` with a warm-up over the fraction `warmup` of training:
+    r0 * min(1, progress / warmup), progress = (iteration - 1) / num_iterations; r0 itself when `warmup` is 0."""
+    if warmup <= 0:
+        return r0
+    return r0 * min(1.0, max(0.0, (iteration - 1) / num_iterations / warmup))
+
+
+def profile_at(profile: np.ndarray, episode_step: np.ndarray) -> np.ndarray:
+    """rho(t) at each env's episode step t (1-based): `profile[t - 1]`, its last value beyond its end."""
+    return profile[np.minimum(np.asarray(episode_step), profile.size) - 1]
+
+
+def make_method(config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str,
+                profile: np.ndarray | None = None) -> Method:
+    """The `Method` object of `config.method`, bound to `references` and threshold `r0` (and, for IPD with
+    `r0_profile=reference`, the references' threshold `profile`)."""
     config.validate()
     if config.method == "ppo":
         return Method()
@@ -89,7 +128,7 @@ def make_method(config: MethodConfig, references: ReferenceSet, r0: float | None
     if config.method == "ipd":
         from npsco.algos.ipd import IPD
 
-        return IPD(references, r0, config, env_id)
+        return IPD(references, r0, config, env_id, profile)
     if config.method == "wsr":
         from npsco.algos.wsr import WSR
 

@@ -127,17 +127,37 @@ def mean_pairwise_distance(distance_matrix: ArrayLike) -> float:
     return float(np.mean(matrix[off_diagonal]))
 
 
-def running_novelty(per_step_distances: ArrayLike) -> np.ndarray:
-    """Novelty along one episode, as IPD checks it: ``u_t = min_j (1 / (t + 1)) sum_{k <= t} d_j(s_k)``.
+def running_mean(per_step_distances: ArrayLike, discount: float = 1.0) -> np.ndarray:
+    """Running (discounted) mean along one episode, per column: ``sum_{k <= t} g^(t-k) d_k / sum_{k <= t} g^(t-k)``.
 
-    ``per_step_distances`` has shape (T, M): the per-state distance to each of M references at each step. Returns
-    shape (T,): at each step, the minimum over references of the running mean of ``d_j`` up to and including it.
+    ``per_step_distances`` has shape (T, M); ``discount`` g in (0, 1] (1: the plain mean since the first step).
+    Returns shape (T, M).
     """
     distances = np.asarray(per_step_distances, dtype=np.float64)
     if distances.ndim != 2:
         raise ValueError(f"expected shape (T, M), got {distances.shape}")
-    if distances.shape[1] == 0:
+    if not 0 < discount <= 1:
+        raise ValueError(f"discount must be in (0, 1], got {discount!r}")
+    if discount == 1.0:
+        steps = np.arange(1, distances.shape[0] + 1, dtype=np.float64)
+        return np.cumsum(distances, axis=0) / steps[:, None]
+    sums, weights = np.zeros(distances.shape[1]), 0.0
+    out = np.empty_like(distances)
+    for t, row in enumerate(distances):
+        sums = discount * sums + row
+        weights = discount * weights + 1.0
+        out[t] = sums / weights
+    return out
+
+
+def running_novelty(per_step_distances: ArrayLike, discount: float = 1.0) -> np.ndarray:
+    """Novelty along one episode, as IPD checks it: ``u_t = min_j (1 / (t + 1)) sum_{k <= t} d_j(s_k)``.
+
+    ``per_step_distances`` has shape (T, M): the per-state distance to each of M references at each step. Returns
+    shape (T,): at each step, the minimum over references of the running mean of ``d_j`` up to and including it
+    (discounted by ``discount`` < 1: see ``running_mean``).
+    """
+    distances = np.asarray(per_step_distances, dtype=np.float64)
+    if distances.ndim == 2 and distances.shape[1] == 0:
         raise ValueError("running novelty needs at least one reference policy (M = 0)")
-    steps = np.arange(1, distances.shape[0] + 1, dtype=np.float64)
-    running_means = np.cumsum(distances, axis=0) / steps[:, None]
-    return np.min(running_means, axis=1)
+    return np.min(running_mean(distances, discount), axis=1)

@@ -177,15 +177,18 @@ class NoveltyTracker:
     """Per env and per reference, the running mean of the per-state distance over the current episode.
 
     `update(obs, action)` folds in one step and returns `(d, u)`: `d` (N, M) the per-state distances at this step and
-    `u` (N,) the running novelty min_j mean_{t' <= t} d_j(s_t'), the quantity of the paper's Algorithm 1.
+    `u` (N,) the running novelty min_j mean_{t' <= t} d_j(s_t'), the quantity of the paper's Algorithm 1. With a
+    `discount` g < 1 the mean is weighted by g^(t - t'): the past fades (`npsco.novelty.metrics.running_novelty`).
     """
 
-    def __init__(self, references: ReferenceSet, num_envs: int, metric: str = "deterministic"):
+    def __init__(self, references: ReferenceSet, num_envs: int, metric: str = "deterministic", discount: float = 1.0):
         if len(references) == 0:
             raise NpscoError("novelty needs at least one reference policy")
         if metric not in METRICS:
             raise NpscoError(f"unknown novelty metric {metric!r}; choose one of {', '.join(METRICS)}")
-        self.references, self.metric = references, metric
+        if not 0 < discount <= 1:
+            raise NpscoError(f"the novelty discount must be in (0, 1], got {discount!r}")
+        self.references, self.metric, self.discount = references, metric, float(discount)
         self._sums = np.zeros((len(references), num_envs))  # (M, N): what distances() computes, without a transpose
         self.counts = np.zeros(num_envs)
 
@@ -196,6 +199,9 @@ class NoveltyTracker:
 
     def update(self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         d = self.references.distances(obs, action, std, self.metric)
+        if self.discount != 1.0:  # weights g^(t - t'): scale the past by g before adding this step with weight 1
+            self._sums *= self.discount
+            self.counts *= self.discount
         self._sums += d.T
         self.counts += 1
         # min_j (sum_j / count) = (min_j sum_j) / count: division by a positive count is monotonic (and exact per value)

@@ -10,7 +10,7 @@ import numpy as np
 
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
-from npsco.novelty.metrics import mean_pairwise_distance, pairwise_distance_matrix
+from npsco.novelty.metrics import mean_pairwise_distance, pairwise_distance_matrix, per_state_distance, running_mean
 from npsco.policy import Policy
 
 
@@ -23,36 +23,89 @@ def default_distance_episodes(env_id: str) -> int:
 
 def visited_states(policy: Policy, episodes: int, seed: int, max_episode_steps: int | None = None) -> np.ndarray:
     """The raw observations at which `policy` acted in `episodes` deterministic episodes (stacked)."""
-    res = run_episodes(policy, episodes, seed=seed, record_states=True, max_episode_steps=max_episode_steps)
-    return np.concatenate(res.states, axis=0)
+    return np.concatenate(visited_episodes(policy, episodes, seed, max_episode_steps), axis=0)
+
+
+def visited_episodes(policy: Policy, episodes: int, seed: int, max_episode_steps: int | None = None) -> list[np.ndarray]:
+    """The raw observations at which `policy` acted, one (length, obs_dim) array per deterministic episode."""
+    return run_episodes(policy, episodes, seed=seed, record_states=True, max_episode_steps=max_episode_steps).states
+
+
+def policy_actions(policy: Policy, metric: str):
+    """`policy` as the callable `npsco.novelty.metrics` expects: states -> mean actions, or (mean, std) for W2."""
+    if metric == "deterministic":
+        return policy.mean_action
+    return lambda states: (m := policy.mean_action(states), np.broadcast_to(policy.action_std, m.shape))
 
 
 @dataclass
 class Threshold:
-    """The pairwise distance matrix of a policy set and its mean off-diagonal entry (the default r0)."""
+    """The pairwise distance matrix of a policy set, its mean off-diagonal entry (the default r0), and the profile
+    rho(t): the mean over ordered pairs (i, j) and policy i's episodes of the running distance between i and j at
+    step t of the episode, divided by r0 (IPD's `r0_profile=reference`)."""
 
     matrix: np.ndarray
     r0: float
     names: list[str]
     episodes: int
     seed: int
+    metric: str = "deterministic"
+    profile: np.ndarray | None = None
+    discount: float = 1.0
 
     def to_dict(self) -> dict:
-        return {"r0_default": self.r0, "names": self.names, "distance_matrix": self.matrix.round(6).tolist(),
-                "episodes_per_policy": self.episodes, "seed": self.seed,
-                "definition": "mean over i != j of D(i, j) = mean over states visited by policy i (deterministic "
-                              "episodes) of ||mu_i(s) - mu_j(s)||, executed (clipped) mean actions"}
+        metric = ("||mu_i(s) - mu_j(s)||, executed (clipped) mean actions" if self.metric == "deterministic" else
+                  "the 2-Wasserstein distance between the Gaussians, sqrt(||mu_i(s) - mu_j(s)||^2 + ||sigma_i - sigma_j||^2)")
+        out = {"r0_default": self.r0, "names": self.names, "distance_matrix": self.matrix.round(6).tolist(),
+               "episodes_per_policy": self.episodes, "seed": self.seed, "metric": self.metric,
+               "definition": "mean over i != j of D(i, j) = mean over states visited by policy i (deterministic "
+                             f"episodes) of {metric}"}
+        if self.profile is not None:
+            out["profile"] = [round(float(v), 6) for v in self.profile]
+            out["profile_discount"] = self.discount
+            out["profile_definition"] = ("rho(t), t = 1, 2, ...: the mean over ordered pairs (i, j) and over policy i's "
+                                         "episodes still running at step t of the running (discounted) mean of the "
+                                         "per-state distance between i and j up to step t, divided by r0_default")
+        return out
+
+
+def distance_profile(per_pair_episodes: Sequence[Sequence[np.ndarray]], discount: float = 1.0) -> np.ndarray:
+    """The mean running distance at each episode step t (1-based index t - 1) over a set of episodes.
+
+    `per_pair_episodes[p]` holds, for one ordered pair of policies, one (length,) array of per-state distances per
+    episode; at step t the mean is taken over the episodes of every pair that last at least t steps.
+    """
+    runs = [running_mean(np.asarray(d, np.float64)[:, None], discount)[:, 0]
+            for pair in per_pair_episodes for d in pair if len(d)]
+    if not runs:
+        raise NpscoError("a distance profile needs at least one non-empty episode")
+    longest = max(len(r) for r in runs)
+    sums, counts = np.zeros(longest), np.zeros(longest)
+    for r in runs:
+        sums[:len(r)] += r
+        counts[:len(r)] += 1
+    return sums / counts
 
 
 def default_threshold(policies: Sequence[Policy], names: Sequence[str] | None = None, episodes: int = 10,
-                      seed: int = 0, max_episode_steps: int | None = None) -> Threshold:
-    """r0 = mean pairwise distance of `policies` (at least 2), each measured on its own visited states."""
+                      seed: int = 0, max_episode_steps: int | None = None, metric: str = "deterministic",
+                      discount: float = 1.0) -> Threshold:
+    """r0 = mean pairwise distance of `policies` (at least 2), each measured on its own visited states, in `metric`;
+    with the profile rho(t) of their running pairwise distance (`discount`: that of the running mean)."""
     if len(policies) < 2:
         raise NpscoError(f"the default threshold needs at least 2 policies, got {len(policies)}")
+    if metric not in ("deterministic", "wasserstein2"):
+        raise NpscoError(f"unknown novelty metric {metric!r}")
     env_ids = {p.metadata.get("env_id") for p in policies}
     if len(env_ids) > 1:
         raise NpscoError(f"policies come from different environments: {', '.join(sorted(map(str, env_ids)))}")
-    states = [visited_states(p, episodes, seed, max_episode_steps) for p in policies]
-    matrix = pairwise_distance_matrix([p.mean_action for p in policies], states)
+    episodes_of = [visited_episodes(p, episodes, seed, max_episode_steps) for p in policies]
+    acts = [policy_actions(p, metric) for p in policies]
+    matrix = pairwise_distance_matrix(acts, [np.concatenate(e, axis=0) for e in episodes_of], metric)
+    r0 = float(mean_pairwise_distance(matrix))
+    pairs = [[per_state_distance(acts[i](e), acts[j](e), metric) for e in episodes_of[i]]
+             for i in range(len(policies)) for j in range(len(policies)) if i != j]
+    profile = distance_profile(pairs, discount) / r0 if r0 > 0 else None
     names = list(names) if names is not None else [f"policy{i}" for i in range(len(policies))]
-    return Threshold(matrix=matrix, r0=float(mean_pairwise_distance(matrix)), names=names, episodes=episodes, seed=seed)
+    return Threshold(matrix=matrix, r0=r0, names=names, episodes=episodes, seed=seed, metric=metric, profile=profile,
+                     discount=discount)

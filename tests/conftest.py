@@ -1,0 +1,33 @@
+"""Helpers shared by the test files, as fixtures."""
+
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from npsco.config import MAZE_ID
+from npsco.policy import Policy, space_metadata
+
+MAZE_OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
+MAZE_ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+
+def maze_policy(weights) -> Policy:
+    """A maze policy from its layers' (weight, bias) lists: no observation normalisation, std 1."""
+    return Policy(weights=[(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights],
+                  log_std=np.zeros(2, np.float32), obs_mean=np.zeros(2, np.float32), obs_var=np.ones(2, np.float32),
+                  obs_clip=10.0, norm_obs=False, action_low=MAZE_ACT.low, action_high=MAZE_ACT.high,
+                  metadata={"env_id": MAZE_ID, "observation_space": space_metadata(MAZE_OBS),
+                            "action_space": space_metadata(MAZE_ACT)})
+
+
+@pytest.fixture
+def maze_policies() -> SimpleNamespace:
+    """Hand-built maze policies whose mean actions are known: `const(action)` acts `action` everywhere; `step()` acts
+    (0.4 tanh(100 (x - 8)) + 0.6, 0): (0.2, 0) on the left half of the map, (1, 0) on the right."""
+    return SimpleNamespace(
+        build=maze_policy,
+        const=lambda action: maze_policy([(np.zeros((2, 2)), action)]),
+        step=lambda: maze_policy([([[100.0, 0.0]], [-800.0]), ([[0.4], [0.0]], [0.6, 0.0])]),
+    )
