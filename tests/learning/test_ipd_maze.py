@@ -1,0 +1,27 @@
+"""Learning test: IPD with its default settings, against PPO references on the maze, yields a policy that still
+reaches a goal from most starts while its deterministic behaviour is at least r0 away from every reference."""
+
+import numpy as np
+import pytest
+
+from npsco.config import MAZE_ID, MethodConfig, preset
+from npsco.evaluation import run_episodes
+from npsco.novelty.metrics import policy_distance
+from npsco.population import Population, PopulationConfig
+
+
+@pytest.mark.slow
+def test_default_ipd_on_the_maze_is_novel_and_still_reaches_goals(tmp_path):
+    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"), refs=2, novel=1)
+    pop = Population(tmp_path / "pop", config, progress=False, log=lambda line: None)
+    members = pop.run()
+    refs = [pop.policy(m) for m in members if m.role == "reference"]
+    (novel,) = [m for m in members if m.role == "novel"]
+    policy = pop.policy(novel)
+    episodes = run_episodes(policy, 100, seed=12345, record_states=True)
+    reached = float(np.mean(episodes.goals >= 0))
+    states = np.concatenate(episodes.states)
+    nearest = min(policy_distance(policy.mean_action(states), r.mean_action(states)) for r in refs)
+    summary = {**episodes.summary(), "nearest": nearest, "r0": novel.threshold}
+    assert reached >= 0.8, summary
+    assert nearest >= novel.threshold, summary
