@@ -249,6 +249,15 @@ __all__ = ["PPOConfig", "preset", "task_family", "field_docs", "apply_overrides"
 METHODS = ("ppo", "ipd", "wsr", "tnb", "ctnb", "cpo")
 
 
+def method_reads(method: str, key: str) -> bool:
+    """Whether `method` reads the MethodConfig field `key`: a field named after a method (`ipd_*`, `wsr_*`, `tnb_*`,
+    `ctnb_*`, `cpo_*`) belongs to that method alone (`tnb_*` to CTNB too); the others to every novelty method."""
+    owner = key.split("_")[0]
+    if owner not in METHODS[1:]:
+        return True
+    return method == owner or (owner == "tnb" and method == "ctnb")
+
+
 @dataclass
 class MethodConfig:
     """Settings of the novelty-seeking methods (PPO ignores them). Each method reads only its own fields."""
@@ -290,11 +299,11 @@ class MethodConfig:
     as the authors' README)."""
     wsr_shape: str = "linear"
     """WSR shape of the novelty reward: `linear` (u), `exp` (exp(u)), `neg_exp` (-exp(-u)) (paper Sec. 3.2)."""
-    tnb_rule: str = "safe"
-    """TNB/CTNB combination of the task and novelty gradients (`npsco.algos.constrained.bisector`): `safe` (the bisector;
-    for an obtuse angle the task gradient first loses its component against the novelty gradient, so a step never
-    lowers novelty, as the authors' code intends) or `paper` (Eq. 5 literally, which for an obtuse angle subtracts a
-    multiple of the novelty gradient)."""
+    tnb_rule: str = "authors"
+    """TNB/CTNB combination of the task gradient f and the novelty gradient g (`npsco.algos.constrained.bisector`),
+    in the same direction for an acute angle (their bisector); for an obtuse one: `authors` (the authors' code: f made
+    orthogonal to g, neutral for novelty), `paper_eq5` (Eq. 5 as printed, a step against novelty; `paper` in older
+    runs) or `safe` (the default until 2026-11-26: f made orthogonal to g, then bisected with g)."""
     ctnb_slack: float = 0.0
     """CTNB: an iteration's constraint counts as violated (bisector step; else a plain PPO step) when the mean of
     (u_t - r0) over the batch's steps with t > t_S is < -ctnb_slack."""
@@ -330,7 +339,7 @@ class MethodConfig:
             (self.method in ("ipd", "ppo") or (self.r0_warmup == 0 and self.r0_profile == "constant"),
              f"r0_warmup and r0_profile are IPD settings; method {self.method} uses a constant r0"),
             (self.wsr_shape in ("linear", "exp", "neg_exp"), "wsr_shape must be linear, exp or neg_exp"),
-            (self.tnb_rule in ("safe", "paper"), "tnb_rule must be safe or paper"),
+            (self.tnb_rule in ("authors", "paper_eq5", "safe", "paper"), "tnb_rule must be authors, paper_eq5 or safe"),
             (self.ctnb_slack >= 0, "ctnb_slack must be >= 0"),
             (self.cpo_max_kl > 0, "cpo_max_kl must be > 0"),
             (self.cpo_damping > 0, "cpo_damping must be > 0 (the Fisher matrix can be singular)"),

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from npsco.config import MethodConfig, PPOConfig, default_r0_scale, task_family
+from npsco.config import MethodConfig, PPOConfig, default_r0_scale, method_reads, task_family
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, read_json
 from npsco.policy import Policy, load_policy
@@ -157,6 +157,11 @@ class Population:
                 old_default = stored.get("r0_scales") == [1.0] and config["r0_scales"] != [1.0]
                 hint = (" (an earlier npsco's default threshold multiple was 1: add --r0-scale 1 to resume a run made "
                         "with it)" if old_default else "")
+                method = config["method"]
+                if (stored.get("method") or {}).get("tnb_rule") == "safe" != method["tnb_rule"] and method_reads(
+                        method["method"], "tnb_rule"):
+                    hint += (" (an earlier npsco's default tnb_rule was safe: add --mset tnb_rule=safe to resume a run "
+                             "made with it)")
                 raise NpscoError(f"{self.out} holds a population with a different configuration: "
                                  + "; ".join(differences[:6]) + ("; ..." if len(differences) > 6 else "")
                                  + f"{hint}. Give the same settings to resume it, or use another --out (or delete it "
@@ -457,7 +462,9 @@ def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
 def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The settings in which `stored` and `current` differ (see `same_configuration`), e.g.
     `"r0_scales: [1.0] in the run, [0.5] now"`."""
-    defaults = PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict()
+    method = str((current.get("method") or {}).get("method", "ipd"))
+    defaults = _without_unread_knobs(PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict(), method)
+    stored, current = _without_unread_knobs(stored, method), _without_unread_knobs(current, method)
     out: list[str] = []
 
     def short(value: Any) -> str:  # a value as the message shows it: a long one (a whole settings table) by its size
@@ -480,6 +487,15 @@ def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -
 
     walk(stored, current, defaults, "")
     return out
+
+
+def _without_unread_knobs(config: dict[str, Any], method: str) -> dict[str, Any]:
+    """`config` without the method settings that `method` never reads (`npsco.config.method_reads`): another method's
+    knob, or a change of its default, does not stop a run from resuming."""
+    settings = config.get("method")
+    if not isinstance(settings, dict):
+        return config
+    return {**config, "method": {k: v for k, v in settings.items() if method_reads(method, k)}}
 
 
 def load_manifest(run: str | Path) -> dict[str, Any]:

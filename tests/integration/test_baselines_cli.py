@@ -16,7 +16,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 METHODS = [  # method, a knob set on the command line, metric keys logged every iteration
     ("wsr", "wsr_shape=neg_exp", {"wsr/bonus_mean", "wsr/weight"}),
-    ("tnb", "tnb_rule=paper", {"tnb/cos", "tnb/obtuse_frac", "losses/novelty_policy_loss"}),
+    ("tnb", "tnb_rule=paper_eq5", {"tnb/cos", "tnb/obtuse_frac", "losses/novelty_policy_loss"}),
     ("ctnb", "ctnb_slack=0.05", {"ctnb/constraint_active"}),
     ("cpo", "cpo_max_kl=0.02", {"cpo/cost", "cpo/case", "cpo/kl", "cpo/step_accepted", "cpo/lambda", "cpo/nu"}),
 ]

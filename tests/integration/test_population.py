@@ -300,6 +300,32 @@ def test_a_run_made_at_the_old_default_multiple_is_told_to_add_r0_scale_1(tmp_pa
         Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"))).open()
 
 
+def test_another_methods_knob_does_not_stop_a_run_from_resuming():
+    """A run records every method setting; those its method never reads (e.g. TNB's rule in an IPD or PPO run, whose
+    default changed from safe to authors) are not compared."""
+    for method in ("ipd", "ppo"):
+        config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method=method)).to_dict()
+        older = copy.deepcopy(config)
+        older["method"].update(tnb_rule="safe", cpo_max_kl=0.5)
+        assert same_configuration(older, config)
+        older["method"]["t_start"] = 7  # read by every novelty method
+        assert configuration_differences(older, config) == ["method.t_start: 7 in the run, None now"]
+    tnb = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ctnb")).to_dict()
+    older = copy.deepcopy(tnb)
+    older["method"]["tnb_rule"] = "safe"
+    assert configuration_differences(older, tnb) == ["method.tnb_rule: 'safe' in the run, 'authors' now"]
+
+
+def test_a_tnb_run_made_at_the_old_default_rule_is_told_to_add_it(tmp_path):
+    out = tmp_path / "run"
+    old = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="tnb", tnb_rule="safe"))
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(old.validate().to_dict()))
+    with pytest.raises(NpscoError, match=r"tnb_rule: 'safe' in the run, 'authors' now .*add --mset tnb_rule=safe"):
+        Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="tnb"))).open()
+    Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="tnb", tnb_rule="safe"))).open()
+
+
 def test_refs_from_a_directory_without_a_population_is_refused(tmp_path, capsys):
     assert main([*TINY, "--refs-from", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
     assert "no population manifest" in capsys.readouterr().err

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from npsco.config import MAZE_ID, PPOConfig, apply_overrides, field_docs, preset, task_family
+from npsco.config import MAZE_ID, PPOConfig, apply_overrides, field_docs, method_reads, preset, task_family
 from npsco.errors import NpscoError
 
 MUJOCO = ["Hopper", "Walker2d", "HalfCheetah"]
@@ -226,3 +226,11 @@ def test_default_threshold_multiple_per_task_and_r0_scale_is_not_a_method_settin
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig(), r0_scales=(2,)).validate().r0_scales == (2.0,)
     with pytest.raises(NpscoError, match="r0_scale is not a method setting.*--r0-scale"):
         apply_overrides(MethodConfig(), ["r0_scale=2"]).validate()
+
+
+def test_method_reads_its_own_knobs_and_the_shared_ones():
+    assert method_reads("tnb", "tnb_rule") and method_reads("ctnb", "tnb_rule") and method_reads("ctnb", "ctnb_slack")
+    assert not method_reads("ipd", "tnb_rule") and not method_reads("tnb", "ctnb_slack")
+    assert not method_reads("ppo", "cpo_max_kl") and not method_reads("wsr", "ipd_rule")
+    assert method_reads("wsr", "wsr_weight") and method_reads("cpo", "cpo_damping") and method_reads("ipd", "ipd_slack")
+    assert all(method_reads(m, k) for m in ("ppo", "ipd", "tnb") for k in ("method", "r0", "t_start", "metric"))

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from npsco.algos.constrained import (
+    TNB_RULES,
     CPOStepInfo,
     bisector,
     conjugate_gradient,
@@ -33,74 +34,109 @@ SQRT2 = math.sqrt(2.0)
 # ------------------------------------------------------------------------------------------------- bisector
 
 
-def test_safe_acute_is_the_bisector_with_stride_mean_of_norms():
+@pytest.mark.parametrize("rule", ["authors", "safe"])
+def test_acute_is_the_bisector_with_stride_mean_of_norms(rule):
     # f along x, g at 45 degrees: the bisector is at 22.5 degrees.
-    p = bisector(t(3.0, 0.0), t(1.0, 1.0))
+    p = bisector(t(3.0, 0.0), t(1.0, 1.0), rule=rule)
     stride = (3.0 + SQRT2) / 2.0
     assert_close(p, [stride * math.cos(math.pi / 8), stride * math.sin(math.pi / 8)])
 
 
-def test_safe_obtuse_removes_the_component_against_novelty():
+def test_authors_is_the_default_rule():
+    f, g = t(2.0, 0.0), t(-1.0, 1.0)
+    assert_close(bisector(f, g), bisector(f, g, rule="authors").numpy())
+
+
+def test_authors_obtuse_is_the_task_gradient_made_orthogonal_to_novelty():
+    # f = (2, 0), g = (-1, 1): f_perp = (1, 1), p = L (1, 1) / sqrt 2 with L = (2 + sqrt 2) / 2.
+    p = bisector(t(2.0, 0.0), t(-1.0, 1.0), rule="authors")
+    assert_close(p, [(SQRT2 + 1.0) / 2.0, (SQRT2 + 1.0) / 2.0])
+    # 120 degrees: f = (1, 0), g = (-1/2, sqrt3/2): f_perp = (3/4, sqrt3/4), L = 1, so p = (sqrt3/2, 1/2).
+    g = t(-0.5, math.sqrt(3.0) / 2.0)
+    p = bisector(t(1.0, 0.0), g, rule="authors")
+    assert_close(p, [math.sqrt(3.0) / 2.0, 0.5])
+    assert abs(torch.dot(p, g).item()) < 1e-15  # neutral for novelty; not g made orthogonal to f (p . f would be 0)
+    assert torch.dot(p, t(1.0, 0.0)).item() == pytest.approx(math.sqrt(3.0) / 2.0)  # L |f| sin 120 degrees
+
+
+def test_authors_right_angle_follows_the_task_and_is_not_continuous_there():
+    # cos = 0 takes the obtuse branch: f_perp = f; just below 90 degrees the acute branch bisects, as the authors' code.
+    assert_close(bisector(t(1.0, 0.0), t(0.0, 3.0), rule="authors"), [2.0, 0.0])
+    assert_close(bisector(t(1.0, 0.0), t(1e-9, 3.0), rule="authors"), [2.0 / SQRT2, 2.0 / SQRT2], atol=1e-8)
+
+
+def test_safe_obtuse_removes_the_component_against_novelty_then_bisects():
     # f = (2, 0), g = (-1, 1): f_perp = (1, 1), unit(f_perp) + g^ = (0, sqrt 2).
-    p = bisector(t(2.0, 0.0), t(-1.0, 1.0))
+    p = bisector(t(2.0, 0.0), t(-1.0, 1.0), rule="safe")
     assert_close(p, [0.0, (2.0 + SQRT2) / 2.0])
     # 120 degrees: f = (1, 0), g = (-1/2, sqrt3/2); f_perp^ = (sqrt3/2, 1/2), plus g^ = (sqrt3/2 - 1/2, sqrt3/2 + 1/2).
     g = t(-0.5, math.sqrt(3.0) / 2.0)
     direction = np.array([math.sqrt(3.0) / 2.0 - 0.5, math.sqrt(3.0) / 2.0 + 0.5])
-    assert_close(bisector(t(1.0, 0.0), g), direction / np.linalg.norm(direction))
+    assert_close(bisector(t(1.0, 0.0), g, rule="safe"), direction / np.linalg.norm(direction))
 
 
 def test_safe_is_continuous_at_right_angle():
     # cos = 0 takes the obtuse branch; it gives the plain bisector.
-    assert_close(bisector(t(1.0, 0.0), t(0.0, 3.0)), [2.0 / SQRT2, 2.0 / SQRT2])
-    almost = bisector(t(1.0, 0.0), t(1e-9, 3.0))
+    assert_close(bisector(t(1.0, 0.0), t(0.0, 3.0), rule="safe"), [2.0 / SQRT2, 2.0 / SQRT2])
+    almost = bisector(t(1.0, 0.0), t(1e-9, 3.0), rule="safe")
     assert_close(almost, [2.0 / SQRT2, 2.0 / SQRT2], atol=1e-8)
 
 
-def test_safe_antiparallel_follows_novelty():
-    assert_close(bisector(t(1.0, 0.0), t(-2.0, 0.0)), [-1.5, 0.0])
+def test_antiparallel_gradients():
+    f, g = t(1.0, 0.0), t(-2.0, 0.0)
+    assert_close(bisector(f, g, rule="authors"), [0.0, 0.0])  # nothing helps the task without lowering novelty
+    assert_close(bisector(f, g, rule="safe"), [-1.5, 0.0])  # follows novelty
+    assert_close(bisector(f, g, rule="paper_eq5"), [2.0, 0.0])  # f + |f| cos g^ = 2 f: against novelty
 
 
-def test_paper_rule_by_hand():
-    assert_close(bisector(t(3.0, 0.0), t(1.0, 1.0), rule="paper"), [3.0 + 3.0 / SQRT2, 3.0 / SQRT2])
+def test_paper_eq5_by_hand_and_its_old_name():
+    assert_close(bisector(t(3.0, 0.0), t(1.0, 1.0), rule="paper_eq5"), [3.0 + 3.0 / SQRT2, 3.0 / SQRT2])
     # obtuse: f + |f|/|g| cos g = (2, 0) + sqrt2 * (-1/sqrt2) * (-1, 1) = (3, -1)
-    p = bisector(t(2.0, 0.0), t(-1.0, 1.0), rule="paper")
+    p = bisector(t(2.0, 0.0), t(-1.0, 1.0), rule="paper_eq5")
     assert_close(p, [3.0, -1.0])
+    assert_close(bisector(t(2.0, 0.0), t(-1.0, 1.0), rule="paper"), [3.0, -1.0])  # runs made before the rename
 
 
-def test_paper_rule_obtuse_can_decrease_novelty():
-    g = t(-1.0, 1.0)
-    p = bisector(t(2.0, 0.0), g, rule="paper")
-    assert torch.dot(p, g) < 0  # -4: this step lowers novelty
-    assert torch.dot(bisector(t(2.0, 0.0), g), g) > 0  # the safe rule does not
+def test_obtuse_step_lowers_keeps_or_raises_novelty_by_rule():
+    f, g = t(2.0, 0.0), t(-1.0, 1.0)
+    assert torch.dot(bisector(f, g, rule="paper_eq5"), g).item() == pytest.approx(-4.0)  # 2 f . g: lowers novelty
+    assert torch.dot(bisector(f, g, rule="authors"), g).item() == pytest.approx(0.0, abs=1e-15)  # neutral
+    assert torch.dot(bisector(f, g, rule="safe"), g).item() > 0  # raises it
 
 
 def test_safe_beyond_135_degrees_goes_against_the_task():
-    """Documented behaviour of TNB's obtuse rule: p . f = L |f| (sin + cos) / sqrt 2 < 0 past 135 degrees."""
+    """Documented behaviour of the safe rule: p . f = L |f| (sin + cos) / sqrt 2 < 0 past 135 degrees."""
     angle = math.radians(160.0)
     f, g = t(1.0, 0.0), t(math.cos(angle), math.sin(angle))
-    p = bisector(f, g)
+    p = bisector(f, g, rule="safe")
     assert torch.dot(p, f).item() == pytest.approx((math.sin(angle) + math.cos(angle)) / SQRT2)
     assert torch.dot(p, f) < 0 < torch.dot(p, g)
+    assert torch.dot(bisector(f, g, rule="authors"), f).item() == pytest.approx(math.sin(angle))  # L |f| sin a > 0
 
 
-def test_zero_gradients_give_no_nan():
+@pytest.mark.parametrize("rule", ["authors", "safe"])
+def test_zero_gradients_give_no_nan(rule):
     zero, f, g = t(0.0, 0.0), t(3.0, 4.0), t(0.0, 2.0)
-    assert_close(bisector(zero, zero), [0.0, 0.0])
-    assert_close(bisector(f, zero), [1.5, 2.0])
-    assert_close(bisector(zero, g), [0.0, 1.0])
-    assert_close(bisector(f, zero, rule="paper"), [3.0, 4.0])
-    assert_close(bisector(zero, g, rule="paper"), [0.0, 0.0])
-    assert_close(bisector(zero, zero, rule="paper"), [0.0, 0.0])
+    assert_close(bisector(zero, zero, rule=rule), [0.0, 0.0])
+    assert_close(bisector(f, zero, rule=rule), [1.5, 2.0])
+    assert_close(bisector(zero, g, rule=rule), [0.0, 1.0])
+
+
+def test_zero_gradients_paper_eq5():
+    zero, f, g = t(0.0, 0.0), t(3.0, 4.0), t(0.0, 2.0)
+    assert_close(bisector(f, zero, rule="paper_eq5"), [3.0, 4.0])
+    assert_close(bisector(zero, g, rule="paper_eq5"), [0.0, 0.0])
+    assert_close(bisector(zero, zero, rule="paper_eq5"), [0.0, 0.0])
 
 
 def test_bisector_validates_input_and_keeps_dtype():
     with pytest.raises(ValueError, match="same shape"):
         bisector(t(1.0, 0.0), t(1.0, 0.0, 0.0))
     with pytest.raises(ValueError, match="unknown rule"):
-        bisector(t(1.0, 0.0), t(0.0, 1.0), rule="other")  # type: ignore[arg-type]
-    p = bisector(torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 1e-4]))
-    assert p.dtype == torch.float32 and torch.isfinite(p).all()
+        bisector(t(1.0, 0.0), t(0.0, 1.0), rule="other")
+    for rule in TNB_RULES:
+        p = bisector(torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 1e-4]), rule=rule)
+        assert p.dtype == torch.float32 and torch.isfinite(p).all()
 
 
 @st.composite
@@ -112,29 +148,56 @@ def _gradient_pair(draw):
     return torch.from_numpy(f), torch.from_numpy(g)
 
 
+def _geometry(f: torch.Tensor, g: torch.Tensor) -> tuple[float, float, float, float]:
+    """|f|, |g|, the stride L = (|f| + |g|) / 2 and cos(f, g)."""
+    f_norm, g_norm = f.norm().item(), g.norm().item()
+    return f_norm, g_norm, (f_norm + g_norm) / 2.0, (torch.dot(f, g) / (f_norm * g_norm)).item()
+
+
+def _parallel(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.dot(a, b).item() == pytest.approx(a.norm().item() * b.norm().item(), rel=1e-9)
+
+
 @settings(max_examples=80, deadline=None)
 @given(_gradient_pair())
-def test_safe_bisector_properties(pair):
+def test_the_three_rules_agree_on_the_direction_when_acute(pair):
     f, g = pair
-    p = bisector(f, g)
-    f_norm, g_norm = f.norm().item(), g.norm().item()
-    stride = (f_norm + g_norm) / 2.0
+    f_norm, g_norm, stride, cos = _geometry(f, g)
+    assume(cos > 1e-6)
+    p = bisector(f, g, rule="authors")
     assert p.norm().item() == pytest.approx(stride, rel=1e-9)
-    cos = (torch.dot(f, g) / (f_norm * g_norm)).item()
+    assert torch.dot(p, f).item() > 0 and torch.dot(p, g).item() > 0
+    assert_close(bisector(f, g, rule="safe"), p.numpy(), atol=1e-12 * stride)
+    assert _parallel(bisector(f, g, rule="paper_eq5"), p)  # the same direction, another length
+
+
+@settings(max_examples=80, deadline=None)
+@given(_gradient_pair())
+def test_obtuse_properties_of_each_rule(pair):
+    f, g = pair
+    f_norm, g_norm, stride, cos = _geometry(f, g)
+    assume(cos <= 0)
+    sin = math.sqrt(max(0.0, 1.0 - cos * cos))
+    f_perp = f - torch.dot(f, g) / g_norm**2 * g
+
+    p = bisector(f, g, rule="authors")  # f made orthogonal to g
+    assert p.norm().item() == pytest.approx(stride, rel=1e-9)
+    assert torch.dot(p, g).item() == pytest.approx(0.0, abs=1e-9 * stride * g_norm)  # neutral for novelty
+    assert torch.dot(p, f).item() == pytest.approx(stride * f_norm * sin, rel=1e-7)  # never against the task
+    assert _parallel(p, f_perp)
+
+    p = bisector(f, g, rule="paper_eq5")  # f + (f . g^) g^
+    assert torch.dot(p, g).item() == pytest.approx(2.0 * torch.dot(f, g).item(), rel=1e-9, abs=1e-12 * f_norm * g_norm)
+    assert torch.dot(p, f).item() == pytest.approx(f_norm**2 * (1.0 + cos * cos), rel=1e-9)
+
+    p = bisector(f, g, rule="safe")  # f_perp bisected with g
     p_f, p_g = torch.dot(p, f).item(), torch.dot(p, g).item()
-    if cos > 0:
-        assert p_f > 0 and p_g > 0
-        # paper Eq. 5 in the acute case points the same way, just with another length
-        paper = bisector(f, g, rule="paper")
-        assert torch.dot(paper, p).item() == pytest.approx(paper.norm().item() * p.norm().item(), rel=1e-9)
-    else:
-        sin = math.sqrt(max(0.0, 1.0 - cos * cos))
-        assert p_g == pytest.approx(stride * g_norm / SQRT2, rel=1e-9)  # never against novelty
-        assert p_f == pytest.approx(stride * f_norm * (sin + cos) / SQRT2, rel=1e-7, abs=1e-9 * stride * f_norm)
-        f_perp = f - torch.dot(f, g) / g_norm**2 * g
-        assert torch.dot(p, f_perp).item() >= 0  # the task progress orthogonal to g is kept
-        if cos >= -1.0 / SQRT2:
-            assert p_f >= -1e-9 * stride * f_norm
+    assert p.norm().item() == pytest.approx(stride, rel=1e-9)
+    assert p_g == pytest.approx(stride * g_norm / SQRT2, rel=1e-9)  # never against novelty
+    assert p_f == pytest.approx(stride * f_norm * (sin + cos) / SQRT2, rel=1e-7, abs=1e-9 * stride * f_norm)
+    assert torch.dot(p, f_perp).item() >= 0  # the task progress orthogonal to g is kept
+    if cos >= -1.0 / SQRT2:
+        assert p_f >= -1e-9 * stride * f_norm
 
 
 # --------------------------------------------------------------------------------------- conjugate gradient

@@ -253,6 +253,11 @@ def test_population_command_reconstructs_the_flags(tmp_path):
     command = population_command(tmp_path / "run", config)
     assert command.startswith(f"npsco population --env {MAZE_ID} --method ipd --refs-from /x/ppo --novel 3 "
                               "--r0-scale 1 2 --steps 2048 --set learning_rate=0.0005 --t-start 5 --out ")
+    # a run made when tnb_rule's default was safe: IPD never reads it, TNB does
+    config["method"]["tnb_rule"] = "safe"
+    assert "tnb_rule" not in population_command(tmp_path / "run", config)
+    config["method"]["method"] = "tnb"
+    assert "--mset tnb_rule=safe" in population_command(tmp_path / "run", config)
 
 
 def test_docs_describe_every_csv_column():

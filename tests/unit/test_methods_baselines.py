@@ -55,6 +55,9 @@ def test_make_method_builds_each_baseline_and_validates_its_knobs():
         method = make_method(MethodConfig(method=name), refs, 0.1, MAZE_ID)
         assert type(method) is cls and method.name == name
     assert type(make_method(MethodConfig(method="ppo"), refs, None, MAZE_ID)) is Method
+    assert MethodConfig().tnb_rule == "authors"
+    for rule in ("authors", "paper_eq5", "safe", "paper"):  # `paper`: the name of paper_eq5 in older runs
+        MethodConfig(method="tnb", tnb_rule=rule).validate()
     for bad in (dict(tnb_rule="sum"), dict(ctnb_slack=-1.0), dict(cpo_max_kl=0.0), dict(cpo_damping=0.0),
                 dict(cpo_cg_iters=0), dict(cpo_backtrack_iters=0), dict(cpo_backtrack_coef=1.0)):
         with pytest.raises(NpscoError):
@@ -93,7 +96,7 @@ def test_wsr_trains_on_task_reward_plus_bonus_but_reports_the_task_return(shape,
 
 
 # ----------------------------------------------------------------------------------------------------------- TNB
-def tnb_expected(trainer: Trainer, batch, rule: str = "safe"):
+def tnb_expected(trainer: Trainer, batch, rule: str = "authors"):
     """Independently computed p = bisector(f, g) on the whole batch and the critics' gradient."""
     agent, cfg = trainer.agent, trainer.cfg
     logprob, _, _ = agent.evaluate(batch.obs, batch.actions)
@@ -115,7 +118,7 @@ def sgd_update(trainer: Trainer, batch, lr: float = 0.1):
     return flat(agent.actor_parameters()) - actor0, flat(agent.critic_parameters()) - critic0, out
 
 
-@pytest.mark.parametrize("rule", ["safe", "paper"])
+@pytest.mark.parametrize("rule", ["authors", "safe", "paper_eq5"])
 def test_tnb_moves_the_actor_along_the_bisector_and_the_critics_on_their_own_losses(rule):
     trainer = tiny_trainer("tnb", tnb_rule=rule)
     batch = rollout_batch(trainer)
@@ -129,10 +132,11 @@ def test_tnb_moves_the_actor_along_the_bisector_and_the_critics_on_their_own_los
     assert out["tnb/obtuse_frac"] == float(out["tnb/cos"] <= 0)
 
 
-@pytest.mark.parametrize("rule, along_task", [("safe", -1.0), ("paper", 2.0)])
+@pytest.mark.parametrize("rule, along_task", [("authors", 0.0), ("safe", -1.0), ("paper_eq5", 2.0)])
 def test_tnb_with_known_antiparallel_gradients(rule, along_task):
-    """Novelty advantages = -task advantages make g = -f exactly: the safe rule follows novelty (p = g = -f), the
-    paper's Eq. 5 subtracts cos g = f (p = 2 f), the plain sum would not move at all."""
+    """Novelty advantages = -task advantages make g = -f exactly: the authors' rule has no task gradient left once
+    made orthogonal to g (p = 0), the safe rule follows novelty (p = g = -f), the paper's Eq. 5 subtracts cos g = f
+    (p = 2 f)."""
     trainer = tiny_trainer("tnb", tnb_rule=rule)
     batch = rollout_batch(trainer)
     batch.advantages["novelty"] = -batch.advantages["task"]

@@ -7,7 +7,7 @@ module's parameters and such flat vectors.
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -19,52 +19,64 @@ def _unit(v: Tensor, min_norm: float = 0.0) -> Tensor:
     return v / norm if norm > min_norm else torch.zeros_like(v)
 
 
-def bisector(g_task: Tensor, g_novelty: Tensor, rule: Literal["safe", "paper"] = "safe") -> Tensor:
+TNB_RULES = ("authors", "paper_eq5", "safe")
+"""The bisector rules (`bisector`); `MethodConfig.tnb_rule` also accepts `paper`, the name of `paper_eq5` in runs
+made before the rule was renamed."""
+
+
+def bisector(g_task: Tensor, g_novelty: Tensor, rule: str = "authors") -> Tensor:
     """TNB/CTNB update direction from the task gradient ``f`` and the novelty gradient ``g`` (paper Eq. 5).
 
-    Notation: ``f^ = f / |f|``, ``g^ = g / |g|``, ``cos = f^ . g^``; both are ascent directions.
+    Notation: ``f^ = f / |f|``, ``g^ = g / |g|``, ``cos = f^ . g^``, ``f_perp = f - (f . g^) g^`` (the task gradient
+    without its component along ``g``); both gradients are ascent directions. ``authors`` and ``safe`` use the paper's
+    fixed learning stride ``L = (|f| + |g|) / 2``; all three rules agree on the direction when ``cos > 0``.
 
-    ``rule="safe"`` (default), with the paper's fixed learning stride ``L = (|f| + |g|) / 2``:
+    ``rule="authors"`` (default), the rule of the authors' code:
 
     - ``cos > 0``:  ``p = L * unit(f^ + g^)``, the bisector of the two gradients;
-    - ``cos <= 0``: ``p = L * unit(unit(f_perp) + g^)`` with ``f_perp = f - (f . g^) g^``: the task gradient with its
-      component against ``g`` removed, bisected with ``g^`` (TNB's rule for obtuse angles). Then
-      ``p . g = L |g| / sqrt(2) > 0``: the step never decreases novelty. With ``a`` the angle between ``f`` and ``g``,
-      ``p . f = L |f| (sin a + cos a) / sqrt(2)``: >= 0 up to 135 degrees, negative beyond (task progress is traded
-      for novelty there), while ``p . f_perp >= 0`` always. The two cases agree at ``cos = 0``.
+    - ``cos <= 0``: ``p = L * unit(f_perp)``, the task gradient made orthogonal to the novelty gradient: never against
+      the task (``p . f = L |f| sin a >= 0``, ``a`` the angle between ``f`` and ``g``) and neutral for novelty to first
+      order (``p . g = 0``).
 
-    ``rule="paper"``, Eq. 5 literally, without rescaling:
+    ``rule="paper_eq5"`` (also ``"paper"``), Eq. 5 as printed, without rescaling to ``L``:
 
     - ``cos > 0``:  ``p = f + (|f| / |g|) g``;
-    - ``cos <= 0``: ``p = f + (|f| / |g|) cos g``, which subtracts a multiple of ``g`` and so can decrease novelty.
+    - ``cos <= 0``: ``p = f + (|f| / |g|) cos g = f + (f . g^) g^``, which doubles the task gradient's component along
+      ``g`` where the authors' rule removes it: ``p . g = 2 f . g <= 0``, a step against novelty.
 
-    (The authors' code used ``f^ + g^`` if ``cos > 0`` else ``-cos f^ + g^`` -- the novelty gradient made orthogonal
-    to ``f`` -- rescaled to ``L``; neither of the above.)
+    ``rule="safe"``:
 
-    Zero gradients: a zero vector's unit vector is taken as zero (then ``cos = 0``), so with ``g = 0`` the safe rule
-    gives ``f / 2``, with ``f = 0`` it gives ``g / 2``, with both zero it gives zero; the paper rule gives ``f``
-    when ``g = 0``. When ``f`` and ``g`` are (numerically) antiparallel, ``f_perp`` is taken as zero and the safe rule
-    gives ``L g^``.
+    - ``cos > 0``:  as ``authors``;
+    - ``cos <= 0``: ``p = L * unit(unit(f_perp) + g^)``, ``f_perp`` bisected with ``g^``: never against novelty
+      (``p . g = L |g| / sqrt(2) > 0``), but ``p . f = L |f| (sin a + cos a) / sqrt(2)`` is negative past 135 degrees
+      (task progress traded for novelty). Its two cases agree at ``cos = 0``.
+
+    Zero gradients: a zero vector's unit vector is taken as zero (then ``cos = 0``). ``authors`` and ``safe`` give
+    ``f / 2`` when ``g = 0``, ``g / 2`` when ``f = 0`` and zero when both are; ``paper_eq5`` gives ``f`` when ``g = 0``.
+    When ``f`` and ``g`` are (numerically) antiparallel, ``f_perp`` is taken as zero: ``authors`` gives ``p = 0`` (no
+    direction helps the task without lowering novelty), ``safe`` gives ``L g^``.
     """
     if g_task.shape != g_novelty.shape or g_task.dim() != 1:
         raise ValueError(f"expected two 1-D tensors of the same shape, got {g_task.shape} and {g_novelty.shape}")
+    rule = "paper_eq5" if rule == "paper" else rule
+    if rule not in TNB_RULES:
+        raise ValueError(f"unknown rule {rule!r}; expected one of {', '.join(TNB_RULES)}")
     f_norm = torch.linalg.vector_norm(g_task)
     g_norm = torch.linalg.vector_norm(g_novelty)
     f_hat, g_hat = _unit(g_task), _unit(g_novelty)
     cos = torch.dot(f_hat, g_hat)
-    if rule == "paper":
+    if rule == "paper_eq5":
         if g_norm == 0:
             return g_task.clone()
         novelty_weight = f_norm / g_norm if cos > 0 else f_norm / g_norm * cos
         return g_task + novelty_weight * g_novelty
-    if rule != "safe":
-        raise ValueError(f"unknown rule {rule!r}; expected 'safe' or 'paper'")
-    if cos > 0:
+    if cos > 0 or f_norm == 0:
         direction = f_hat + g_hat
     else:
         f_perp = g_task - torch.dot(g_task, g_hat) * g_hat
-        relative_tol = math.sqrt(torch.finfo(g_task.dtype).eps)
-        direction = _unit(f_perp, min_norm=relative_tol * float(f_norm)) + g_hat
+        relative_tol = math.sqrt(torch.finfo(g_task.dtype).eps)  # shorter: f and g antiparallel up to round-off
+        f_perp_hat = _unit(f_perp, min_norm=relative_tol * float(f_norm))
+        direction = f_perp_hat if rule == "authors" else f_perp_hat + g_hat
     return 0.5 * (f_norm + g_norm) * _unit(direction)
 
 

@@ -205,7 +205,7 @@ def _value(v) -> str:
 def population_command(run: str | Path, config: dict) -> str:
     """The `npsco population` command line equivalent to a run's config.json (the preset that needs the fewest
     overrides, then --set/--mset for every setting that differs from it)."""
-    from npsco.config import PRESETS, MethodConfig, default_r0_scale, preset
+    from npsco.config import PRESETS, MethodConfig, default_r0_scale, method_reads, preset
 
     ppo, method = dict(config.get("ppo") or {}), dict(config.get("method") or {})
     env = ppo.get("env_id")
@@ -237,7 +237,7 @@ def population_command(run: str | Path, config: dict) -> str:
     defaults = MethodConfig().to_dict()
     flags = {"r0": "--r0", "t_start": "--t-start", "ipd_rule": "--ipd-rule"}
     for k, v in _diff(defaults, method).items():
-        if k == "method":
+        if k == "method" or not method_reads(str(method.get("method", "ipd")), k):
             continue
         args += [flags[k], _value(v)] if k in flags else ["--mset", f"{k}={_value(v)}"]
     args += ["--out", str(run)]
