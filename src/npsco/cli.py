@@ -119,11 +119,14 @@ def _evaluate_runs(args: argparse.Namespace) -> int:
     else:
         written = [evaluation_dir(d["run"]) / name for d in docs for name in ("evaluation.json", "evaluation.csv")]
     stats = (docs[0] if len(docs) == 1 else combine(docs))["statistics"]
-    print(f"{'method':>14s} {'task':>20s} {'n':>3s}  {'reward':>20s}  {'success':>7s}  {'rel. novelty':>14s}")
+    print(f"{'method':>14s} {'task':>20s} {'n':>3s}  {'reward':>20s}  {'success':>7s}  {'final':>5s}  "
+          f"{'rel. novelty':>14s}  {'/ pairwise':>14s}")
     for s in stats["per_task"]:
-        success = fmt(s["success_rate"], 2) if s["success_rate"] is not None else "-"
-        print(f"{s['group']:>14s} {s['task']:>20s} {s['n']:>3d}  {pm(s['return']):>20s}  {success:>7s}  "
-              f"{pm(s['relative_novelty']):>14s}")
+        success, final = (fmt(s[k], 2) if s[k] is not None else "-" for k in ("success_rate", "success_rate_final"))
+        print(f"{s['group']:>14s} {s['task']:>20s} {s['n']:>3d}  {pm(s['return']):>20s}  {success:>7s}  {final:>5s}  "
+              f"{pm(s['relative_novelty_paper']):>14s}  {pm(s['relative_novelty']):>14s}")
+    print("success: the paper's (novel policies: at some training evaluation) and on the final policies; relative "
+          "novelty: the paper's (/ PPO mean novelty) and / PPO mean pairwise distance")
     print("results: " + ", ".join(str(p) for p in written))
     return 0
 

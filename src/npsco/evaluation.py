@@ -110,7 +110,8 @@ def run_episodes(
 # =====================================================================================================================
 
 EVALUATION_FORMAT = "npsco-evaluation"
-EVALUATION_VERSION = 1
+EVALUATION_VERSION = 2
+"""2: `success_final` and `relative_novelty_paper` (an evaluation of version 1 is recomputed)."""
 FIG2_START = (14.5, 8.0)
 """Start of the paper's Fig. 2 trajectories: near the right edge, just outside the right region ((15, 8) is inside)."""
 MAX_DIVERSITY_STATES = 2000
@@ -120,7 +121,8 @@ PAPER_ORDER = ("ppo", "wsr", "tnb", "cpo", "ctnb", "ipd")
 CSV_COLUMNS = (
     "run", "env", "task", "group", "method", "chain", "name", "role", "seed", "threshold", "r0_scale",
     "episodes", "eval_seed", "return_mean", "return_std", "return_min", "return_max", "length_mean",
-    "novelty", "relative_novelty", "state_novelty", "success", "best_training_eval", "success_baseline",
+    "novelty", "relative_novelty_paper", "relative_novelty", "state_novelty", "success", "success_final",
+    "best_training_eval", "success_baseline",
     "goal_top", "goal_bottom", "goal_left", "goal_right", "goal_none", "goal_from_right", "checkpoint",
 )
 """Columns of `evaluation.csv`, one row per policy (docs/report.md says what each means)."""
@@ -324,33 +326,43 @@ def mean_reference_distance(matrix: np.ndarray, references: list[int]) -> float 
 
 # -------------------------------------------------------------------------------------------------------- scoring
 def score_rows(rows: list[dict], ppo_mean_distance: float | None) -> list[dict]:
-    """Add `success`, `success_baseline`, `best_training_eval` and `relative_novelty` to per-policy rows (new dicts).
+    """Add `success`, `success_final`, `success_baseline`, `best_training_eval`, `relative_novelty_paper` and
+    `relative_novelty` to per-policy rows (new dicts).
 
     Each row needs `role`, `return_mean`, `eval_curve` ([[step, return], ...] from training) and `novelty`.
-    The baseline is the median of the references' evaluated returns (paper Sec. 4.2). A novel policy succeeds if its
-    training evaluation curve reached the baseline at some evaluation (`npsco.stats.success_flags`; with no curve,
-    its evaluated return stands in). A reference is scored on its evaluated (final) return, so PPO's rate is about
-    0.5 "by definition", as in the paper. Relative novelty is novelty / `ppo_mean_distance`.
+    The baseline is the median of the references' evaluated returns (paper Sec. 4.2).
+
+    - `success`, the paper's: a novel policy succeeds if its training evaluation curve reached the baseline at some
+      evaluation (`npsco.stats.success_flags`; with no curve, its evaluated return stands in); a reference is scored on
+      its evaluated (final) return, so PPO's rate is about 0.5 "by definition", as in the paper.
+    - `success_final`: every policy, references included, scored alike on its evaluated (final) return.
+    - `relative_novelty_paper`, the paper's: novelty / the mean novelty of the references (each one's novelty is its
+      distance to its nearest other reference), so the references' mean is 1.
+    - `relative_novelty`: novelty / `ppo_mean_distance`, the mean pairwise distance between the references.
     """
     from npsco.stats import relative_novelty, success_baseline, success_flags
 
     refs = [r["return_mean"] for r in rows if r["role"] == "reference"]
     baseline = success_baseline(refs) if refs else None
+    ppo_novelty = _mean([r.get("novelty") for r in rows if r["role"] == "reference"])
+
+    def relative(novelty: float | None, ppo: float | None) -> float | None:
+        usable = novelty is not None and ppo is not None and ppo > 0
+        return float(relative_novelty(novelty, ppo)) if usable else None
+
     out = []
     for row in rows:
         row = dict(row)
         curve = [p[1] for p in row.get("eval_curve") or []]
         row["best_training_eval"] = max(curve) if curve else None
         row["success_baseline"] = baseline
-        if baseline is None:
-            row["success"] = None
-        elif row["role"] == "reference":
-            row["success"] = bool(success_flags([[row["return_mean"]]], refs)[0])
-        else:
-            row["success"] = bool(success_flags([curve or [row["return_mean"]]], refs)[0])
-        novelty = row.get("novelty")
-        usable = novelty is not None and ppo_mean_distance is not None and ppo_mean_distance > 0
-        row["relative_novelty"] = float(relative_novelty(novelty, ppo_mean_distance)) if usable else None
+        row["success"] = row["success_final"] = None
+        if baseline is not None:
+            row["success_final"] = bool(success_flags([[row["return_mean"]]], refs)[0])
+            row["success"] = (row["success_final"] if row["role"] == "reference"
+                              else bool(success_flags([curve or [row["return_mean"]]], refs)[0]))
+        row["relative_novelty_paper"] = relative(row.get("novelty"), ppo_novelty)
+        row["relative_novelty"] = relative(row.get("novelty"), ppo_mean_distance)
         out.append(row)
     return out
 
@@ -369,20 +381,21 @@ def metric_summary(values, seed: int = 0) -> dict | None:
 
 
 def statistics(rows: list[dict]) -> dict:
-    """Per group and task: return, relative and state novelty summaries and the success rate; per group across
-    tasks: the IQM of returns normalised by each task's success baseline (PPO median), with a stratified-bootstrap
-    95% CI (tasks are the strata)."""
+    """Per group and task: return, relative novelty (both) and state novelty summaries and both success rates; per
+    group across tasks: the IQM of returns normalised by each task's success baseline (PPO median), with a
+    stratified-bootstrap 95% CI (tasks are the strata)."""
     from npsco.stats import stratified_bootstrap_ci
 
     per_task = []
     keys = sorted({(r["group"], r["task"]) for r in rows}, key=lambda k: (group_sort_key(k[0]), k[1]))
     for group, task in keys:
         sel = [r for r in rows if r["group"] == group and r["task"] == task]
-        flags = [r["success"] for r in sel if r["success"] is not None]
         per_task.append({
             "group": group, "task": task, "n": len(sel),
             "return": metric_summary([r["return_mean"] for r in sel]),
-            "success_rate": float(np.mean(flags)) if flags else None,
+            "success_rate": _rate([r["success"] for r in sel]),
+            "success_rate_final": _rate([r["success_final"] for r in sel]),
+            "relative_novelty_paper": metric_summary([r["relative_novelty_paper"] for r in sel]),
             "relative_novelty": metric_summary([r["relative_novelty"] for r in sel]),
             "state_novelty": metric_summary([r["state_novelty"] for r in sel]),
         })
@@ -400,8 +413,14 @@ def statistics(rows: list[dict]) -> dict:
             "definitions": {
                 "return": "deterministic return per policy (mean over its evaluation episodes); mean +- std over "
                           "policies (population std) and IQM with a 95% percentile-bootstrap CI (2000 resamples)",
-                "success_rate": "fraction of policies that reached the median evaluated return of the PPO references "
-                                "(novel policies: at some training evaluation; references: their evaluated return)",
+                "success_rate": "the paper's: fraction of policies that reached the median evaluated return of the "
+                                "PPO references (novel policies: at some training evaluation; references: their "
+                                "evaluated return)",
+                "success_rate_final": "fraction of policies (references included) whose evaluated final return "
+                                      "reached the median evaluated return of the PPO references",
+                "relative_novelty_paper": "the paper's: novelty / the mean novelty of the PPO references (each one's "
+                                          "distance to its nearest other reference)",
+                "relative_novelty": "novelty / the mean pairwise distance between the PPO references",
                 "normalized_return_iqm": "IQM over all policies of a group of return / the task's success baseline, "
                                          "95% stratified-bootstrap CI (resampling within each task)"}}
 
@@ -425,9 +444,9 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
 
     Per policy: deterministic return over `episodes` episodes (env i seeded `seed + i`); novelty = min over the run's
     PPO references (other than itself) of D(policy, ref), measured on the policy's own visited states; relative
-    novelty = novelty / mean D between references (same episodes); success (see `score_rows`); state novelty = min
-    over the references of the sliced-Wasserstein distance between visited-state distributions; on the maze the goals
-    reached and the Fig. 2 trajectory from `FIG2_START`.
+    novelty (the paper's, and / mean D between references, same episodes) and success (both: see `score_rows`); state
+    novelty = min over the references of the sliced-Wasserstein distance between visited-state distributions; on the
+    maze the goals reached and the Fig. 2 trajectory from `FIG2_START`.
     """
     from datetime import datetime, timezone
 
@@ -496,6 +515,12 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
                                                  "and j (npsco.stats.state_diversity, 64 projections)"},
         "statistics": statistics(rows),
     }
+
+
+def _rate(flags: list) -> float | None:
+    """The fraction of True among the flags that are not None (None when there is none)."""
+    flags = [f for f in flags if f is not None]
+    return float(np.mean(flags)) if flags else None
 
 
 def _mean(values: list) -> float | None:

@@ -6,7 +6,7 @@ Everything here is a pure function of arrays of numbers:
 - ``iqm``, ``bootstrap_ci``, ``stratified_bootstrap_ci``: the interquartile mean with percentile (or BCa) bootstrap
   confidence intervals, following rliable (Agarwal et al., 2021), computed with ``scipy.stats.bootstrap``.
 - ``success_flags`` / ``success_rate``: the paper's success criterion (Sec. 4.2).
-- ``relative_novelty``: novelty in units of the mean PPO-PPO distance (Fig. 3).
+- ``relative_novelty``: novelty in units of the PPO references' mean novelty or mean distance (Fig. 3).
 - ``state_diversity`` / ``state_diversity_matrix``: a distance between the state distributions two policies visit,
   complementing the action-based novelty (two policies can act differently and still go to the same place).
 """
@@ -212,15 +212,16 @@ def success_rate(
     return float(flags.mean())
 
 
-def relative_novelty(novelty: np.ndarray | float, ppo_mean_distance: float) -> np.ndarray | float:
-    """Novelty in units of the mean pairwise distance between PPO reference policies (paper Fig. 3).
+def relative_novelty(novelty: np.ndarray | float, ppo_baseline: float) -> np.ndarray | float:
+    """Novelty in units of a PPO baseline (paper Fig. 3): the mean novelty of the PPO references (each one's distance
+    to its nearest other reference; the paper's normalisation) or their mean pairwise distance (npsco's other one).
 
-    A value of 1 means "as different as two PPO seeds are from each other". Raises ``ValueError`` if
-    ``ppo_mean_distance`` is not a positive finite number (e.g. all PPO references identical).
+    A value of 1 means "as novel as a PPO seed is", resp. "as different as two PPO seeds are on average". Raises
+    ``ValueError`` if ``ppo_baseline`` is not a positive finite number (e.g. all PPO references identical).
     """
-    denominator = float(ppo_mean_distance)
+    denominator = float(ppo_baseline)
     if not (math.isfinite(denominator) and denominator > 0):
-        raise ValueError(f"the mean PPO-PPO distance must be positive and finite, got {ppo_mean_distance!r}")
+        raise ValueError(f"the PPO baseline of relative novelty must be positive and finite, got {ppo_baseline!r}")
     result = np.asarray(novelty, dtype=float) / denominator
     return float(result) if result.ndim == 0 else result
 

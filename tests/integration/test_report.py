@@ -15,7 +15,7 @@ from npsco.cli import main
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-SECTIONS = ["# npsco report", "## Table 1: reward and success rate", "## Novelty",
+SECTIONS = ["# npsco report", "## Table 1: reward, success rate and relative novelty", "## Novelty",
             "## Fig. 2: Four Reward Maze trajectories", "## Fig. 3: relative novelty and reward",
             "## Fig. 4: threshold ablation", "## Training curves", "## Behaviour", "## Per-policy results",
             "## Configuration and commands"]
@@ -64,16 +64,24 @@ def test_report_has_every_section_and_real_images(experiment):
             assert np.asarray(picture.convert("L")).std() > 5, image  # not a blank picture
     html = (report / "report.html").read_text()
     assert html.count('src="data:image/png;base64,') == len(images)
-    assert "<h2 id=\"table-1-reward-and-success-rate\">" in html
+    assert "<h2 id=\"table-1-reward-success-rate-and-relative-novelty\">" in html
 
 
 def test_table_1_has_a_row_per_method_and_the_commands_are_listed(experiment):
     text = (experiment / "report" / "report.md").read_text()
     table = text.split("## Table 1")[1].split("## Novelty")[0]
-    first_cells = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")]
-    assert first_cells[:4] == ["Method", "ppo", "ipd", "ipd-r0x2"]
-    assert "FourRewardMaze-v0 reward" in table and "FourRewardMaze-v0 success" in table and "IQM" in table
-    assert re.search(r"\| ipd \| -?\d+\.\d+ ± \d+\.\d+ \|", table)
+    first_table = next(block for block in table.split("\n\n") if block.startswith("| "))
+    main_rows = [[c.strip() for c in line.split("|")[1:-1]] for line in first_table.splitlines()]
+    assert main_rows[0] == ["Task", "Method", "policies", "reward", "success (paper: during training)",
+                            "success (final policy)", "relative novelty (paper: / PPO novelty)",
+                            "relative novelty (/ PPO pairwise distance)"]
+    assert [r[:3] for r in main_rows[2:]] == [["FourRewardMaze-v0", "ppo", "2"], ["FourRewardMaze-v0", "ipd", "1"],
+                                              ["FourRewardMaze-v0", "ipd-r0x2", "1"]]
+    number = r"-?\d+\.\d+"
+    assert re.fullmatch(rf"{number} ± {number}", main_rows[3][3])  # ipd's reward
+    assert all(re.fullmatch(r"[01]\.\d\d", cell) for r in main_rows[2:] for cell in r[4:6])  # success rates
+    assert main_rows[2][6].startswith("1.00 ± ")  # the references' own relative novelty (paper) averages 1
+    assert "FourRewardMaze-v0 reward IQM [95% CI]" in table
     commands = text.split("## Configuration and commands")[1]
     task = experiment / "FourRewardMaze-v0"
     assert f"--method ppo --refs 2 --novel 0 --steps 2048 --out {task / 'ppo'}" in commands

@@ -86,31 +86,38 @@ def run(tmp_path) -> Path:
 
 # ------------------------------------------------------------------------------------------ pure scoring rules
 def test_score_rows_success_by_median_of_reference_returns_and_relative_novelty():
-    refs = [{"role": "reference", "return_mean": r, "eval_curve": [[1, 0.0]], "novelty": 0.4} for r in (1, 2, 3, 4, 5)]
+    refs = [{"role": "reference", "return_mean": r, "eval_curve": [[1, 0.0]], "novelty": n}
+            for r, n in zip((1, 2, 3, 4, 5), (0.2, 0.2, 0.4, 0.4, 0.8))]  # the references' mean novelty: 0.4
     novel = [
         {"role": "novel", "return_mean": 0.0, "eval_curve": [[1, 2.0], [2, 3.0]], "novelty": 0.8},  # reaches 3 exactly
         {"role": "novel", "return_mean": 9.0, "eval_curve": [[1, 2.9], [2, 2.99]], "novelty": 0.2},  # never reaches 3
         {"role": "novel", "return_mean": 3.5, "eval_curve": [], "novelty": None},  # no curve: its return stands in
     ]
-    scored = score_rows(refs + novel, ppo_mean_distance=0.4)
+    scored = score_rows(refs + novel, ppo_mean_distance=0.8)
     assert [r["success_baseline"] for r in scored] == [3.0] * 8
-    # references are scored on their evaluated (final) return: 3 of 5 are >= the median
+    # the paper's: novel policies by their training curve; references by their evaluated (final) return, 3 of 5 >= 3
     assert [r["success"] for r in scored] == [False, False, True, True, True, True, False, True]
-    assert [r["relative_novelty"] for r in scored[:7]] == pytest.approx([1.0] * 5 + [2.0, 0.5])
-    assert scored[5]["relative_novelty"] == pytest.approx(2.0) and scored[6]["relative_novelty"] == pytest.approx(0.5)
-    assert scored[7]["relative_novelty"] is None
+    # on the final policy: every policy by its evaluated return
+    assert [r["success_final"] for r in scored] == [False, False, True, True, True, False, True, True]
+    # the paper's relative novelty: / 0.4, the references' mean novelty (so theirs averages 1)
+    assert [r["relative_novelty_paper"] for r in scored[:7]] == pytest.approx([0.5, 0.5, 1.0, 1.0, 2.0, 2.0, 0.5])
+    assert np.mean([r["relative_novelty_paper"] for r in scored[:5]]) == pytest.approx(1.0)
+    # / 0.8, the mean pairwise distance between the references
+    assert [r["relative_novelty"] for r in scored[:7]] == pytest.approx([0.25, 0.25, 0.5, 0.5, 1.0, 1.0, 0.25])
+    assert scored[7]["relative_novelty"] is None and scored[7]["relative_novelty_paper"] is None
     assert scored[5]["best_training_eval"] == 3.0 and scored[7]["best_training_eval"] is None
     assert "success" not in novel[0]  # inputs untouched
 
 
 def test_score_rows_without_references_or_distance_leaves_blanks():
     scored = score_rows([{"role": "novel", "return_mean": 1.0, "eval_curve": [[1, 1.0]], "novelty": 0.3}], None)
-    assert scored[0]["success"] is None and scored[0]["relative_novelty"] is None
+    assert scored[0]["success"] is None and scored[0]["success_final"] is None
+    assert scored[0]["relative_novelty"] is None and scored[0]["relative_novelty_paper"] is None
 
 
 def test_statistics_mean_std_iqm_and_success_rate_per_group():
-    rows = [{"group": g, "task": "T", "return_mean": r, "success": s, "relative_novelty": n, "state_novelty": 0.1,
-             "success_baseline": 2.0}
+    rows = [{"group": g, "task": "T", "return_mean": r, "success": s, "success_final": r >= 2.0, "relative_novelty": n,
+             "relative_novelty_paper": 2 * n, "state_novelty": 0.1, "success_baseline": 2.0}
             for g, r, s, n in [("ppo", 1.0, False, 1.0), ("ppo", 3.0, True, 1.0), ("ipd", 2.0, True, 2.0),
                                ("ipd", 4.0, True, 3.0), ("ipd", 6.0, False, 4.0)]]
     stats = statistics(rows)
@@ -119,7 +126,9 @@ def test_statistics_mean_std_iqm_and_success_rate_per_group():
     assert by["ipd"]["return"]["mean"] == pytest.approx(4.0)
     assert by["ipd"]["return"]["std"] == pytest.approx(np.std([2.0, 4.0, 6.0]))
     assert by["ipd"]["success_rate"] == pytest.approx(2 / 3) and by["ppo"]["success_rate"] == 0.5
+    assert by["ipd"]["success_rate_final"] == 1.0 and by["ppo"]["success_rate_final"] == 0.5
     assert by["ipd"]["relative_novelty"]["mean"] == pytest.approx(3.0)
+    assert by["ipd"]["relative_novelty_paper"]["mean"] == pytest.approx(6.0)
     r = by["ipd"]["return"]
     assert r["iqm_ci_low"] <= r["iqm"] <= r["iqm_ci_high"]
     agg = {a["group"]: a for a in stats["aggregate"]}
@@ -143,6 +152,10 @@ def test_evaluate_run_novelty_relative_novelty_and_success_on_a_hand_made_run(ru
     assert rows["ipd/k0"]["success_baseline"] == pytest.approx(baseline)
     assert rows["ipd/k0"]["success"] is True and rows["ipd/k1"]["success"] is False  # curves: +50 vs <= -5
     assert [rows["ref0"]["success"], rows["ref1"]["success"]] == [r >= baseline for r in ref_returns]
+    for r in rows.values():  # on the final policy: every one by its evaluated return
+        assert r["success_final"] is (r["return_mean"] >= baseline)
+    # two references at distance 0.5 from each other: their mean novelty is their mean distance
+    assert rows["ipd/k0"]["relative_novelty_paper"] == pytest.approx(SQRT_1_25 / 0.5)
 
     assert rows["ipd/k1"]["state_novelty"] == pytest.approx(0.0)  # same states as ref0
     assert rows["ipd/k0"]["state_novelty"] > 0.5
@@ -152,6 +165,7 @@ def test_evaluate_run_novelty_relative_novelty_and_success_on_a_hand_made_run(ru
     assert [s["group"] for s in doc["statistics"]["per_task"]] == ["ppo", "ipd"]
     ipd = doc["statistics"]["per_task"][1]
     assert ipd["success_rate"] == 0.5 and ipd["relative_novelty"]["mean"] == pytest.approx(SQRT_1_25)
+    assert ipd["success_rate_final"] == np.mean([rows[k]["success_final"] for k in ("ipd/k0", "ipd/k1")])
 
 
 def test_evaluate_cli_writes_tidy_csv_and_json_and_reuses_them(run, capsys):
@@ -164,6 +178,7 @@ def test_evaluate_cli_writes_tidy_csv_and_json_and_reuses_them(run, capsys):
     assert [r["name"] for r in table] == ["ref0", "ref1", "ipd/k0", "ipd/k1"]
     assert float(table[2]["relative_novelty"]) == pytest.approx(SQRT_1_25 / 0.5, abs=1e-5)
     assert [table[2]["success"], table[3]["success"]] == ["True", "False"]
+    assert {r["success_final"] for r in table} <= {"True", "False"} and table[2]["relative_novelty_paper"]
     assert table[0]["threshold"] == "" and table[0]["role"] == "reference"
     doc = json.loads((run / "evaluation" / "evaluation.json").read_text())
     assert doc["settings"]["episodes"] == EPISODES and len(doc["state_diversity_matrix"]["matrix"]) == 4
