@@ -276,6 +276,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import shlex
 
     from npsco.parallel import make_executor
+    from npsco.population import NOVEL_SEED_OFFSET
     from npsco.sweep import Progress, Sweep, load_grid, summary_lines
 
     grid = load_grid(args.grid)
@@ -285,8 +286,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"{len(sweep.specs)} population runs, {sum(s.policies for s in sweep.specs)} policies")
     if args.dry_run:
         for s in sweep.specs:
-            what = (f"{s.config.refs} PPO references" if s.refs_of is None else
-                    f"{s.config.novel} x {', '.join(s.chains)} (references of {s.refs_of})")
+            seed = s.config.ppo.seed + (0 if s.refs_of is None else NOVEL_SEED_OFFSET)
+            seeds = f"seeds {seed}..{seed + (s.config.refs if s.refs_of is None else s.config.novel) - 1}"
+            what = (f"{s.config.refs} PPO references ({seeds})" if s.refs_of is None else
+                    f"{s.config.novel} x {', '.join(s.chains)} ({seeds}; references of {s.refs_of})")
             print(f"  {s.path}: {what}, {s.config.ppo.total_timesteps:,} steps each")
         return 0
     try:

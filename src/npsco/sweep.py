@@ -31,11 +31,12 @@ from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, read_json
 from npsco.population import Population, PopulationConfig
 
-GRID_KEYS = ("name", "tasks", "methods", "refs", "novel", "preset", "steps", "r0_scales", "eval_episodes",
+GRID_KEYS = ("name", "tasks", "methods", "refs", "novel", "seed", "preset", "steps", "r0_scales", "eval_episodes",
              "threshold_episodes", "ppo", "task", "method")
 """Every key a grid file may hold at its top level (docs/sweep.md describes each)."""
 
-_PPO_FIXED = {"env_id": "tasks list the env ids", "seed": "seeds are set per policy (references 0..R-1, novel 1000+k)"}
+_PPO_FIXED = {"env_id": "tasks list the env ids",
+              "seed": "seeds are set per policy from the grid's base `seed` S: references S..S+R-1, novel S+1000+k"}
 _METHOD_FIXED = {"method": "methods list the methods"}
 
 
@@ -48,6 +49,9 @@ class Grid:
     methods: list[str]
     refs: int = 10
     novel: int = 10
+    seed: int = 0
+    """Base seed S, as `npsco population --seed`: the references train with seeds S..S+R-1, the k-th novel policy of
+    every chain with S+1000+k."""
     preset: str = "default"
     steps: int | None = None
     r0_scales: list[float | str] = field(default_factory=lambda: ["default"])
@@ -124,11 +128,11 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
     names = [task_name(t) for t in data["tasks"]]
     if len(set(names)) != len(names):
         raise fail("two tasks have the same name without their namespace; a sweep holds one of them")
-    for key in ("refs", "novel", "steps", "eval_episodes", "threshold_episodes"):
-        value = data.get(key)
+    for key in ("refs", "novel", "seed", "steps", "eval_episodes", "threshold_episodes"):
+        value, least = data.get(key), 0 if key in ("refs", "novel", "seed") else 1
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not float(value).is_integer() or value < (0 if key in ("refs", "novel") else 1)):
-            raise fail(f"{key!r} must be a whole number >= {0 if key in ('refs', 'novel') else 1}, got {value!r}")
+                                  or not float(value).is_integer() or value < least):
+            raise fail(f"{key!r} must be a whole number >= {least}, got {value!r}")
     if data.get("preset", "default") not in PRESETS:
         raise fail(f"unknown preset {data['preset']!r}; choose one of {', '.join(PRESETS)}")
     for key in ("ppo", "task", "method"):
@@ -139,6 +143,12 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
             raise fail(f"[task.\"{env}\"]: {env!r} is not in tasks")
         if not isinstance(data["task"][env], dict):
             raise fail(f"task.\"{env}\" must be a table")
+        task_method = data["task"][env].get("method", {})
+        if not isinstance(task_method, dict):
+            raise fail(f"task.\"{env}\".method must be a table")
+        for key, value in task_method.items():
+            if isinstance(value, dict) and key not in data["methods"]:
+                raise fail(f"[task.\"{env}\".method.{key}]: {key!r} is not in methods")
     for key, value in data.get("method", {}).items():
         if isinstance(value, dict) and key not in data["methods"]:
             raise fail(f"[method.{key}]: {key!r} is not in methods")
@@ -146,15 +156,21 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise fail(f"'name' must be a plain folder name (letters, digits, _ . -), got {name!r}")
     grid = Grid(name=name, tasks=list(data["tasks"]), methods=list(data["methods"]),
-                refs=int(data.get("refs", 10)), novel=int(data.get("novel", 10)), preset=data.get("preset", "default"),
+                refs=int(data.get("refs", 10)), novel=int(data.get("novel", 10)), seed=int(data.get("seed", 0)),
+                preset=data.get("preset", "default"),
                 steps=int(data["steps"]) if data.get("steps") is not None else None,
                 r0_scales=_scales(data.get("r0_scales", ["default"]), fail, "r0_scales"),
                 eval_episodes=_int_or_none(data.get("eval_episodes")),
                 threshold_episodes=_int_or_none(data.get("threshold_episodes")),
-                ppo=dict(data.get("ppo", {})), task={k: dict(v) for k, v in data.get("task", {}).items()},
+                ppo=dict(data.get("ppo", {})), task={k: _copy_table(v) for k, v in data.get("task", {}).items()},
                 method={k: dict(v) if isinstance(v, dict) else v for k, v in data.get("method", {}).items()})
     plan(grid, where=where)  # every population's configuration is checked here, before anything trains
     return grid
+
+
+def _copy_table(table: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a TOML table, its sub-tables copied too (the grid keeps its own)."""
+    return {k: _copy_table(v) if isinstance(v, dict) else v for k, v in table.items()}
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -200,13 +216,17 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
         except NpscoError as e:
             raise fail(f"{what}: {e}") from None
 
-    common_method = {k: v for k, v in grid.method.items() if not isinstance(v, dict)}
+    def scalars(table: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in table.items() if not isinstance(v, dict)}
+
     specs: list[PopulationSpec] = []
     for env in grid.tasks:
         checked(f"task {env!r}", lambda: check_env_id(env))
         task_table = dict(grid.task.get(env, {}))
         steps = task_table.pop("steps", grid.steps)
-        sets = ([f"total_timesteps={int(steps)}"] if steps is not None else []) + _settings(grid.ppo, _PPO_FIXED, fail, "ppo")
+        task_method = task_table.pop("method", {})
+        sets = [f"seed={grid.seed}"] + ([f"total_timesteps={int(steps)}"] if steps is not None else [])
+        sets += _settings(grid.ppo, _PPO_FIXED, fail, "ppo")
         sets += _settings(task_table, _PPO_FIXED, fail, f'task."{env}"')
         ppo: PPOConfig = checked(f"task {env!r}", lambda: apply_overrides(preset(env, grid.preset), sets).validate())
         refs_path = f"{task_name(env)}/ppo"
@@ -216,7 +236,8 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
         for m in grid.methods:
             if m == "ppo":
                 continue  # the references are the task's PPO policies
-            table = {**common_method, **grid.method.get(m, {})}
+            # the most specific wins: [method], [method.M], [task."ENV".method], [task."ENV".method.M]
+            table = {**scalars(grid.method), **grid.method.get(m, {}), **scalars(task_method), **task_method.get(m, {})}
             raw_scales = table.pop("r0_scales", grid.r0_scales)
             method = checked(f"method {m}", lambda: apply_overrides(
                 MethodConfig(method=m), _settings(table, _METHOD_FIXED, fail, f"method.{m}")).validate())
@@ -255,7 +276,7 @@ class Sweep:
         """Create the sweep directory, or check that an existing one ran the same grid."""
         if self.manifest_path.exists():
             old = read_json(self.manifest_path)
-            if old.get("grid") != self.grid.to_dict():
+            if {"seed": 0, **(old.get("grid") or {})} != self.grid.to_dict():  # grids before the `seed` key: 0
                 raise NpscoError(f"{self.out} holds a sweep of another grid; use another --out (or the same grid)")
         elif self.out.exists() and any(self.out.iterdir()):
             raise NpscoError(f"{self.out} exists and is not a sweep directory; choose another --out")

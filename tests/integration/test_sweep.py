@@ -12,7 +12,8 @@ import pytest
 from npsco.cli import main
 from npsco.errors import NpscoError
 from npsco.parallel import Job, LocalExecutor, Scheduler
-from npsco.sweep import load_grid, population_dirs
+from npsco.population import Population
+from npsco.sweep import Sweep, load_grid, parse_grid, plan, population_dirs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -154,7 +155,7 @@ def test_example_grids_plan_as_documented(capsys):
     assert main(["sweep", str(REPO / "examples/paper_grid.toml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "18 population runs" in out and "Hopper-v5/ipd: 10 x ipd-r0x1, ipd-r0x0.5, ipd-r0x1.5, ipd-r0x2" in out
-    assert "HalfCheetah-v5/ppo: 10 PPO references, 3,000,000 steps each" in out
+    assert "HalfCheetah-v5/ppo: 10 PPO references (seeds 0..9), 3,000,000 steps each" in out
     assert main(["sweep", str(REPO / "examples/maze_grid.toml"), "--dry-run"]) == 0
 
 
@@ -170,6 +171,47 @@ def test_the_documented_grid_parses_as_described():
     assert (ppo.config.ppo.total_timesteps, ppo.config.ppo.learning_rate, ppo.config.refs) == (200_000, 1e-3, 4)
     assert ipd.chains == ["ipd-r0x1", "ipd-r0x2"] and ipd.config.method.novelty_action == "sample"
     assert ipd.config.method.t_start == 3 and wsr.config.method.wsr_weight == 10 and wsr.chains == ["wsr"]
+    assert wsr.config.method.novelty_action == "mean"  # the task's [method.ipd] table is IPD's alone
+    assert {s.config.ppo.seed for s in (ppo, ipd, wsr)} == {100}
+
+
+def test_a_base_seed_shifts_every_seed_and_an_old_sweep_without_one_resumes(tmp_path):
+    base = {"tasks": ["npsco/FourRewardMaze-v0"], "methods": ["ppo", "ipd"], "refs": 2, "novel": 3}
+    refs, ipd = plan(parse_grid({**base, "seed": 700}, "test"))
+    members = Population(tmp_path / "ipd", ipd.config)._plan()
+    assert [m.seed for m in Population(tmp_path / "refs", refs.config)._plan()] == [700, 701]
+    assert [m.seed for m in members if m.role == "novel"] == [1700, 1701, 1702]
+    assert plan(parse_grid(base, "test"))[0].config.ppo.seed == 0
+    for bad in (-1, 1.5, True, "7"):
+        with pytest.raises(NpscoError, match="'seed' must be a whole number >= 0"):
+            parse_grid({**base, "seed": bad}, "test")
+    with pytest.raises(NpscoError, match="base `seed`"):
+        parse_grid({**base, "ppo": {"seed": 3}}, "test")
+    # a sweep.json written before the `seed` key existed describes the same grid with seed 0
+    sweep = Sweep(parse_grid(base, "old"), tmp_path / "sweep", log=lambda _: None)
+    old_grid = sweep.grid.to_dict()
+    del old_grid["seed"]
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "sweep.json").write_text(json.dumps({"grid": old_grid}))
+    sweep.open()
+    with pytest.raises(NpscoError, match="another grid"):
+        Sweep(parse_grid({**base, "seed": 5}, "old"), tmp_path / "sweep", log=lambda _: None).open()
+
+
+def test_task_method_tables_override_the_method_tables_on_their_task_only():
+    grid = {"tasks": ["npsco/FourRewardMaze-v0", "Hopper-v5"], "methods": ["ppo", "ipd", "wsr"], "refs": 2,
+            "novel": 1, "r0_scales": [1.0], "method": {"t_start": 5, "ipd": {"r0_scales": [1.0, 2.0]}},
+            "task": {"Hopper-v5": {"method": {"t_start": 9, "ipd": {"r0_scales": [1.0, 0.5]}}}}}
+    specs = {(s.task, s.method): s for s in plan(parse_grid(grid, "test"))}
+    assert specs[("npsco/FourRewardMaze-v0", "ipd")].chains == ["ipd-r0x1", "ipd-r0x2"]
+    assert specs[("Hopper-v5", "ipd")].chains == ["ipd-r0x1", "ipd-r0x0.5"]
+    assert specs[("Hopper-v5", "wsr")].chains == ["wsr"] and specs[("Hopper-v5", "wsr")].config.method.t_start == 9
+    assert specs[("npsco/FourRewardMaze-v0", "wsr")].config.method.t_start == 5
+    bad = {**grid, "task": {"Hopper-v5": {"method": {"cpo": {"cpo_max_kl": 0.1}}}}}
+    with pytest.raises(NpscoError, match=r"\[task.\"Hopper-v5\".method.cpo\]: 'cpo' is not in methods"):
+        parse_grid(bad, "test")
+    with pytest.raises(NpscoError, match="must be a table"):
+        parse_grid({**grid, "task": {"Hopper-v5": {"method": 3}}}, "test")
 
 
 def test_threshold_multiples_default_to_each_task_own_and_an_absolute_r0_needs_none():
