@@ -175,6 +175,24 @@ def test_the_documented_grid_parses_as_described():
     assert {s.config.ppo.seed for s in (ppo, ipd, wsr)} == {100}
 
 
+def test_the_paper_campaign_grid_plans_fresh_seeds_and_fig4_on_hopper_only(capsys):
+    grid = load_grid(REPO / "benchmarks/paper_campaign/grid.toml")
+    assert (grid.refs, grid.novel, grid.seed, grid.preset, grid.steps) == (5, 5, 50000, "default", 1_000_000)
+    assert main(["sweep", str(REPO / "benchmarks/paper_campaign/grid.toml"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "18 population runs, 105 policies" in out
+    assert "Hopper-v5/ppo: 5 PPO references (seeds 50000..50004), 1,000,000 steps each" in out
+    assert ("Hopper-v5/ipd: 5 x ipd-r0x1, ipd-r0x0.5, ipd-r0x1.5, ipd-r0x2 (seeds 51000..51004; references of "
+            "Hopper-v5/ppo)") in out
+    for task in ("Walker2d-v5", "HalfCheetah-v5"):
+        assert f"{task}/ipd: 5 x ipd (seeds 51000..51004" in out
+        assert f"{task}/ppo: 5 PPO references (seeds 50000..50004), 1,000,000 steps each" in out
+    for method in ("wsr", "tnb", "ctnb", "cpo"):
+        assert out.count(f"/{method}: 5 x {method} (seeds 51000..51004") == 3
+    specs = plan(grid)
+    assert {s.config.method.tnb_rule for s in specs} == {"authors"}
+
+
 def test_a_base_seed_shifts_every_seed_and_an_old_sweep_without_one_resumes(tmp_path):
     base = {"tasks": ["npsco/FourRewardMaze-v0"], "methods": ["ppo", "ipd"], "refs": 2, "novel": 3}
     refs, ipd = plan(parse_grid({**base, "seed": 700}, "test"))
