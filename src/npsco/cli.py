@@ -40,7 +40,7 @@ def _env_backend_override(args: argparse.Namespace) -> list[str]:
 def cmd_train(args: argparse.Namespace) -> int:
     from npsco.algos.ppo import train
     from npsco.config import apply_overrides, preset
-    from npsco.io import atomic_write_json, read_json
+    from npsco.io import atomic_write_json, fresh_dir, read_json
 
     cfg = preset(args.env, args.preset)
     cfg = apply_overrides(cfg, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps is not None else [])
@@ -52,12 +52,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     check_env_backend(cfg.env_id, cfg.env_backend)
     out = Path(args.out or f"runs/train/{_env_name(cfg.env_id)}-seed{cfg.seed}")
     config = {"command": "train", "preset": args.preset, "ppo": cfg.to_dict()}
-    if (out / "config.json").exists() and not args.force:
-        if read_json(out / "config.json") != config:
+    stored = read_json(out / "config.json") if (out / "config.json").exists() else None
+    if out.exists() and any(out.iterdir()) and not (isinstance(stored, dict) and stored.get("command") == "train"):
+        # never empty a folder that is not an npsco train run (a population run, the current directory, ...)
+        raise NpscoError(f"{out} exists and is not an npsco train run directory; choose another --out")
+    if stored is not None and not args.force:
+        if stored != config:
             raise NpscoError(f"{out} holds a run with a different configuration; choose another --out or pass --force")
         if (out / "policy.safetensors").exists():
             print(f"{out}: already trained with this configuration (policy.safetensors); --force retrains")
             return 0
+    # every training starts in an empty folder (a rerun after an interruption, or --force): no file of an earlier
+    # attempt or of another configuration (policy, checkpoints, metrics, TensorBoard events) stays beside the new ones
+    fresh_dir(out)
     atomic_write_json(out / "config.json", config)
     print(f"training PPO on {cfg.env_id} (preset {args.preset}, seed {cfg.seed}, {cfg.total_timesteps} steps) -> {out}")
     result = train(cfg, run_dir=out, progress=not args.no_progress, tensorboard=not args.no_tensorboard)
@@ -361,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a PPO setting, e.g. --set learning_rate=1e-3 (see docs/configuration.md)")
     t.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)
-    t.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    t.add_argument("--force", action="store_true", help="retrain in an existing run directory of another configuration (its files are deleted first)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard event files")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -65,3 +66,19 @@ def read_json(path: str | os.PathLike) -> Any:
         raise NpscoError(f"{path}: file not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise NpscoError(f"{path}: not valid JSON ({e})") from None
+
+
+def fresh_dir(path: str | os.PathLike) -> Path:
+    """Make `path` an empty folder. An existing one is first renamed aside (one atomic step), then deleted: a kill at
+    any moment leaves either the old folder whole or none, never part of the old files beside new ones. Leftovers of
+    an earlier kill during the deletion (`.NAME.old-*` beside it) are deleted too."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        trash = path.with_name(f".{path.name}.old-{os.getpid()}")
+        os.rename(path, trash)
+        _fsync_dir(path.parent)
+    for stale in path.parent.glob(f".{path.name}.old-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    path.mkdir()
+    return path
