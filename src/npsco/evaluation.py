@@ -227,11 +227,14 @@ def load_run(run: str | Path) -> RunInfo:
     if not isinstance(manifest, dict) or manifest.get("format") != "npsco-population":
         raise NpscoError(f"{run}/manifest.json: not an npsco population manifest")
     config = read_json(path / "config.json") if (path / "config.json").exists() else {}
+    from npsco.population import check_borrowed
+
     members, pending = [], []
     for m in manifest.get("members", []):
         if m.get("status") != "done":
             pending.append(m["name"])
             continue
+        check_borrowed(m, path / m["path"] / "policy.safetensors")
         members.append(RunMember(
             name=m["name"], role=m["role"], method=m["method"], seed=int(m["seed"]),
             checkpoint=(path / m["path"] / "policy.safetensors").resolve(), chain=m.get("chain"), index=m.get("index"),

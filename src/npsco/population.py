@@ -27,7 +27,7 @@ import numpy as np
 
 from npsco.config import MethodConfig, PPOConfig, default_r0_scale, method_reads, task_family
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_json, read_json
+from npsco.io import atomic_write_json, file_sha256, read_json
 from npsco.policy import Policy, load_policy
 
 NOVEL_SEED_OFFSET = 1000
@@ -120,10 +120,27 @@ class Member:
     final_eval: dict[str, Any] | None = None
     eval_curve: list[list[float]] = field(default_factory=list)
     wall_seconds: float | None = None
+    sha256: str | None = None  # borrowed references: the checkpoint's hash when borrowed, checked at every load
 
     @property
     def checkpoint(self) -> str:
         return str(Path(self.path) / "policy.safetensors")
+
+
+def check_borrowed(member: dict[str, Any] | Member, checkpoint: str | Path) -> None:
+    """Refuse a borrowed reference whose checkpoint is gone or is no longer the file the run borrowed (its SHA-256
+    differs): evaluation and resume would silently use another policy."""
+    from npsco.io import file_sha256
+
+    expected = member.sha256 if isinstance(member, Member) else member.get("sha256")
+    name = member.name if isinstance(member, Member) else member.get("name")
+    if expected is None:
+        return
+    if not Path(checkpoint).exists():
+        raise NpscoError(f"borrowed reference {name}: {checkpoint} is gone")
+    if file_sha256(checkpoint) != expected:
+        raise NpscoError(f"borrowed reference {name}: {checkpoint} changed since this run borrowed it (another "
+                         f"SHA-256); restore it, or train this population again in another --out")
 
 
 class Population:
@@ -169,8 +186,12 @@ class Population:
             data = read_json(self.manifest_path) if self.manifest_path.exists() else {"members": []}
             self.members = [Member(**m) for m in data.get("members", [])]
             self.r0_default = data.get("r0_default")
-            if grows and self.members:
-                self._grow(stored["novel"])
+            if self.members and self._novel_names() != [m.name for m in self._novel_members()]:
+                # a larger --novel, or a manifest that a kill left behind config.json: the members the plan has
+                self._grow(sum(m.role == "novel" for m in self.members) // max(1, len(self.chains())))
+            if grows:
+                # the manifest with the new members first: a kill before config.json is written leaves them pending
+                self.save_manifest()
                 atomic_write_json(self.out / "config.json", config)
         else:
             if self.out.exists() and any(self.out.iterdir()):
@@ -199,6 +220,9 @@ class Population:
                        path=f"novel/{chain}/k{k}", chain=chain, index=k)
                 for chain in self.chains() for k in range(self.config.novel)]
 
+    def _novel_names(self) -> list[str]:
+        return [m.name for m in self.members if m.role == "novel"]
+
     def _grow(self, old_novel: int) -> None:
         """The same run with a larger --novel: keep every member, add the new novel policies at the end of each chain."""
         known = {m.name: m for m in self.members}
@@ -220,6 +244,8 @@ class Population:
             raise NpscoError(f"--refs-from {other}: its references are not all trained")
         for m in refs:
             m.path = str((other / m.path).resolve())
+            check_borrowed(m, m.checkpoint)
+            m.sha256 = file_sha256(m.checkpoint)
         return refs
 
     def _checkpoint_references(self, paths: Sequence[str]) -> list[Member]:
@@ -245,7 +271,7 @@ class Population:
                                  max_episode_steps=self.config.ppo.max_episode_steps)
             members.append(Member(name=f"ref{i}", role="reference", method=policy.metadata.get("method", "ppo"),
                                   seed=int(policy.metadata.get("seed", i)), path=str(ckpt.parent), status="done",
-                                  final_eval=final.summary(), eval_curve=curve))
+                                  final_eval=final.summary(), eval_curve=curve, sha256=file_sha256(ckpt)))
         return members
 
     def chains(self) -> list[str]:
@@ -258,6 +284,7 @@ class Population:
         return float(chain.split("-r0x")[1]) if "-r0x" in chain else 1.0
 
     def policy(self, member: Member) -> Policy:
+        check_borrowed(member, self.out / member.checkpoint)
         return load_policy(self.out / member.checkpoint)
 
     # ------------------------------------------------------------------------------------------------- training

@@ -243,6 +243,27 @@ def test_refs_from_reuses_the_references_without_training_them(run, tmp_path, mo
     assert ms["ipd-r0x0.5/k0"]["final_eval"] == members(reference_run)["ipd-r0x0.5/k0"]["final_eval"]
 
 
+@pytest.mark.parametrize("borrow", ["--refs-from", "--ref-checkpoints"])
+def test_a_borrowed_reference_replaced_after_borrowing_is_refused_by_resume_and_evaluation(run, tmp_path, capsys,
+                                                                                           borrow):
+    source = tmp_path / "source"
+    shutil.copytree(run[0], source)
+    out = tmp_path / "borrow"
+    given = [str(source)] if borrow == "--refs-from" else [str(source / "refs" / r) for r in ("ref0", "ref1")]
+    args = [*TINY, borrow, *given, "--out", str(out)]
+    args[args.index("--novel") + 1] = "1"
+    assert main(args) == 0
+    assert all(len(m.get("sha256") or "") == 64 for m in members(out).values() if m["role"] == "reference")
+    # another policy put in ref0's place: resuming (one more novel policy) and evaluating must not use it
+    shutil.copy(source / "novel" / "ipd-r0x0.5" / "k0" / "policy.safetensors", source / "refs" / "ref0" / "policy.safetensors")
+    capsys.readouterr()
+    args[args.index("--novel") + 1] = "2"
+    assert main(args) == 2
+    assert "borrowed reference ref0" in capsys.readouterr().err
+    assert main(["evaluate", str(out), "--episodes", "2"]) == 2
+    assert "changed since this run borrowed it" in capsys.readouterr().err
+
+
 def test_a_different_configuration_in_an_existing_run_is_refused_with_exit_code_2(run, capsys):
     out, _ = run
     config_before = (out / "config.json").read_text()
@@ -385,6 +406,34 @@ def test_a_larger_novel_count_extends_a_finished_run_without_retraining_it(run, 
     args[args.index("--novel") + 1] = "1"
     assert main(args) == 2
     assert "different configuration" in capsys.readouterr().err
+
+
+def test_a_grown_run_killed_between_its_config_and_its_manifest_still_trains_the_new_policies(run, tmp_path, capsys):
+    """Killed after config.json recorded the larger --novel but before the manifest listed the new members: the next
+    run trains them instead of reporting every policy trained."""
+    out = tmp_path / "grown"
+    shutil.copytree(run[0], out)
+    config = json.loads((out / "config.json").read_text())
+    atomic_write_json(out / "config.json", {**config, "novel": 3})  # what such a kill leaves: the old manifest
+    args = [*TINY, "--out", str(out)]
+    args[args.index("--novel") + 1] = "3"
+    assert main(args) == 0
+    assert "already trained" not in capsys.readouterr().out
+    after = members(out)
+    assert after["ipd-r0x0.5/k2"]["status"] == "done"
+
+
+def test_growing_writes_the_manifest_before_the_config(run, tmp_path, monkeypatch):
+    out = tmp_path / "grown"
+    shutil.copytree(run[0], out)
+    order = []
+    monkeypatch.setattr(npsco.population, "atomic_write_json",
+                        lambda path, obj: order.append(Path(path).name) or atomic_write_json(path, obj))
+    monkeypatch.setattr(Population, "run", lambda self: self.open() or self.members)  # the bookkeeping, no training
+    args = [*TINY, "--out", str(out)]
+    args[args.index("--novel") + 1] = "3"
+    main(args)
+    assert order[:2] == ["manifest.json", "config.json"]
 
 
 def test_the_ppo_seed_setting_shifts_every_seed_of_the_population(tmp_path):
