@@ -1,19 +1,24 @@
-"""Learning test: PPO with the maze's `default` preset finds the +10 (left) region from most starts."""
+"""Learning test: PPO with the maze's `default` preset finds the +10 (left) region from most starts, every update
+computed by the numpy update (`NumpyPPOUpdate`, the default): the fast update does not hurt learning."""
 
 import numpy as np
 import pytest
 
-from npsco.algos.ppo import train
+from npsco.algos.ppo import NumpyPPOUpdate, train
 from npsco.config import MAZE_ID, preset
 from npsco.envs.maze import GOAL_NAMES
 from npsco.evaluation import run_episodes
 
 
 @pytest.mark.slow
-def test_ppo_learns_to_reach_the_left_goal_on_the_maze():
+def test_ppo_learns_to_reach_the_left_goal_on_the_maze_with_the_numpy_update(monkeypatch):
+    calls = []
+    original = NumpyPPOUpdate.run
+    monkeypatch.setattr(NumpyPPOUpdate, "run", lambda self, *a: calls.append(1) or original(self, *a))
     cfg = preset(MAZE_ID)  # 150k steps
     assert cfg.seed == 0 and cfg.total_timesteps == 150_000
     result = train(cfg, progress=False, tensorboard=False)
+    assert len(calls) == cfg.num_iterations  # every update ran in numpy
     episodes = run_episodes(result.policy, 100, seed=12345)
     left = float(np.mean(episodes.goals == GOAL_NAMES.index("left")))
     summary = episodes.summary()

@@ -186,26 +186,6 @@ def test_fast_update_flag_selects_the_torch_loop(monkeypatch):
     assert calls == [1]
 
 
-@pytest.mark.slow
-def test_ppo_with_the_numpy_update_reaches_the_left_goal_of_the_maze(monkeypatch):
-    """Learning is not hurt: the maze preset (150k steps) with the numpy update, as tests/learning/test_ppo_maze.py."""
-    from npsco.algos.ppo import train
-    from npsco.config import preset
-    from npsco.envs.maze import GOAL_NAMES
-    from npsco.evaluation import run_episodes
-
-    calls = []
-    original = NumpyPPOUpdate.run
-    monkeypatch.setattr(NumpyPPOUpdate, "run", lambda self, *a: calls.append(1) or original(self, *a))
-    cfg = preset(MAZE_ID)
-    result = train(cfg, progress=False, tensorboard=False)
-    assert len(calls) == cfg.num_iterations  # every update ran in numpy
-    episodes = run_episodes(result.policy, 100, seed=12345)
-    left = float(np.mean(episodes.goals == GOAL_NAMES.index("left")))
-    assert left >= 0.7, episodes.summary()
-    assert episodes.returns.mean() >= 7.0, episodes.summary()
-
-
 def test_the_update_runs_numpys_blas_with_torch_threads_and_restores_it():
     from npsco.algos.ppo import _BlasThreads, _openblas_thread_functions
 
