@@ -1,9 +1,11 @@
 """Learning benchmark: npsco PPO (`default` preset) on MuJoCo tasks, final deterministic return per seed.
 
 Bar (issue 2): CleanRL's published PPO at 1M steps (v4): Hopper 2052 +- 314, Walker2d 2891 +- 231, HalfCheetah 2906 +- 1129.
-Each finished run is appended to the JSON results file at once, so an interrupted benchmark keeps what it measured;
-a run already in the file (checked before each run) is skipped, so several processes can share the work, e.g.
-`--envs HalfCheetah-v5 --seeds 2` next to a process running every seed: start them on different (task, seed) pairs.
+Each finished run is merged into the JSON results file at once, so an interrupted benchmark keeps what it measured.
+Several processes can share the work (e.g. `--envs HalfCheetah-v5 --seeds 2` next to a process running every seed): a
+process trains a (task, seed) only while it holds that run's lock (`RUN_DIR.lock`, an flock that dies with its
+process) and the run is not in the results file yet, and it merges its row under the results file's lock
+(`RESULTS.lock`), so no run is trained twice at once and no row is lost.
 
     python benchmarks/ppo_mujoco.py --envs Hopper-v5 --seeds 0 1 2 --steps 1000000
 """
@@ -11,10 +13,12 @@ a run already in the file (checked before each run) is skipped, so several proce
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import platform
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +26,12 @@ import numpy as np
 from npsco.algos.ppo import train
 from npsco.config import apply_overrides, preset
 from npsco.evaluation import run_episodes
-from npsco.io import atomic_write_json
+from npsco.io import atomic_write_json, fresh_dir
 
 CLEANRL_1M = {"Hopper": (2052, 314), "Walker2d": (2891, 231), "HalfCheetah": (2906, 1129)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--envs", nargs="+", default=["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
@@ -36,35 +40,57 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=10, help="final deterministic evaluation episodes")
     p.add_argument("--results", default="benchmarks/results/ppo_mujoco_1M.json")
     p.add_argument("--runs", default="runs/bench/ppo_mujoco", help="run directories (policies, metrics)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     results_path = Path(args.results)
-    data = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
-    data["command"] = "python " + " ".join(sys.argv)
-    data["machine"] = f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}"
-    def done() -> set:  # read before each run: another benchmark process may have finished it meanwhile
-        latest = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
-        return {(r["env_id"], r["seed"]) for r in latest["runs"]}
+    command = " ".join(["python", "benchmarks/ppo_mujoco.py", *(sys.argv[1:] if argv is None else argv)])
+    machine = f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}"
+
+    def read() -> dict:
+        return json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
 
     for env_id in args.envs:
         for seed in args.seeds:
-            if (env_id, seed) in done():
-                continue
-            cfg = apply_overrides(preset(env_id, args.preset), [f"seed={seed}", f"total_timesteps={int(args.steps)}"])
-            t0 = time.time()
-            res = train(cfg, run_dir=Path(args.runs) / f"{env_id}-seed{seed}", progress=False, tensorboard=False)
-            final = run_episodes(res.policy, args.episodes, seed=10_000)
-            row = {"env_id": env_id, "seed": seed, "steps": cfg.total_timesteps, "preset": args.preset,
-                   "final_return_mean": float(final.returns.mean()), "final_return_std": float(final.returns.std()),
-                   "eval_curve": [[e["global_step"], e["eval/return_mean"]] for e in res.eval_curve],
-                   "wall_seconds": round(time.time() - t0, 1)}
-            # Re-read before writing: several benchmark processes (e.g. one per task) may share the results file.
-            latest = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
-            data["runs"] = [r for r in latest["runs"] if (r["env_id"], r["seed"]) != (env_id, seed)] + [row]
-            data["summary"] = summarize(data["runs"])
-            atomic_write_json(results_path, data)
-            print(json.dumps({k: v for k, v in row.items() if k != "eval_curve"}), flush=True)
-    print(json.dumps(data.get("summary", {}), indent=2))
+            run_dir = Path(args.runs) / f"{env_id}-seed{seed}"
+            with locked(run_dir.with_name(run_dir.name + ".lock"), wait=False) as mine:
+                if not mine:
+                    print(f"{env_id} seed {seed}: another process is training it; skipped", flush=True)
+                    continue
+                if any((r["env_id"], r["seed"]) == (env_id, seed) for r in read()["runs"]):
+                    continue  # done, by this process earlier or by another one
+                cfg = apply_overrides(preset(env_id, args.preset), [f"seed={seed}", f"total_timesteps={int(args.steps)}"])
+                t0 = time.time()
+                res = train(cfg, run_dir=fresh_dir(run_dir), progress=False, tensorboard=False)
+                final = run_episodes(res.policy, args.episodes, seed=10_000)
+                row = {"env_id": env_id, "seed": seed, "steps": cfg.total_timesteps, "preset": args.preset,
+                       "final_return_mean": float(final.returns.mean()), "final_return_std": float(final.returns.std()),
+                       "eval_curve": [[e["global_step"], e["eval/return_mean"]] for e in res.eval_curve],
+                       "wall_seconds": round(time.time() - t0, 1), "command": command, "machine": machine}
+                with locked(results_path.with_name(results_path.name + ".lock")):  # read-modify-write, one at a time
+                    data = read()
+                    data["runs"] = [r for r in data["runs"] if (r["env_id"], r["seed"]) != (env_id, seed)] + [row]
+                    data["commands"] = sorted(set(data.get("commands", [])) | {command})
+                    data["summary"] = summarize(data["runs"])
+                    atomic_write_json(results_path, data)
+                print(json.dumps({k: v for k, v in row.items() if k != "eval_curve"}), flush=True)
+    print(json.dumps(read().get("summary", {}), indent=2))
+
+
+@contextmanager
+def locked(path: Path, wait: bool = True):
+    """Hold an exclusive lock on `path` (created if needed) for the block; yields False at once if another process
+    holds it and `wait` is False. The lock is the kernel's (flock): it goes with its process, even a killed one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def summarize(runs: list[dict]) -> dict:

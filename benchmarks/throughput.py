@@ -6,7 +6,9 @@ reference policies, on Hopper-v5, on this machine, in one run.
     python benchmarks/throughput.py --steps 20000 --ipd-steps 10240 --repeats 1   # a quick look
 
 Every configuration runs in a fresh subprocess (`--worker`), one after the other, alternating npsco and SB3 (and the
-IPD sizes) within each repeat, so that the background load of this shared machine falls on all of them alike. For each
+IPD sizes) within each repeat, so that the background load of this shared machine falls on all of them alike; 3
+repeats by default, SB3 first in every other one. A speed ratio is the median of the repeats' ratios, reported with
+their min and max: one run is not a measurement on a machine whose speed drifts. For each
 run it records: steps/s (wall clock of the training call only: env and model construction excluded), the process's
 CPU seconds (user + sys; less sensitive to other processes than wall time), the rollout/update split (npsco), the
 peak resident memory of the subprocess (`ru_maxrss` of the rusage that `os.wait4` returns for that one child,
@@ -276,6 +278,16 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def repeat_ratios(ours: list[dict], theirs: list[dict], key: str) -> list[float]:
+    """ours / theirs of `key`, one ratio per repeat that ran both (runs carry their repeat in `spec["repeat"]`; runs
+    of an older results file without it pair up in order)."""
+    def by_repeat(rs):
+        return {r["spec"].get("repeat", i): r for i, r in enumerate(rs)}
+
+    a, b = by_repeat(ours), by_repeat(theirs)
+    return [a[k][key] / b[k][key] for k in sorted(a.keys() & b.keys())]
+
+
 def summarize(runs: list[dict], args) -> dict:
     def sel(**kw):  # the PPO comparison's runs (IPD's M = 0 runs are plain PPO too, but belong to the IPD table)
         return [r for r in runs if not r["spec"].get("ipd") and all(r["spec"].get(k) == v for k, v in kw.items())]
@@ -283,10 +295,11 @@ def summarize(runs: list[dict], args) -> dict:
     s: dict = {"ppo": {}, "ipd": {}}
     for mb in args.minibatch:
         row = {}
-        for label, kw in (("npsco", dict(kind="npsco", minibatch=mb, refs=0, src="current", backend=None)),
-                          ("npsco_envpool", dict(kind="npsco", minibatch=mb, refs=0, src="current", backend="envpool")),
-                          ("npsco_baseline", dict(kind="npsco", minibatch=mb, refs=0, src="baseline")),
-                          ("sb3", dict(kind="sb3", minibatch=mb))):
+        kws = {"npsco": dict(kind="npsco", minibatch=mb, refs=0, src="current", backend=None),
+               "npsco_envpool": dict(kind="npsco", minibatch=mb, refs=0, src="current", backend="envpool"),
+               "npsco_baseline": dict(kind="npsco", minibatch=mb, refs=0, src="baseline"),
+               "sb3": dict(kind="sb3", minibatch=mb)}
+        for label, kw in kws.items():
             rs = sel(**kw)
             if rs:
                 row[label] = {"steps_per_s": median([r["steps_per_s"] for r in rs]),
@@ -295,12 +308,14 @@ def summarize(runs: list[dict], args) -> dict:
                 if label != "sb3":
                     row[label]["rollout_s_per_2048"] = median([r["rollout_s"] / r["steps"] * BATCH for r in rs])
                     row[label]["update_s_per_2048"] = median([r["update_s"] / r["steps"] * BATCH for r in rs])
-        if "npsco" in row and "sb3" in row:
-            row["ratio_npsco_over_sb3"] = row["npsco"]["steps_per_s"] / row["sb3"]["steps_per_s"]
-            row["ratio_npsco_over_sb3_cpu"] = row["npsco"]["steps_per_cpu_s"] / row["sb3"]["steps_per_cpu_s"]
-        if "npsco_envpool" in row and "sb3" in row:
-            row["ratio_envpool_over_sb3"] = row["npsco_envpool"]["steps_per_s"] / row["sb3"]["steps_per_s"]
-            row["ratio_envpool_over_sb3_cpu"] = row["npsco_envpool"]["steps_per_cpu_s"] / row["sb3"]["steps_per_cpu_s"]
+        for name, label in (("npsco", "npsco"), ("envpool", "npsco_envpool")):
+            if label in row and "sb3" in row:  # the ratio of each repeat (its npsco and SB3 runs ran side by side)
+                for suffix, key in (("", "steps_per_s"), ("_cpu", "steps_per_cpu_s")):
+                    ratios = repeat_ratios(sel(**kws[label]), sel(**kws["sb3"]), key)
+                    row[f"ratio_{name}_over_sb3{suffix}"] = median(ratios)
+                    row[f"ratio_{name}_over_sb3{suffix}_min"] = min(ratios, default=float("nan"))
+                    row[f"ratio_{name}_over_sb3{suffix}_max"] = max(ratios, default=float("nan"))
+                row[f"ratio_{name}_over_sb3_repeats"] = len(ratios)
         if "npsco" in row and "npsco_baseline" in row:
             row["speedup_over_baseline"] = row["npsco"]["steps_per_s"] / row["npsco_baseline"]["steps_per_s"]
             row["speedup_over_baseline_cpu"] = row["npsco"]["steps_per_cpu_s"] / row["npsco_baseline"]["steps_per_cpu_s"]
@@ -374,6 +389,15 @@ def summarize_paired(runs: list[dict]) -> dict:
     return out
 
 
+def ratio_cell(row: dict, name: str, suffix: str, bold: bool = False) -> str:
+    """`median [min, max] (n)` of a ratio over the repeats, e.g. `**2.69x** [2.60, 2.75] (3)`."""
+    med = f"{row[f'ratio_{name}_over_sb3{suffix}']:.2f}x"
+    lo, hi = row.get(f"ratio_{name}_over_sb3{suffix}_min"), row.get(f"ratio_{name}_over_sb3{suffix}_max")
+    n = row.get(f"ratio_{name}_over_sb3_repeats", 1)
+    spread = f" [{lo:.2f}, {hi:.2f}] ({n})" if lo is not None and hi is not None else ""
+    return (f"**{med}**" if bold else med) + spread
+
+
 def markdown(data: dict) -> str:
     m, s = data["machine"], data["summary"]
     loads = [r["load_before"] for r in data["runs"]] + [r["load_after"] for r in data["runs"]]
@@ -399,6 +423,9 @@ def markdown(data: dict) -> str:
     ppo_lines = [
         "## npsco PPO vs SB3 PPO",
         "",
+        "Steps/s: medians over the repeats. Ratio: the median of the repeats' ratios (each repeat ran npsco and SB3 "
+        "one after the other, the order alternating), [smallest, largest], and the number of repeats.",
+        "",
         "| minibatch | npsco steps/s | SB3 steps/s | ratio | ratio (CPU time) | npsco rollout / update s per 2048 | "
         "peak RSS npsco / SB3 (MiB) |" + (" npsco before: steps/s | speed-up | speed-up (CPU time) |" if any(
             "npsco_baseline" in r for r in s["ppo"].values()) else ""),
@@ -408,14 +435,14 @@ def markdown(data: dict) -> str:
         if "npsco" not in r or "sb3" not in r:
             continue
         n, b = r["npsco"], r["sb3"]
-        line = (f"| {mb} | {n['steps_per_s']:.0f} | {b['steps_per_s']:.0f} | **{r['ratio_npsco_over_sb3']:.2f}x** | "
-                f"{r['ratio_npsco_over_sb3_cpu']:.2f}x | {n['rollout_s_per_2048']:.2f} / {n['update_s_per_2048']:.2f} | "
+        line = (f"| {mb} | {n['steps_per_s']:.0f} | {b['steps_per_s']:.0f} | {ratio_cell(r, 'npsco', '', True)} | "
+                f"{ratio_cell(r, 'npsco', '_cpu')} | {n['rollout_s_per_2048']:.2f} / {n['update_s_per_2048']:.2f} | "
                 f"{n['peak_rss_mib']:.0f} / {b['peak_rss_mib']:.0f} |")
         if "npsco_baseline" in r:
             line += (f" {r['npsco_baseline']['steps_per_s']:.0f} | {r['speedup_over_baseline']:.2f}x | "
                      f"{r['speedup_over_baseline_cpu']:.2f}x |")
         ppo_lines.append(line)
-    if len(ppo_lines) > 4:  # some minibatch size has both sides
+    if len(ppo_lines) > 6:  # some minibatch size has both sides
         lines += ppo_lines
     pool = [(mb, r) for mb, r in s["ppo"].items() if "ratio_envpool_over_sb3" in r]
     if pool:
@@ -426,7 +453,7 @@ def markdown(data: dict) -> str:
         for mb, r in pool:
             e = r["npsco_envpool"]
             lines.append(f"| {mb} | {e['steps_per_s']:.0f} | {r['sb3']['steps_per_s']:.0f} | "
-                         f"**{r['ratio_envpool_over_sb3']:.2f}x** | {r['ratio_envpool_over_sb3_cpu']:.2f}x | "
+                         f"{ratio_cell(r, 'envpool', '', True)} | {ratio_cell(r, 'envpool', '_cpu')} | "
                          f"{e['rollout_s_per_2048']:.2f} / {e['update_s_per_2048']:.2f} |")
     if s.get("ipd_paired"):
         pr = s["ipd_paired"]
@@ -484,11 +511,40 @@ def markdown(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def ppo_plan(args, steps: int, baseline_steps: int) -> list[tuple[dict, str | None]]:
+    """The PPO comparison's runs: per repeat and minibatch size, npsco (and envpool, baseline) and SB3 one after the
+    other, SB3 first in every other repeat, so that a drift of this machine's speed does not favour one side."""
+    plan: list[tuple[dict, str | None]] = []
+    for rep in range(0 if args.skip_ppo else args.repeats):
+        for mb in args.minibatch:
+            group = [(dict(kind="npsco", minibatch=mb, steps=steps, seed=args.seed, refs=0, src="current"), None)]
+            if args.envpool:
+                group.append((dict(kind="npsco", minibatch=mb, steps=steps, seed=args.seed, refs=0, src="current",
+                                   backend="envpool"), None))
+            if not args.skip_sb3:
+                group.append((dict(kind="sb3", minibatch=mb, steps=steps, seed=args.seed, threads=args.sb3_threads),
+                              None))
+            if args.baseline_src:
+                group.append((dict(kind="npsco", minibatch=mb, steps=baseline_steps, seed=args.seed, refs=0,
+                                   src="baseline"), str(Path(args.baseline_src).resolve())))
+            plan += [({**spec, "repeat": rep}, pp) for spec, pp in (group if rep % 2 == 0 else group[::-1])]
+    return plan
+
+
+def write_results(out: Path, data: dict) -> None:
+    """OUT.json and OUT.md, each written atomically: an interrupted run leaves the previous complete files."""
+    from npsco.io import atomic_write_text
+
+    atomic_write_text(out.with_suffix(".json"), json.dumps(data, indent=1) + "\n")
+    atomic_write_text(out.with_suffix(".md"), markdown(data))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=100_000, help="steps per npsco / SB3 PPO run (rounded up to 2048s)")
     p.add_argument("--minibatch", type=int, nargs="+", default=[64, 256])
-    p.add_argument("--repeats", type=int, default=1, help="alternating npsco/SB3 repeats per minibatch size")
+    p.add_argument("--repeats", type=int, default=3, help="npsco/SB3 repeats per minibatch size, the order "
+                   "alternating (the ratios are reported as median, min and max over them)")
     p.add_argument("--ipd-steps", type=int, default=24_576,
                    help="steps of each trainer in a paired IPD process (0: skip IPD)")
     p.add_argument("--ipd-repeats", type=int, default=6, help="paired processes per M")
@@ -511,8 +567,7 @@ def main() -> None:
         path = Path(args.render)
         data = json.loads(path.read_text())
         data["summary"] = summarize(data["runs"], args)
-        path.write_text(json.dumps(data, indent=1) + "\n")
-        path.with_suffix(".md").write_text(markdown(data))
+        write_results(path, data)
         return
 
     if args.worker is not None:
@@ -533,17 +588,7 @@ def main() -> None:
         for m in args.refs:  # one short process per M: its peak memory
             plan.append((dict(kind="npsco", minibatch=64, steps=args.memory_steps, seed=args.seed, refs=m, ipd=True,
                               src="current"), None))
-    for _ in range(0 if args.skip_ppo else args.repeats):
-        for mb in args.minibatch:
-            plan.append((dict(kind="npsco", minibatch=mb, steps=steps, seed=args.seed, refs=0, src="current"), None))
-            if args.envpool:
-                plan.append((dict(kind="npsco", minibatch=mb, steps=steps, seed=args.seed, refs=0, src="current",
-                                  backend="envpool"), None))
-            if not args.skip_sb3:
-                plan.append((dict(kind="sb3", minibatch=mb, steps=steps, seed=args.seed, threads=args.sb3_threads), None))
-            if args.baseline_src:
-                plan.append((dict(kind="npsco", minibatch=mb, steps=baseline_steps, seed=args.seed, refs=0,
-                                  src="baseline"), str(Path(args.baseline_src).resolve())))
+    plan += ppo_plan(args, steps, baseline_steps)
 
     start = time.time()
     runs = []
@@ -557,9 +602,7 @@ def main() -> None:
                  if k in ("steps_per_s", "steps_per_cpu_s", "peak_rss_kib", "load_before", "load_after")}
         print(f"[{i}/{len(plan)}] {spec} -> {brief}", flush=True)
         data.update(runs=runs, summary=summarize(runs, args), total_minutes=(time.time() - start) / 60)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-        out.with_suffix(".md").write_text(markdown(data))
+        write_results(out, data)
     print(json.dumps(data["summary"], indent=1))
 
 

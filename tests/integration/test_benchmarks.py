@@ -1,0 +1,171 @@
+"""The benchmark scripts that make the numbers of the README and docs: benchmarks/ppo_learning.py on two tiny maze runs,
+the repeats and results files of benchmarks/throughput.py, and the locks of benchmarks/ppo_mujoco.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npsco.cli import main as npsco
+from npsco.stats import bootstrap_ci, iqm
+
+REPO = Path(__file__).resolve().parents[2]
+CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def load(name: str):
+    """A benchmark script as a module (registered, as its dataclasses need)."""
+    if f"bench_{name}" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[f"bench_{name}"]
+
+
+# ------------------------------------------------------------------------------------------------- ppo_learning.py
+def test_last_episodes_return_weights_iterations_by_their_episodes_newest_first():
+    pl = load("ppo_learning")
+    rows = [{"charts/episodes": 50, "charts/episodic_return": 1.0},
+            {"charts/episodes": 0},  # no episode ended in this iteration
+            {"charts/episodes": 80, "charts/episodic_return": 2.0},
+            {"charts/episodes": 40, "charts/episodic_return": 4.0}]
+    # the newest 40 at 4.0, 60 of the 80 at 2.0
+    assert pl.last_episodes_return(rows, last=100) == (pytest.approx((40 * 4 + 60 * 2) / 100), 100)
+    assert pl.last_episodes_return(rows, last=1000) == (pytest.approx((40 * 4 + 80 * 2 + 50) / 170), 170)
+    assert pl.last_episodes_return([{"charts/episodes": 0}]) == (None, 0)
+
+
+def test_ppo_learning_writes_both_figures_per_task_with_statistics_and_commands(tmp_path, capsys):
+    pl = load("ppo_learning")
+    runs = []
+    for seed in (3, 4):
+        run = tmp_path / f"maze-seed{seed}"
+        assert npsco(["train", "--seed", str(seed), "--steps", "8192", "--set", "eval_episodes=2", "--no-progress",
+                      "--no-tensorboard", "--out", str(run)]) == 0
+        runs.append(run)
+    out = tmp_path / "results" / "learning"
+    assert pl.main([*map(str, runs), "--out", str(out), "--episodes", "4"]) == 0
+    data = json.loads((tmp_path / "results" / "learning_FourRewardMaze-v0.json").read_text())
+    md = (tmp_path / "results" / "learning_FourRewardMaze-v0.md").read_text()
+    assert data["seeds"] == [3, 4] and data["steps"] == [8192]
+    # the deterministic row: what `npsco evaluate` gives, run by run
+    capsys.readouterr()
+    finals = []
+    for run in runs:
+        assert npsco(["evaluate", str(run), "--episodes", "4", "--out", str(run / "eval.json")]) == 0
+        finals.append(json.loads((run / "eval.json").read_text())["return_mean"])
+    det = data["final_deterministic"]
+    assert det["per_seed"] == pytest.approx(finals)
+    assert (det["mean"], det["std"]) == pytest.approx((np.mean(finals), np.std(finals)))
+    assert (det["iqm"], det["iqm_ci_low"], det["iqm_ci_high"]) == pytest.approx((iqm(finals), *bootstrap_ci(finals)))
+    # the training row: the last 100 episodes of each run's metrics.jsonl
+    train = data["training_last_episodes"]
+    expected = [pl.last_episodes_return([json.loads(x) for x in (r / "metrics.jsonl").read_text().splitlines()])[0]
+                for r in runs]
+    assert train["per_seed"] == pytest.approx(expected) and train["n"] == 2
+    assert all(r["training_episodes"] == 100 for r in data["runs"])
+    # the commands that made the runs and the file
+    assert data["commands"]["train"][0] == (f"npsco train --env npsco/FourRewardMaze-v0 --seed 3 --steps 8192 "
+                                            f"--set eval_episodes=2 --out {runs[0]}")
+    assert data["commands"]["this_file"].startswith("python benchmarks/ppo_learning.py ")
+    for text in (data["commands"]["this_file"], *data["commands"]["train"], *data["commands"]["evaluate"]):
+        assert text in md
+    assert "CleanRL's figure" in md and "IQM [95% bootstrap CI]" in md
+    assert not list((tmp_path / "results").glob("*.tmp"))
+
+
+def test_ppo_learning_refuses_a_run_that_is_not_finished(tmp_path, capsys):
+    pl = load("ppo_learning")
+    (tmp_path / "half").mkdir()
+    assert pl.main([str(tmp_path / "half")]) == 2
+    assert "not a finished `npsco train` run" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------- throughput.py
+def test_throughput_alternates_npsco_and_sb3_over_3_repeats_by_default():
+    tp = load("throughput")
+    args = type("Args", (), dict(skip_ppo=False, repeats=3, minibatch=[64], envpool=False, skip_sb3=False,
+                                 sb3_threads=1, baseline_src=None, seed=0))()
+    kinds = [(spec["repeat"], spec["kind"]) for spec, _ in tp.ppo_plan(args, 2048, 2048)]
+    assert kinds == [(0, "npsco"), (0, "sb3"), (1, "sb3"), (1, "npsco"), (2, "npsco"), (2, "sb3")]
+
+
+def test_throughput_reports_the_median_min_and_max_of_the_repeats_ratios(tmp_path):
+    tp = load("throughput")
+
+    def run(kind, repeat, sps):
+        return {"spec": {"kind": kind, "minibatch": 64, "refs": 0, "src": "current", "repeat": repeat},
+                "steps_per_s": sps, "steps_per_cpu_s": sps, "peak_rss_kib": 1024, "steps": 2048, "rollout_s": 1.0,
+                "update_s": 0.5, "load_before": 1.0, "load_after": 1.0}
+
+    runs = [run("npsco", 0, 300.0), run("sb3", 0, 100.0), run("sb3", 1, 100.0), run("npsco", 1, 200.0),
+            run("npsco", 2, 250.0), run("sb3", 2, 50.0)]
+    args = type("Args", (), dict(minibatch=[64], refs=[]))()
+    row = tp.summarize(runs, args)["ppo"]["64"]
+    assert (row["ratio_npsco_over_sb3"], row["ratio_npsco_over_sb3_min"], row["ratio_npsco_over_sb3_max"]) == (3, 2, 5)
+    assert row["ratio_npsco_over_sb3_repeats"] == 3
+    data = {"command": "python benchmarks/throughput.py", "date": "today", "total_minutes": 1.0, "notes": [],
+            "machine": {"cpu": "cpu", "cores": 2, "python": "3", "versions": {}}, "runs": runs,
+            "summary": tp.summarize(runs, args)}
+    tp.write_results(tmp_path / "t", data)
+    assert "| **3.00x** [2.00, 5.00] (3) |" in (tmp_path / "t.md").read_text()
+    assert json.loads((tmp_path / "t.json").read_text())["summary"]["ppo"]["64"]["ratio_npsco_over_sb3"] == 3
+
+
+def test_throughput_results_are_written_atomically(tmp_path, monkeypatch):
+    tp = load("throughput")
+    (tmp_path / "t.json").write_text('{"old": 1}\n')
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tp, "markdown", lambda data: "new")
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        tp.write_results(tmp_path / "t", {"new": 2})
+    assert (tmp_path / "t.json").read_text() == '{"old": 1}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+# -------------------------------------------------------------------------------------------------- ppo_mujoco.py
+def mujoco_bench(tmp_path: Path, seed: int) -> list[str]:
+    return [sys.executable, str(REPO / "benchmarks" / "ppo_mujoco.py"), "--envs", "npsco/FourRewardMaze-v0",
+            "--seeds", str(seed), "--steps", "2048", "--episodes", "2", "--results", str(tmp_path / "r.json"),
+            "--runs", str(tmp_path / "runs")]
+
+
+def test_ppo_mujoco_skips_a_run_that_another_process_is_training(tmp_path):
+    pm = load("ppo_mujoco")
+    lock = tmp_path / "runs" / "npsco" / "FourRewardMaze-v0-seed0.lock"
+    with pm.locked(lock):  # "another process" holds seed 0
+        proc = subprocess.run(mujoco_bench(tmp_path, 0), capture_output=True, text=True, env=CHILD_ENV, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "another process is training it; skipped" in proc.stdout
+    assert not (tmp_path / "runs" / "npsco" / "FourRewardMaze-v0-seed0").exists()
+
+
+def test_ppo_mujoco_merges_its_row_only_under_the_results_lock(tmp_path):
+    pm = load("ppo_mujoco")
+    results = tmp_path / "r.json"
+    with pm.locked(tmp_path / "r.json.lock"):  # "another process" is in the middle of its read-modify-write
+        proc = subprocess.Popen(mujoco_bench(tmp_path, 1), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=CHILD_ENV)
+        policy = tmp_path / "runs" / "npsco" / "FourRewardMaze-v0-seed1" / "policy.safetensors"
+        deadline = time.monotonic() + 300
+        while not policy.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(1.0)  # evaluated and ready to write by now: it must wait for the lock
+        assert not results.exists()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert [(r["env_id"], r["seed"]) for r in json.loads(results.read_text())["runs"]] == [("npsco/FourRewardMaze-v0", 1)]
