@@ -87,7 +87,9 @@ class PPOConfig:
     torch_threads: int = 1
     """torch.set_num_threads; 1 is fastest for these small networks on a few cores."""
     checkpoint_every: int = 50
-    """Save a resumable training checkpoint every this many iterations (0: only at the end and on Ctrl-C)."""
+    """Save the policy in training every this many iterations to checkpoints/last.safetensors (0: never; the final
+    and the Ctrl-C policies are saved regardless): a policy to use or evaluate, not a state to resume training from
+    (no critics, no optimiser)."""
 
     @property
     def batch_size(self) -> int:
@@ -102,13 +104,16 @@ class PPOConfig:
     @property
     def num_iterations(self) -> int:
         """Rollout + update iterations in the run."""
-        return max(1, self.total_timesteps // self.batch_size)
+        return self.total_timesteps // self.batch_size
 
     def validate(self) -> "PPOConfig":
         """Refuse inconsistent settings with a clear message; returns self."""
         checks = [
             (self.total_timesteps > 0, "total_timesteps must be > 0"),
             (self.num_envs > 0 and self.num_steps > 0, "num_envs and num_steps must be > 0"),
+            (self.total_timesteps >= self.batch_size,
+             f"total_timesteps ({self.total_timesteps}) is less than one batch, num_envs*num_steps ({self.batch_size}): "
+             f"give at least {self.batch_size} steps, or fewer envs or steps per rollout"),
             (self.num_minibatches > 0 and self.batch_size % self.num_minibatches == 0,
              f"num_minibatches ({self.num_minibatches}) must divide the batch size num_envs*num_steps ({self.batch_size})"),
             (self.update_epochs > 0, "update_epochs must be > 0"),

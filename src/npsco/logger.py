@@ -52,11 +52,27 @@ def _clean(v: Any) -> float | None:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a `metrics.jsonl` file (a torn last line, from a crash mid-write, is skipped)."""
+    """Rows of a `metrics.jsonl` file. Only a torn last line (no newline: a crash in the middle of writing it) is
+    skipped; any other line that is not a JSON object raises an NpscoError naming the file and line."""
+    from npsco.errors import NpscoError
+
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    torn = lines.pop()  # "" when the file ends with a newline; else the last line, cut short or not
     rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(lines, 1):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            row = None
+        if not isinstance(row, dict):
+            raise NpscoError(f"{path}, line {number}: not a JSON object (the file is damaged)")
+        rows.append(row)
+    if torn:
+        try:
+            row = json.loads(torn)
+        except json.JSONDecodeError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
     return rows

@@ -4,7 +4,7 @@ envpool draws its initial states with its own generator, so the same seed gives 
 dynamics are the same, though: the tests put the Gymnasium env in the state envpool starts from (the observation holds
 the whole state but the root's x, which neither the dynamics nor the reward depend on) and then both follow the same
 trajectory, episode ends and rewards included. Skipped when envpool is not installed (`pip install "npsco[envpool]"`),
-except the tests of the refusals."""
+except the tests of the refusals; an installed envpool that does not import fails them."""
 
 import json
 import sys
@@ -22,9 +22,32 @@ from npsco.logger import read_metrics
 TASKS = ["Hopper-v4", "Hopper-v5", "Walker2d-v4", "Walker2d-v5", "HalfCheetah-v4", "HalfCheetah-v5"]
 
 
+def import_envpool():
+    """envpool, or a skip when it is not installed. An installed envpool that fails to import (a broken install of the
+    pinned dev extra) fails the tests instead of hiding behind a skip."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("envpool")
+    except PackageNotFoundError:
+        pytest.skip("envpool is not installed (pip install 'npsco[envpool]')")
+    import envpool
+
+    return envpool
+
+
 @pytest.fixture(scope="module")
 def envpool():
-    return pytest.importorskip("envpool")
+    return import_envpool()
+
+
+def test_an_installed_envpool_that_does_not_import_fails_instead_of_skipping(monkeypatch):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.2.5")
+    monkeypatch.setitem(sys.modules, "envpool", None)  # import envpool raises ImportError
+    with pytest.raises(ImportError):
+        import_envpool()
 
 
 def envpool_env(env_id: str, num_envs: int, max_episode_steps: int | None = None):

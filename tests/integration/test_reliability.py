@@ -390,6 +390,14 @@ def test_metrics_are_read_back_without_a_torn_last_line(tmp_path):
                     {"global_step": 2048, "charts/episodic_return": 2.048, "losses/value_loss": None}]
 
 
+@pytest.mark.parametrize("damage", ["not json", "[1, 2]", ""])
+def test_a_malformed_line_before_the_last_is_an_error_naming_the_file_and_line(tmp_path, damage):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"global_step": 1024}\n' + damage + '\n{"global_step": 2048}\n')
+    with pytest.raises(NpscoError, match=r"metrics.jsonl, line 2: not a JSON object"):
+        read_metrics(path)
+
+
 # ------------------------------------------------------------------------------------------------------- Ctrl-C
 def interruptible() -> None:
     """In the child before it starts: SIGINT back to its default action, as for a command in a terminal's foreground.

@@ -99,9 +99,18 @@ def test_validate_accepts_edge_values_and_returns_self():
     assert cfg.validate() is cfg
 
 
-def test_num_iterations_is_at_least_one():
-    assert dataclasses.replace(PPOConfig(), total_timesteps=10).num_iterations == 1
+def test_num_iterations_rounds_the_budget_down_to_whole_batches():
+    assert dataclasses.replace(PPOConfig(), total_timesteps=2048).num_iterations == 1
     assert dataclasses.replace(PPOConfig(), total_timesteps=4096 + 100).num_iterations == 2
+
+
+def test_a_budget_smaller_than_one_batch_is_refused_not_trained_as_a_full_batch(capsys):
+    from npsco.cli import main
+
+    with pytest.raises(NpscoError, match=r"total_timesteps \(10\) is less than one batch, num_envs\*num_steps \(2048\)"):
+        dataclasses.replace(PPOConfig(), total_timesteps=10).validate()
+    assert main(["train", "--env", "Hopper-v5", "--steps", "1000", "--out", "unused"]) == 2
+    assert "is less than one batch" in capsys.readouterr().err
 
 
 def test_to_dict_is_json_ready_and_from_dict_inverts_it():
