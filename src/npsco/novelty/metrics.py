@@ -2,8 +2,8 @@
 
 Everything here is a pure numpy function (float64 internally). Policies enter only through their actions at given
 states, or as callables ``states (N, obs_dim) -> actions``: observation normalisation and action squashing are the
-callable's business. Per DESIGN.md, a policy's deterministic action should be the one actually executed (the mean
-clipped to the action bounds, or a tanh-bounded mean).
+callable's business. A policy's deterministic action should be the one actually executed (the mean clipped to the
+action bounds, or a tanh-bounded mean): see docs/design.md, "Distances use the executed action".
 
 Definitions, with ``mu(s)`` a policy's deterministic (mean) action and ``sigma(s)`` its per-dimension std:
 
