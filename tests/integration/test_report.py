@@ -29,7 +29,9 @@ EXPERIMENT = ["--refs", "2", "--novel", "1", "--steps", "2048", "--methods", "ip
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("experiment").resolve() / "exp"
-    assert main(["experiment", "--out", str(out), *EXPERIMENT]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(out.parent)  # as scripts/main.sh: `npsco experiment --out runs/main` from the repository
+        assert main(["experiment", "--out", "exp", *EXPERIMENT]) == 0
     return out
 
 
@@ -83,12 +85,28 @@ def test_table_1_has_a_row_per_method_and_the_commands_are_listed(experiment):
     assert main_rows[2][6].startswith("1.00 ± ")  # the references' own relative novelty (paper) averages 1
     assert "FourRewardMaze-v0 reward IQM [95% CI]" in table
     commands = text.split("## Configuration and commands")[1]
-    task = experiment / "FourRewardMaze-v0"
-    assert f"--method ppo --refs 2 --novel 0 --steps 2048 --out {task / 'ppo'}" in commands
-    assert f"--refs-from {task / 'ppo'} --novel 1 --r0-scale 0.5 2 --steps 2048" in commands
-    assert f"npsco evaluate {task / 'ipd'} --episodes 20 --seed 0" in commands
-    assert f"npsco report {experiment} --out {experiment / 'report'} --episodes 20" in commands
+    task = "exp/FourRewardMaze-v0"  # relative to the folder the report was made in
+    assert f"--method ppo --refs 2 --novel 0 --steps 2048 --out {task}/ppo" in commands
+    assert f"--refs-from {task}/ppo --novel 1 --r0-scale 0.5 2 --steps 2048" in commands
+    assert f"npsco evaluate {task}/ipd --episodes 20 --seed 0" in commands
+    assert "npsco report exp --out exp/report --episodes 20" in commands
     assert "| torch |" in commands and '"total_timesteps": 2048' in commands
+
+
+def test_the_report_names_no_absolute_path_so_it_travels_with_its_runs(experiment, tmp_path, monkeypatch):
+    report = experiment / "report"
+    for name in ("report.md", "report.html", "evaluation.csv", "evaluation.json"):
+        assert str(experiment.parent) not in (report / name).read_text(), name
+    # the experiment folder moved elsewhere: every run and checkpoint the report names is still there, relative to
+    # the folder it was made in
+    import json
+    import shutil
+
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(experiment, moved / "exp", symlinks=True)
+    data = json.loads((moved / "exp" / "report" / "evaluation.json").read_text())
+    assert data["policies"] and all((moved / r["checkpoint"]).exists() and (moved / r["run"]).is_dir()
+                                    for r in data["policies"])
 
 
 def test_rerunning_the_experiment_resumes_and_reuses_the_evaluations(experiment, capsys):

@@ -11,6 +11,8 @@ The data steps are pure functions of the evaluation rows (`table1_blocks`, `fig2
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import shlex
 from datetime import datetime, timezone
@@ -262,6 +264,27 @@ def population_command(run: str | Path, config: dict) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
+# ------------------------------------------------------------------------------------------------------ paths
+def shown(path: str | Path) -> str:
+    """A path as the report shows it: relative to the current folder (where the report is made), never absolute, so
+    that the report names the same runs on another machine."""
+    return os.path.relpath(Path(path).resolve())
+
+
+def relative_command(command: str) -> str:
+    """`command` with every argument that names an existing file or folder written as `shown` does."""
+    def arg(a: str) -> str:
+        return shown(a) if not a.startswith("-") and ("/" in a or Path(a).is_dir()) and Path(a).exists() else a
+
+    return " ".join(shlex.quote(arg(a)) for a in shlex.split(command))
+
+
+def portable(doc: dict) -> dict:
+    """A run's evaluation document with its run, checkpoint paths and command as `shown` writes them."""
+    return {**doc, "run": shown(doc["run"]), "command": relative_command(doc["command"]),
+            "policies": [{**r, "run": shown(r["run"]), "checkpoint": shown(r["checkpoint"])} for r in doc["policies"]]}
+
+
 # ------------------------------------------------------------------------------------------------------ build
 def _figure(fig, out: Path, name: str) -> str:
     from npsco.report.figures import save_figure
@@ -333,16 +356,19 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
     runs = [r for r in runs if str(r) not in untrained]
     if not runs:
         raise NpscoError("no trained policy in the runs given: nothing to report")
-    docs = evaluate_runs(runs, episodes, seed, reuse=reuse, write=True, log=log)
+    docs = [portable(d) for d in evaluate_runs(runs, episodes, seed, reuse=reuse, write=True, log=log)]
     combined = combine(docs)
     rows, stats = combined["policies"], combined["statistics"]
     log(f"writing the report into {out}")
+    command = relative_command(command or "npsco report " + " ".join(shlex.quote(str(r)) for r in runs)
+                               + f" --out {shlex.quote(str(out))}")
 
     blocks: list[Block] = [
         Heading("npsco report", 1),
         Paragraph(f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} by "
-                  f"`{command or 'npsco report'}`, from {len(docs)} population run(s) with {len(rows)} policies: "
-                  + ", ".join(f"`{d['run']}`" for d in docs) + "."),
+                  f"`{command}`, from {len(docs)} population run(s) with {len(rows)} policies: "
+                  + ", ".join(f"`{d['run']}`" for d in docs) + ". Paths here are relative to the folder the report "
+                  "was made in, so the report and its runs can move together."),
     ]
     pending = [f"{Path(d['run']).name}: {', '.join(d['pending'])}" for d in docs if d.get("pending")]
     pending += [f"{Path(r).name}: every policy" for r in untrained]
@@ -433,14 +459,18 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
     for d in docs:
         config_path = Path(d["run"]) / "config.json"
         config = read_json(config_path) if config_path.exists() else {}
-        commands.append(population_command(d["run"], config))
+        commands.append(relative_command(population_command(d["run"], config)))
     commands += [d["command"] for d in docs]
-    commands.append(command or "npsco report " + " ".join(shlex.quote(str(r)) for r in runs) + f" --out {out}")
+    commands.append(command)
     blocks.append(Code("\n".join(commands), "bash"))
     for d in docs:
         config_path = Path(d["run"]) / "config.json"
         if config_path.exists():
-            blocks += [Paragraph(f"`{config_path}`:"), Code(config_path.read_text(encoding="utf-8"), "json")]
+            config = read_json(config_path)
+            for key in ("refs_from", "ref_checkpoints"):  # borrowed references: shown relative, as every path here
+                if config.get(key):
+                    config[key] = shown(config[key]) if isinstance(config[key], str) else list(map(shown, config[key]))
+            blocks += [Paragraph(f"`{config_path}` (its paths relative):"), Code(json.dumps(config, indent=2), "json")]
         settings = ", ".join(f"{k} {v}" for k, v in d["settings"].items())
         blocks.append(Items([f"evaluation of `{d['run']}`: {settings}; fingerprint {d['fingerprint']}"]))
 
