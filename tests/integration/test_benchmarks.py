@@ -169,3 +169,35 @@ def test_ppo_mujoco_merges_its_row_only_under_the_results_lock(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert [(r["env_id"], r["seed"]) for r in json.loads(results.read_text())["runs"]] == [("npsco/FourRewardMaze-v0", 1)]
+
+
+# --------------------------------------------------------------------------------------------------- hopper_ipd.py
+def test_hopper_ipd_uses_the_default_threshold_unless_told(monkeypatch):
+    hi = load("hopper_ipd")
+    calls = []
+    monkeypatch.setattr(hi, "npsco", lambda args: calls.append(args) or 0)
+    monkeypatch.setattr(hi, "summarize", lambda run, name: None)
+    hi.main(["--novel", "1"])
+    hi.main(["--novel", "1", "--r0-scale", "2"])
+    assert "--r0-scale" not in calls[0]
+    assert calls[1][calls[1].index("--r0-scale") + 1] == "2.0"
+
+
+def test_hopper_ipd_summary_states_the_runs_settings_and_keeps_the_hand_written_analysis(tmp_path, capsys):
+    hi = load("hopper_ipd")
+    refs = []
+    for seed in (0, 1):
+        refs.append(tmp_path / f"ref{seed}")
+        assert npsco(["train", "--seed", str(seed), "--steps", "2048", "--set", "eval_every=0", "--no-progress",
+                      "--no-tensorboard", "--out", str(refs[-1])]) == 0
+    run = tmp_path / "pop"
+    assert npsco(["population", "--ref-checkpoints", *map(str, refs), "--novel", "1", "--steps", "1024",
+                  "--set", "num_steps=32", "--r0-scale", "0.75", "--no-progress", "--out", str(run)]) == 0
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "mine.md").write_text("# old generated part\n\nold table\n\n## What this shows (by hand)\n\nKeep me.\n")
+    hi.summarize(str(run), "mine", results)
+    text = (results / "mine.md").read_text()
+    assert "old table" not in text and text.endswith("## What this shows (by hand)\n\nKeep me.\n")
+    assert "(2,048 steps)" in text and "1,024 steps, t_S = 3, instant rule, r0 = 0.75 x" in text
+    assert "--r0-scale 0.75" in text and (results / "mine" / "evaluation.csv").exists()
