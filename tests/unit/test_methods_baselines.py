@@ -25,7 +25,8 @@ TINY = dict(num_envs=4, num_steps=16, total_timesteps=64, num_minibatches=1, upd
 
 def tiny_trainer(method: str, r0: float = 0.1, num_steps: int = 16, **knobs) -> Trainer:
     """A maze trainer (seed 0) with `method` against one randomly initialised reference (seed 7)."""
-    cfg = dataclasses.replace(preset(MAZE_ID), **{**TINY, "num_steps": num_steps})
+    cfg = dataclasses.replace(preset(MAZE_ID), **{**TINY, "num_steps": num_steps,  # at least one batch
+                                                  "total_timesteps": max(TINY["total_timesteps"], 4 * num_steps)})
     maker = Trainer(dataclasses.replace(cfg, seed=7), tensorboard=False)
     reference = maker.policy()
     maker.envs.close()
