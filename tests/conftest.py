@@ -1,4 +1,5 @@
-"""Helpers shared by the test files, as fixtures."""
+"""Helpers shared by the test files, as fixtures; and a test-session hook: the closing summary names the tests marked
+slow and how each ended, so that a CI log shows that they ran (pytest's dots do not name tests)."""
 
 from types import SimpleNamespace
 
@@ -31,3 +32,13 @@ def maze_policies() -> SimpleNamespace:
         const=lambda action: maze_policy([(np.zeros((2, 2)), action)]),
         step=lambda: maze_policy([([[100.0, 0.0]], [-800.0]), ([[0.4], [0.0]], [0.6, 0.0])]),
     )
+
+
+def pytest_terminal_summary(terminalreporter):
+    outcomes = [(outcome, report.nodeid) for outcome in ("passed", "failed", "error", "skipped")
+                for report in terminalreporter.stats.get(outcome, [])
+                if getattr(report, "when", "call") == "call" and "slow" in getattr(report, "keywords", {})]
+    if outcomes:
+        terminalreporter.section("tests marked slow")
+        for outcome, nodeid in sorted(outcomes, key=lambda o: o[1]):
+            terminalreporter.write_line(f"{outcome.upper()} {nodeid}")
