@@ -26,7 +26,16 @@ from npsco.io import atomic_write_bytes
 
 FORMAT = "npsco-policy"
 FORMAT_VERSION = 1
+"""The version npsco writes for the policies it trains (tanh MLP, linear output, state-independent log-std)."""
+FORMAT_VERSIONS = (1, 2)
+"""The versions it reads: 2 adds other activations, a tanh-squashed output and deterministic policies (imports)."""
 OBS_NORM_EPS = 1e-8
+ACTIVATIONS = ("tanh", "relu")
+"""Hidden-layer activations a checkpoint may name (`architecture.activation`)."""
+OUTPUTS = ("linear", "tanh")
+"""`linear`: the last layer's output is the mean; `tanh`: it is squashed into the action bounds (SAC, TD3)."""
+LOG_STDS = ("state-independent", "none")
+"""`none`: a deterministic policy (no `actor.log_std`; its action noise has std 0)."""
 
 
 class RunningMeanStd:
@@ -84,13 +93,19 @@ def mlp(sizes: Sequence[int], out_std: float) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def mlp_forward(layers: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
-    """Numpy forward pass of a tanh MLP given its (W (out, in), b) layers; the last layer is linear."""
+def mlp_forward(layers: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray, activation: str = "tanh") -> np.ndarray:
+    """Numpy forward pass of an MLP given its (W (out, in), b) layers: `activation` (tanh or relu) after every layer
+    but the last, which is linear."""
     for i, (w, b) in enumerate(layers):
         x = x @ w.T + b
         if i < len(layers) - 1:
-            x = np.tanh(x)
+            x = np.tanh(x) if activation == "tanh" else np.maximum(x, 0, dtype=x.dtype)
     return x
+
+
+def squash(u: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """tanh-squash into the bounds, as Stable-Baselines3 unscales a SAC/TD3 action: low + (tanh(u) + 1) / 2 (high - low)."""
+    return low + (0.5 * (np.tanh(u) + 1.0) * (high - low))
 
 
 def linear_layers(module: nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -170,9 +185,9 @@ class Policy:
     """
 
     weights: list[tuple[np.ndarray, np.ndarray]]
-    """Actor mean MLP layers (W of shape (out, in), b) — tanh between layers, the last is linear."""
+    """Actor mean MLP layers (W of shape (out, in), b) — `activation` between layers, the last is linear."""
     log_std: np.ndarray
-    """State-independent log standard deviation, shape (action_dim,)."""
+    """State-independent log standard deviation, shape (action_dim,); -inf for a deterministic policy."""
     obs_mean: np.ndarray
     obs_var: np.ndarray
     obs_clip: float
@@ -180,6 +195,21 @@ class Policy:
     action_low: np.ndarray
     action_high: np.ndarray
     metadata: dict[str, Any]
+    activation: str = "tanh"
+    """Hidden-layer activation: `tanh` (npsco, PPO) or `relu` (e.g. SB3's SAC and TD3, RL Zoo models)."""
+    output: str = "linear"
+    """`linear`: the last layer gives the Gaussian's mean; `tanh`: it is squashed into the action bounds (`squash`)."""
+
+    @property
+    def deterministic_only(self) -> bool:
+        """True for a policy without action noise (an imported SAC/TD3 actor): `act` returns its mean action."""
+        return bool(np.all(np.isneginf(self.log_std)))
+
+    @property
+    def format_version(self) -> int:
+        """1 when the version-1 format describes the policy (every policy npsco trains), else 2."""
+        plain = self.activation == "tanh" and self.output == "linear" and not self.deterministic_only
+        return 1 if plain else 2
 
     @property
     def obs_dim(self) -> int:
@@ -212,8 +242,11 @@ class Policy:
         return np.clip((obs - self.obs_mean) / np.sqrt(self.obs_var + OBS_NORM_EPS), -self.obs_clip, self.obs_clip)
 
     def raw_mean(self, obs: np.ndarray) -> np.ndarray:
-        """The Gaussian's mean before clipping to the action bounds."""
-        return mlp_forward(self.weights, self.normalize(obs)).astype(np.float32)
+        """The Gaussian's mean before clipping to the action bounds (squashed into them for a `tanh` output)."""
+        mean = mlp_forward(self.weights, self.normalize(obs), self.activation)
+        if self.output == "tanh":
+            mean = squash(mean, self.action_low, self.action_high)
+        return mean.astype(np.float32)
 
     def mean_action(self, obs: np.ndarray) -> np.ndarray:
         """The deterministic action that is executed: the mean clipped to the action bounds."""
@@ -250,7 +283,9 @@ class Policy:
         out = {}
         for i, (w, b) in enumerate(self.weights):
             out[f"actor.{i}.weight"], out[f"actor.{i}.bias"] = w, b
-        out.update({"actor.log_std": self.log_std, "obs_norm.mean": self.obs_mean, "obs_norm.var": self.obs_var,
+        if not self.deterministic_only:
+            out["actor.log_std"] = self.log_std
+        out.update({"obs_norm.mean": self.obs_mean, "obs_norm.var": self.obs_var,
                     "action.low": self.action_low, "action.high": self.action_high})
         return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
 
@@ -259,9 +294,10 @@ class Policy:
         from safetensors.numpy import save
 
         meta = dict(self.metadata)
-        meta.update(format=FORMAT, format_version=FORMAT_VERSION,
+        meta.update(format=FORMAT, format_version=self.format_version,
                     architecture={"actor_hidden": [int(w.shape[0]) for w, _ in self.weights[:-1]],
-                                  "activation": "tanh", "output": "linear", "log_std": "state-independent"},
+                                  "activation": self.activation, "output": self.output,
+                                  "log_std": "none" if self.deterministic_only else "state-independent"},
                     obs_norm={"enabled": self.norm_obs, "clip": self.obs_clip, "eps": OBS_NORM_EPS},
                     action_clip=True)
         meta.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -310,8 +346,9 @@ def load_policy(path: str | os.PathLike) -> Policy:
     missing = [k for k in REQUIRED_METADATA if k not in meta]
     if missing:
         raise NpscoError(f"{p}: checkpoint metadata lacks {', '.join(missing)}")
-    if meta["format_version"] != FORMAT_VERSION:
-        raise NpscoError(f"{p}: checkpoint format version {meta['format_version']} is not supported (this npsco reads {FORMAT_VERSION})")
+    if meta["format_version"] not in FORMAT_VERSIONS or isinstance(meta["format_version"], bool):
+        raise NpscoError(f"{p}: checkpoint format version {meta['format_version']} is not supported (this npsco reads "
+                         f"{' and '.join(map(str, FORMAT_VERSIONS))})")
     return _policy_from_tensors(p, tensors, meta)
 
 
@@ -322,13 +359,23 @@ def _policy_from_tensors(p: Path, tensors: dict[str, np.ndarray], meta: dict[str
         act_dim = int(np.prod(meta["action_space"]["shape"]))
         norm = meta["obs_norm"]
         obs_clip, norm_obs = float(norm["clip"]), bool(norm["enabled"])
+        arch = meta["architecture"]
+        # version 1 knows one architecture; version 2 names it (docs/checkpoints.md)
+        kind = ("tanh", "linear", "state-independent") if meta["format_version"] == 1 else (
+            arch["activation"], arch["output"], arch["log_std"])
     except (KeyError, TypeError, ValueError) as e:
         raise NpscoError(f"{p}: malformed checkpoint metadata ({type(e).__name__}: {e})") from None
+    activation, output, log_std = kind
+    if activation not in ACTIVATIONS or output not in OUTPUTS or log_std not in LOG_STDS:
+        raise NpscoError(f"{p}: unknown architecture (activation {activation!r}, output {output!r}, log_std "
+                         f"{log_std!r}; this npsco knows {ACTIVATIONS}, {OUTPUTS}, {LOG_STDS})")
     sizes = [obs_dim, *hidden, act_dim]
     expected = {f"actor.{i}.weight": (sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1)}
     expected.update({f"actor.{i}.bias": (sizes[i + 1],) for i in range(len(sizes) - 1)})
-    expected.update({"actor.log_std": (act_dim,), "obs_norm.mean": (obs_dim,), "obs_norm.var": (obs_dim,),
+    expected.update({"obs_norm.mean": (obs_dim,), "obs_norm.var": (obs_dim,),
                      "action.low": (act_dim,), "action.high": (act_dim,)})
+    if log_std == "state-independent":
+        expected["actor.log_std"] = (act_dim,)
     if set(tensors) != set(expected):
         extra, lacking = sorted(set(tensors) - set(expected)), sorted(set(expected) - set(tensors))
         raise NpscoError(f"{p}: tensors do not match the architecture (missing {lacking or 'none'}, unexpected {extra or 'none'})")
@@ -345,9 +392,9 @@ def _policy_from_tensors(p: Path, tensors: dict[str, np.ndarray], meta: dict[str
     n = len(sizes) - 1
     return Policy(
         weights=[(tensors[f"actor.{i}.weight"], tensors[f"actor.{i}.bias"]) for i in range(n)],
-        log_std=tensors["actor.log_std"], obs_mean=tensors["obs_norm.mean"], obs_var=tensors["obs_norm.var"],
-        obs_clip=obs_clip, norm_obs=norm_obs, action_low=tensors["action.low"], action_high=tensors["action.high"],
-        metadata=meta,
+        log_std=tensors.get("actor.log_std", np.full(act_dim, -np.inf, np.float32)), obs_mean=tensors["obs_norm.mean"],
+        obs_var=tensors["obs_norm.var"], obs_clip=obs_clip, norm_obs=norm_obs, action_low=tensors["action.low"],
+        action_high=tensors["action.high"], metadata=meta, activation=activation, output=output,
     )
 
 

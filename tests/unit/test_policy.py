@@ -319,7 +319,7 @@ def test_refuses_malformed_metadata(saved, tmp_path):
     refused(write(tmp_path / "p.safetensors", tensors, meta), "malformed checkpoint metadata")
 
 
-@pytest.mark.parametrize("version", [0, 2, "1"])
+@pytest.mark.parametrize("version", [0, 3, "1", True])
 def test_refuses_another_format_version(saved, tmp_path, version):
     tensors, meta = checkpoint_parts(saved[1])
     meta["format_version"] = version
@@ -380,3 +380,91 @@ def test_load_policy_is_the_public_api():
     import npsco
 
     assert npsco.load_policy is load_policy and npsco.Policy is Policy
+
+
+# ------------------------------------------------------------------------------------------- format version 2 (imports)
+def test_relu_forward_and_tanh_squash_on_exact_numbers():
+    from npsco.policy import mlp_forward, squash
+
+    layers = [(np.array([[1.0, -1.0], [2.0, 0.0]], np.float32), np.array([0.0, -3.0], np.float32)),
+              (np.array([[1.0, 1.0]], np.float32), np.array([0.5], np.float32))]
+    x = np.array([[1.0, 2.0], [3.0, 1.0]], np.float32)
+    # hidden pre-activations: [-1, -1] and [2, 3]; relu -> [0, 0] and [2, 3]; output 0.5 and 5.5
+    np.testing.assert_array_equal(mlp_forward(layers, x, "relu"), [[0.5], [5.5]])
+    np.testing.assert_allclose(mlp_forward(layers, x, "tanh"), [[2 * np.tanh(-1.0) + 0.5], [np.tanh(2) + np.tanh(3) + 0.5]],
+                               rtol=1e-6)
+    low, high = np.array([-2.0, 0.0]), np.array([2.0, 10.0])
+    np.testing.assert_allclose(squash(np.array([0.0, 0.0]), low, high), [0.0, 5.0])
+    np.testing.assert_allclose(squash(np.array([50.0, -50.0]), low, high), [2.0, 0.0])  # saturates at the bounds
+    np.testing.assert_allclose(squash(np.array([np.arctanh(0.5), 0.0]), low, high), [1.0, 5.0])
+
+
+def version_2_policy(activation="relu", output="tanh", deterministic=True) -> Policy:
+    p = make_policy(bounds=2.0)
+    p.activation, p.output = activation, output
+    if deterministic:
+        p.log_std = np.full(ACT_DIM, -np.inf, np.float32)
+    return p
+
+
+@pytest.mark.parametrize(("activation", "output", "deterministic"),
+                         [("relu", "tanh", True), ("relu", "linear", False), ("tanh", "tanh", True),
+                          ("tanh", "linear", True)])
+def test_version_2_round_trip(tmp_path, activation, output, deterministic):
+    policy = version_2_policy(activation, output, deterministic)
+    path = policy.save(tmp_path / "v2.safetensors")
+    loaded = load_policy(path)
+    meta = loaded.metadata
+    assert meta["format_version"] == 2
+    assert meta["architecture"] == {"actor_hidden": [16, 8], "activation": activation, "output": output,
+                                    "log_std": "none" if deterministic else "state-independent"}
+    assert (loaded.activation, loaded.output, loaded.deterministic_only) == (activation, output, deterministic)
+    assert ("actor.log_std" in load_file(path)) != deterministic
+    obs = raw_observations(50)
+    np.testing.assert_array_equal(loaded.mean_action(obs), policy.mean_action(obs))
+    x = policy.normalize(obs)
+    for w, b in policy.weights[:-1]:
+        x = x @ w.T + b
+        x = np.maximum(x, 0) if activation == "relu" else np.tanh(x)
+    x = x @ policy.weights[-1][0].T + policy.weights[-1][1]
+    expected = -2 + (np.tanh(x) + 1) * 2 if output == "tanh" else np.clip(x, -2, 2)
+    np.testing.assert_allclose(loaded.mean_action(obs), expected, rtol=1e-5, atol=1e-6)
+    if deterministic:  # no noise: a sample is the mean action, and the std is 0
+        np.testing.assert_array_equal(loaded.act(obs, rng=np.random.default_rng(0)), loaded.mean_action(obs))
+        np.testing.assert_array_equal(loaded.action_std, np.zeros(ACT_DIM))
+
+
+def test_npsco_policies_are_still_written_and_read_as_version_1(saved, tmp_path):
+    policy, path = saved
+    assert load_policy(path).metadata["format_version"] == 1 and policy.format_version == 1
+    tensors, meta = checkpoint_parts(path)
+    meta["architecture"]["activation"] = "relu"  # version 1 ignores the field: its architecture is fixed
+    np.testing.assert_array_equal(load_policy(write(tmp_path / "p.safetensors", tensors, meta)).mean_action(
+        raw_observations()), policy.mean_action(raw_observations()))
+
+
+@pytest.mark.parametrize("field", [{"activation": "gelu"}, {"output": "sigmoid"}, {"log_std": "state-dependent"}])
+def test_version_2_refuses_an_unknown_architecture(tmp_path, field):
+    tensors, meta = checkpoint_parts(version_2_policy().save(tmp_path / "v2.safetensors"))
+    meta["architecture"].update(field)
+    refused(write(tmp_path / "p.safetensors", tensors, meta), "unknown architecture")
+
+
+def test_version_2_refuses_a_missing_or_an_unexpected_log_std(tmp_path):
+    tensors, meta = checkpoint_parts(version_2_policy(deterministic=False).save(tmp_path / "a.safetensors"))
+    meta["architecture"]["log_std"] = "none"
+    refused(write(tmp_path / "p.safetensors", tensors, meta), "unexpected ['actor.log_std']")
+    del tensors["actor.log_std"]
+    meta["architecture"]["log_std"] = "state-independent"
+    refused(write(tmp_path / "q.safetensors", tensors, meta), "missing ['actor.log_std']")
+
+
+def test_reference_set_runs_other_architectures_exactly():
+    from npsco.novelty.references import ReferenceSet
+
+    policies = [make_policy(0), version_2_policy("relu", "tanh"), make_policy(1), version_2_policy("tanh", "tanh")]
+    refs = ReferenceSet(policies)
+    obs = raw_observations(40)
+    expected = np.stack([p.mean_action(obs) for p in policies])
+    np.testing.assert_allclose(refs.mean_actions(obs), expected, rtol=1e-5, atol=1e-6)
+    assert refs.std[1].tolist() == [0.0] * ACT_DIM  # a deterministic reference has no noise

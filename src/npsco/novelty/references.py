@@ -106,6 +106,17 @@ class _Group:
         return x
 
 
+class _PlainGroup:
+    """References of another architecture than npsco's (ReLU, a tanh-squashed output: imported policies), each called
+    on its own: slower than `_Group`, exact."""
+
+    def __init__(self, policies: Sequence[Policy]):
+        self.policies = list(policies)
+
+    def mean_actions_t(self, obs: np.ndarray) -> np.ndarray:
+        return np.stack([p.mean_action(obs).T for p in self.policies])
+
+
 class ReferenceSet:
     """M frozen policies; `mean_actions(obs)` returns their executed deterministic actions, shape (M, N, A)."""
 
@@ -116,8 +127,9 @@ class ReferenceSet:
             raise ValueError("one name per reference policy")
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, p in enumerate(self.policies):
-            groups[tuple(w.shape for w, _ in p.weights)].append(i)
-        self._groups = [(np.array(idx), _Group([self.policies[i] for i in idx])) for idx in groups.values()]
+            groups[(tuple(w.shape for w, _ in p.weights), p.activation, p.output)].append(i)
+        self._groups = [(np.array(idx), (_Group if key[1:] == ("tanh", "linear") else _PlainGroup)(
+            [self.policies[i] for i in idx])) for key, idx in groups.items()]
         self.std = np.stack([p.action_std for p in self.policies]) if self.policies else None
 
     def __len__(self) -> int:
