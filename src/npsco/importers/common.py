@@ -1,0 +1,125 @@
+"""What the importers share: the task's spaces, the observation normaliser, and the npsco `Policy` they build."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from npsco.errors import NpscoError
+from npsco.policy import OBS_NORM_EPS, Policy, space_metadata
+
+
+@dataclass
+class ObsNormalizer:
+    """Observation statistics to apply before the network: clip((obs - mean) / sqrt(var + eps), -clip, clip)."""
+
+    mean: np.ndarray
+    """Running mean of the raw observations, shape (obs_dim,)."""
+    var: np.ndarray
+    """Running (population) variance, shape (obs_dim,)."""
+    clip: float = 10.0
+    """Bound of the normalised observations."""
+    eps: float = OBS_NORM_EPS
+    """Added to the variance under the square root."""
+
+    def stored_var(self) -> np.ndarray:
+        """The variance to store so that npsco's fixed eps (1e-8) gives the same denominator: var + eps - 1e-8."""
+        return np.asarray(self.var, np.float64) + (self.eps - OBS_NORM_EPS)
+
+
+@dataclass
+class ImportedActor:
+    """An actor read from another library, in npsco's terms (weights as (out, in) matrices, PyTorch's convention)."""
+
+    layers: list[tuple[np.ndarray, np.ndarray]]
+    """The mean network's linear layers, input first."""
+    activation: str
+    """`tanh` or `relu` between the layers."""
+    output: str
+    """`linear` (the mean, clipped to the bounds) or `tanh` (squashed into the bounds)."""
+    log_std: np.ndarray | None
+    """State-independent log-std (act_dim,), or None when the imported policy acts deterministically."""
+    method: str
+    """What trained it, for the checkpoint's `method` field, e.g. `sb3-ppo`, `cleanrl-ppo`."""
+    seed: int = 0
+    global_step: int = 0
+    source: dict[str, Any] = field(default_factory=dict)
+    """Where it came from (library, algorithm, version): the checkpoint's `imported` field."""
+    lost: list[str] = field(default_factory=list)
+    """What the npsco policy does not keep of the original, one sentence each (printed and stored)."""
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def torch_state_dict(data: bytes, source: str) -> dict[str, np.ndarray]:
+    """A `torch.save`d state dict as float32 numpy arrays, read with `weights_only=True` (PyTorch's restricted
+    unpickler: tensors and plain containers only; a file that names any other code is refused)."""
+    import torch
+
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001  (includes pickle payloads that weights_only refuses)
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise NpscoError(f"{source}: refused: not a plain PyTorch state dict ({first})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise NpscoError(f"{source}: not a PyTorch state dict (a mapping of names to tensors)")
+    return {k: v.detach().to(torch.float32).numpy() for k, v in state.items()}
+
+
+def task_spaces(env_id: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    """The observation and action spaces of the task, checked to be what npsco policies handle (flat Box spaces)."""
+    from npsco.envs.make import check_task_spaces, make_env
+
+    env = make_env(env_id)
+    try:
+        check_task_spaces(env_id, env.observation_space, env.action_space)
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def build_policy(actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, file: Path) -> Policy:
+    """The npsco policy of an imported actor on task `env_id`; refuses weights whose sizes do not fit the task."""
+    from datetime import datetime, timezone
+
+    obs_space, act_space = task_spaces(env_id)
+    obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
+    w_in, w_out = actor.layers[0][0].shape[1], actor.layers[-1][0].shape[0]
+    if (w_in, w_out) != (obs_dim, act_dim):
+        raise NpscoError(f"{file}: the network maps {w_in} observations to {w_out} actions, but {env_id} has "
+                         f"{obs_dim} observations and {act_dim} actions (wrong --env?)")
+    for k, ((w, b), (w_next, _)) in enumerate(zip(actor.layers, actor.layers[1:])):
+        if w.shape[0] != w_next.shape[1] or b.shape != (w.shape[0],):
+            raise NpscoError(f"{file}: layer {k} ({w.shape}) does not feed layer {k + 1} ({w_next.shape})")
+    if norm is not None and (norm.mean.shape != (obs_dim,) or norm.var.shape != (obs_dim,)):
+        raise NpscoError(f"the observation statistics have shape {norm.mean.shape}, but {env_id} has {obs_dim} "
+                         f"observations")
+    arrays = [a for layer in actor.layers for a in layer] + ([] if actor.log_std is None else [actor.log_std])
+    if not all(np.all(np.isfinite(a)) for a in arrays):
+        raise NpscoError(f"{file}: the weights contain NaN or inf")
+    low, high = np.asarray(act_space.low, np.float32), np.asarray(act_space.high, np.float32)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise NpscoError(f"{env_id}: the action space is unbounded; npsco policies need finite action bounds")
+    metadata = {
+        "env_id": env_id, "observation_space": space_metadata(obs_space), "action_space": space_metadata(act_space),
+        "method": actor.method, "seed": int(actor.seed), "method_config": {},
+        "training": {"global_step": int(actor.global_step), "iteration": 0},
+        "imported": {**actor.source, "file": str(file.resolve()), "sha256": sha256(file),
+                     "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "lost": actor.lost},
+    }
+    return Policy(
+        weights=[(np.ascontiguousarray(w, np.float32), np.ascontiguousarray(b, np.float32)) for w, b in actor.layers],
+        log_std=(np.full(act_dim, -np.inf, np.float32) if actor.log_std is None
+                 else np.asarray(actor.log_std, np.float32).reshape(act_dim)),
+        obs_mean=(np.zeros(obs_dim) if norm is None else norm.mean).astype(np.float32),
+        obs_var=(np.ones(obs_dim) if norm is None else norm.stored_var()).astype(np.float32),
+        obs_clip=10.0 if norm is None else float(norm.clip), norm_obs=norm is not None,
+        action_low=low, action_high=high, metadata=metadata, activation=actor.activation, output=actor.output)

@@ -1,0 +1,73 @@
+"""`npsco import`: read a policy file of another library, build the npsco policy, write `OUT/policy.safetensors`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from npsco.errors import NpscoError
+from npsco.policy import Policy
+
+FORMATS = ("auto", "sb3", "cleanrl")
+
+
+@dataclass
+class ImportResult:
+    """What `import_policy` wrote and what the user should know about it."""
+
+    policy: Policy
+    checkpoint: Path
+    description: str
+    """One line: library, algorithm, architecture, normalisation."""
+    lost: list[str]
+    notes: list[str]
+
+
+def detect_format(path: Path) -> str:
+    """`sb3` for a zip with SB3's entries, else `cleanrl` (a `torch.save` file)."""
+    from npsco.importers.sb3 import is_sb3_zip
+
+    return "sb3" if is_sb3_zip(path) else "cleanrl"
+
+
+def import_policy(source: str | Path, env_id: str, out: str | Path, fmt: str = "auto",
+                  vecnormalize: str | Path | None = None, obs_norm: str | Path | None = None,
+                  seed: int = 0) -> ImportResult:
+    """Import `source` (an SB3 zip or a CleanRL checkpoint) as a policy of task `env_id` into folder `out`."""
+    from npsco.envs.make import check_env_id
+    from npsco.importers.cleanrl import read_cleanrl, read_obs_norm
+    from npsco.importers.common import build_policy
+    from npsco.importers.sb3 import read_sb3
+    from npsco.importers.vecnormalize import read_vecnormalize
+
+    source = Path(source)
+    if not source.is_file():
+        raise NpscoError(f"{source}: no such file")
+    if fmt not in FORMATS:
+        raise NpscoError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    check_env_id(env_id)
+    fmt = detect_format(source) if fmt == "auto" else fmt
+    notes: list[str] = []
+    if fmt == "sb3":
+        if obs_norm is not None:
+            raise NpscoError("--obs-norm is for CleanRL checkpoints; an SB3 model's statistics come with --vecnormalize")
+        actor = read_sb3(source)
+        norm = read_vecnormalize(vecnormalize) if vecnormalize is not None else None
+        if vecnormalize is None:
+            notes.append("no --vecnormalize given: if the model was trained inside VecNormalize, import it with that "
+                         "file, or the policy sees unnormalised observations")
+        elif norm is None:
+            notes.append(f"{vecnormalize} did not normalise observations (norm_obs=False): none applied")
+    else:
+        if vecnormalize is not None:
+            raise NpscoError("--vecnormalize is for Stable-Baselines3 models; CleanRL statistics come with --obs-norm")
+        norm = read_obs_norm(obs_norm) if obs_norm is not None else None
+        actor = read_cleanrl(source, seed=seed, with_obs_norm=norm is not None)
+    policy = build_policy(actor, env_id, norm, source)
+    policy.metadata["imported"]["obs_norm_file"] = str(Path(vecnormalize or obs_norm).resolve()) if norm else None
+    checkpoint = policy.save(Path(out) / "policy.safetensors")
+    hidden = "x".join(str(w.shape[0]) for w, _ in policy.weights[:-1]) or "no hidden layer"
+    description = (f"{actor.source.get('library')} {actor.source.get('algorithm')}: MLP {hidden} {actor.activation}, "
+                   f"{'tanh-squashed' if actor.output == 'tanh' else 'clipped'} actions, "
+                   f"{'with' if norm is not None else 'without'} observation normalisation, on {env_id}")
+    return ImportResult(policy=policy, checkpoint=checkpoint, description=description, lost=actor.lost, notes=notes)
