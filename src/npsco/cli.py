@@ -148,11 +148,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     runs = [str(p) for r in args.runs for p in population_dirs(r)]
     flags = [f"--episodes {args.episodes}" if args.episodes else "", f"--seed {args.seed}" if args.seed else "",
-             "--gif" if args.gif else "", "--no-filmstrips" if args.no_filmstrips else "",
+             "--gif" if args.gif else "", "--no-videos" if args.no_videos else "",
+             "--no-filmstrips" if args.no_filmstrips else "",
              f"--max-filmstrips {args.max_filmstrips}" if args.max_filmstrips is not None else ""]
     command = " ".join(["npsco report", *map(shlex.quote, args.runs), "--out", shlex.quote(args.out), *filter(None, flags)])
     path = build_report(runs, args.out, episodes=args.episodes, seed=args.seed, reuse=not args.force,
-                        filmstrips=not args.no_filmstrips, gif=args.gif, max_filmstrips=args.max_filmstrips,
+                        filmstrips=not args.no_filmstrips, max_filmstrips=args.max_filmstrips,
+                        videos=None if args.no_videos else "gif" if args.gif else "auto",
                         command=command)
     print(f"report: {path}  (HTML: {path.with_suffix('.html')})")
     return 0
@@ -396,7 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="re-evaluate even when RUN/evaluation/ is up to date")
     r.add_argument("--no-filmstrips", action="store_true", help="no behaviour pictures (they need rendering)")
     r.add_argument("--max-filmstrips", type=int, default=None, metavar="N", help="at most N filmstrips")
-    r.add_argument("--gif", action="store_true", help="also an animated GIF per policy")
+    r.add_argument("--gif", action="store_true", help="videos as animated GIFs (default: MP4 when imageio-ffmpeg is "
+                                                     "installed, else GIF)")
+    r.add_argument("--no-videos", action="store_true", help="no video per policy (filmstrips only; faster)")
 
     rd = sub.add_parser("render", help="filmstrip (PNG) or animation (GIF) of one policy",
                         description="Frames of one deterministic episode: every K steps, N frames, side by side (or a "

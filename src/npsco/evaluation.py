@@ -600,10 +600,11 @@ def cached_evaluation(run: str | Path, episodes: int | None = None, seed: int = 
 
 
 def evaluate_runs(runs: list[str | Path], episodes: int | None = None, seed: int = 0, reuse: bool = True,
-                  write: bool = True, log=print) -> list[dict]:
+                  write: bool = True, log=print, cache: MeasureCache | None = None) -> list[dict]:
     """Evaluate several population runs (sharing the measurements of common references); each run's document is
-    reused from `RUN/evaluation/` when up to date (`reuse`) and written there when computed (`write`)."""
-    cache: MeasureCache = {}
+    reused from `RUN/evaluation/` when up to date (`reuse`) and written there when computed (`write`). `cache` keeps
+    the measurements for the caller (the report's distance heatmap)."""
+    cache = {} if cache is None else cache
     docs = []
     for run in runs:
         doc = cached_evaluation(run, episodes, seed) if reuse else None

@@ -16,7 +16,8 @@ from npsco.cli import main
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 SECTIONS = ["# npsco report", "## Table 1: reward, success rate and relative novelty", "## Novelty",
-            "## Fig. 2: Four Reward Maze trajectories", "## Fig. 3: relative novelty and reward",
+            "## Who is near whom: action distances", "## Fig. 2: Four Reward Maze trajectories",
+            "## Fig. 3: relative novelty and reward",
             "## Fig. 4: threshold ablation", "## Training curves", "## Behaviour", "## Per-policy results",
             "## Configuration and commands"]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -56,7 +57,7 @@ def test_report_has_every_section_and_real_images(experiment):
     assert headings.index(SECTIONS[1]) < headings.index(SECTIONS[3]) < headings.index(SECTIONS[5])
     images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
     for name in ("fig2_maze_trajectories.png", "fig3_novelty_reward.png", "fig4_threshold_ablation.png",
-                 "curves_FourRewardMaze-v0.png"):
+                 "curves_FourRewardMaze-v0.png", "distances_FourRewardMaze-v0.png"):
         assert f"figures/{name}" in images
     assert sum(i.startswith("figures/behaviour/") for i in images) == 4  # one filmstrip per policy
     for image in images:
@@ -67,6 +68,61 @@ def test_report_has_every_section_and_real_images(experiment):
     html = (report / "report.html").read_text()
     assert html.count('src="data:image/png;base64,') == len(images)
     assert "<h2 id=\"table-1-reward-success-rate-and-relative-novelty\">" in html
+    # a video per policy, next to its filmstrip: MP4 where imageio-ffmpeg is installed (the dev extra), else GIF
+    videos = sorted((report / "figures" / "behaviour").glob("*.mp4")) or sorted(
+        (report / "figures" / "behaviour").glob("*.gif"))
+    assert len(videos) == 4 and html.count('<div class="row">') == 4
+    if videos[0].suffix == ".mp4":
+        assert html.count('<video src="data:video/mp4;base64,') == 4 and text.count("<video src=") == 4
+
+
+def test_the_distance_heatmap_holds_every_pair_of_the_task(experiment):
+    rows = (experiment / "report" / "distances_FourRewardMaze-v0.csv").read_text().splitlines()
+    assert rows[0] == "policy,group,ref0,ref1,ipd-r0x0.5/k0,ipd-r0x2/k0"
+    values = np.array([[float(v) for v in line.split(",")[2:]] for line in rows[1:]])
+    assert values.shape == (4, 4) and np.all(np.diag(values) == 0) and np.all(values[~np.eye(4, dtype=bool)] > 0)
+    # the pairs of one run are the run's own evaluation numbers
+    import json
+
+    doc = json.loads((experiment / "FourRewardMaze-v0" / "ipd" / "evaluation" / "evaluation.json").read_text())
+    block = doc["action_distance_matrix"]
+    assert block["names"] == ["ref0", "ref1", "ipd-r0x0.5/k0", "ipd-r0x2/k0"]
+    np.testing.assert_allclose(values, block["matrix"], atol=1e-6)
+
+
+def load_check_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "check_report.py"
+    spec = importlib.util.spec_from_file_location("check_report", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_report_html_renders_and_its_videos_play_in_chromium(experiment, tmp_path):
+    check = load_check_script()
+    if check.find_browser() is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium): report.html not checked in a browser")
+    shot = tmp_path / "report.png"
+    assert check.main([str(experiment / "report" / "report.html"), "--screenshot", str(shot)]) == 0
+    found = check.check(experiment / "report" / "report.html", None)
+    mp4 = bool(list((experiment / "report" / "figures" / "behaviour").glob("*.mp4")))
+    assert found["ok"] and len(found["videos"]) == (4 if mp4 else 0) and all(i["ok"] for i in found["images"])
+    assert all(v["time"] > 0 and v["width"] == 160 for v in found["videos"])
+    with Image.open(shot) as picture:
+        assert picture.size[0] == 1200 and picture.size[1] > 3000  # the whole page
+
+
+def test_the_browser_check_fails_on_a_broken_video(tmp_path):
+    check = load_check_script()
+    if check.find_browser() is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    from npsco.report.document import Heading, Video, to_html
+
+    (tmp_path / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom" + bytes(200))
+    (tmp_path / "page.html").write_text(to_html([Heading("x"), Video("broken.mp4", "broken")], "x", tmp_path))
+    assert check.main([str(tmp_path / "page.html"), "--timeout", "2"]) == 1
 
 
 def test_table_1_has_a_row_per_method_and_the_commands_are_listed(experiment):

@@ -1,17 +1,17 @@
 """Behaviour pictures: frames of one deterministic episode of a policy, laid out as a filmstrip (PNG) or an animation
-(GIF), as the paper's appendix pictures.
+(GIF), as the paper's appendix pictures, and the frames of a short video of the same episode (`report/video.py`).
 
 The maze is drawn by its own `rgb_array` render (map, regions, the path so far); MuJoCo tasks are rendered offscreen by
 `gymnasium.make(env_id, render_mode="rgb_array")`, which needs an OpenGL backend: `MUJOCO_GL=egl` (set here by default
-before MuJoCo is first used) works headless with Mesa. GIFs are written with Pillow (a matplotlib dependency); no video
-encoder is needed.
+before MuJoCo is first used) works headless with Mesa. Other tasks render at their own size, scaled to the frame size.
+GIFs are written with Pillow (a matplotlib dependency).
 """
 
 from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,9 @@ class Frames:
     """Whether the episode ended before all the frames asked for were taken (its last frame is the final state)."""
     episode_return: float
     """The return of the episode up to the last frame."""
+    clip: list[np.ndarray] = field(default_factory=list)
+    """With `clip_every`: a frame every `clip_every` steps over the same span (and the final state): the video."""
+    clip_steps: list[int] = field(default_factory=list)
 
 
 def default_sampling(env_id: str, animation: bool = False) -> tuple[int, int]:
@@ -41,6 +44,12 @@ def default_sampling(env_id: str, animation: bool = False) -> tuple[int, int]:
     if env_id == MAZE_ID:
         return (40, 1) if animation else (6, 5)
     return (100, 4) if animation else (8, 25)
+
+
+def default_clip(env_id: str) -> tuple[int, float]:
+    """(every, fps) of the report's video: the maze every step at 8 frames/s; other tasks every 5th step at 12
+    frames/s (MuJoCo Hopper and Walker2d at about half speed)."""
+    return (1, 8.0) if env_id == MAZE_ID else (5, 12.0)
 
 
 def default_size(env_id: str) -> int:
@@ -54,48 +63,84 @@ def make_render_env(env_id: str, size: int, max_episode_steps: int | None = None
 
     from npsco.envs.make import check_env_id
 
+    from npsco.envs.make import env_spec
+
     check_env_id(env_id)
     if env_id == MAZE_ID:
         kwargs = {"render_size": size} | ({"max_steps": max_episode_steps} if max_episode_steps else {})
-    else:
-        kwargs = {"width": size, "height": size} | ({"max_episode_steps": max_episode_steps} if max_episode_steps else {})
-    return gym.make(env_id, render_mode="rgb_array", **kwargs)
+        return gym.make(env_id, render_mode="rgb_array", **kwargs)
+    limit = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
+    try:  # MuJoCo renders at the size asked for
+        return gym.make(env_spec(env_id), render_mode="rgb_array", width=size, height=size, **limit)
+    except TypeError:  # other tasks render at their own size (`fit_frame` scales the frames)
+        return gym.make(env_spec(env_id), render_mode="rgb_array", **limit)
+
+
+def fit_frame(image, size: int) -> np.ndarray:
+    """A rendered frame as (H, W, 3) uint8 whose longer side is `size` pixels (unchanged when it already is)."""
+    from PIL import Image
+
+    if image is None:
+        raise NpscoError("the environment rendered nothing (does it support render_mode='rgb_array'?)")
+    image = np.ascontiguousarray(np.asarray(image)[..., :3], dtype=np.uint8)
+    h, w = image.shape[:2]
+    if max(h, w) == size:
+        return image
+    scale = size / max(h, w)
+    shape = (max(2, round(w * scale)), max(2, round(h * scale)))
+    return np.asarray(Image.fromarray(image).resize(shape, Image.Resampling.BILINEAR))
 
 
 def episode_frames(policy: Policy, frames: int | None = None, every: int | None = None, seed: int = 0,
                    start: tuple[float, float] | None = None, size: int | None = None,
-                   max_episode_steps: int | None = None, animation: bool = False) -> Frames:
+                   max_episode_steps: int | None = None, animation: bool = False,
+                   clip_every: int | None = None) -> Frames:
     """Run one deterministic episode (env seeded `seed`; `start` fixes the maze's start) and take a frame after the
-    reset and every `every` steps, `frames` in all; if the episode ends first, its final state is the last frame."""
+    reset and every `every` steps, `frames` in all; if the episode ends first, its final state is the last frame.
+    With `clip_every`, the same episode also gives a video: a frame every `clip_every` steps (`Frames.clip`)."""
     env_id = policy.metadata["env_id"]
     d_frames, d_every = default_sampling(env_id, animation)
     frames, every = frames or d_frames, every or d_every
     max_episode_steps = max_episode_steps or (policy.metadata.get("config") or {}).get("max_episode_steps")
     if frames < 1 or every < 1:
         raise NpscoError("--frames and --every must be >= 1")
-    env = make_render_env(env_id, size or default_size(env_id), max_episode_steps)
+    size = size or default_size(env_id)
+    env = make_render_env(env_id, size, max_episode_steps)
+    clip: list[np.ndarray] = []
+    clip_steps: list[int] = []
+
+    def take(t: int, last: bool = False) -> None:
+        strip, video = last or t % every == 0, clip_every is not None and (last or t % clip_every == 0)
+        if strip or video:
+            image = fit_frame(env.render(), size)
+            if strip:
+                images.append(image)
+                steps.append(t)
+            if video:
+                clip.append(image)
+                clip_steps.append(t)
+
     try:
         try:
             obs, _ = env.reset(seed=seed, options={"start": start} if start is not None else None)
         except ValueError as e:  # the maze refuses a start outside the map or inside a region
             raise NpscoError(f"start {start}: {e}") from None
-        images, steps, total, t, ended = [env.render()], [0], 0.0, 0, False
+        images: list[np.ndarray] = []
+        steps: list[int] = []
+        total, t, ended = 0.0, 0, False
+        take(0)
         while len(images) < frames:
             obs, reward, terminated, truncated, _ = env.step(policy.mean_action(obs))
             total += float(reward)
             t += 1
             if terminated or truncated:
-                images.append(env.render())
-                steps.append(t)
+                take(t, last=True)
                 ended = len(images) < frames
                 break
-            if t % every == 0:
-                images.append(env.render())
-                steps.append(t)
+            take(t)
     finally:
         env.close()
-    return Frames(images=[np.ascontiguousarray(i, dtype=np.uint8) for i in images], steps=steps, ended=ended,
-                  episode_return=total)
+    return Frames(images=images, steps=steps, ended=ended, episode_return=total, clip=clip, clip_steps=clip_steps)
 
 
 def filmstrip_image(frames: Frames, columns: int | None = None, pad: int = 2) -> np.ndarray:

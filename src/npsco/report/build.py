@@ -5,8 +5,9 @@ The data steps are pure functions of the evaluation rows (`table1_blocks`, `fig2
 `population_command`, ...); `build_report` runs them, renders the figures and writes the files:
 
     OUT/report.md, OUT/report.html     the report (the HTML embeds its images, the Markdown links them)
-    OUT/figures/*.png                  the figures; OUT/figures/behaviour/*.png (and .gif) the filmstrips
+    OUT/figures/*.png                  the figures; OUT/figures/behaviour/*.png the filmstrips, *.mp4 (or .gif) videos
     OUT/evaluation.csv, .json          every policy once (all runs together) and the statistics of the tables
+    OUT/distances_TASK.csv             the action distance between every pair of a task's policies (the heatmap)
 """
 
 from __future__ import annotations
@@ -23,12 +24,18 @@ import numpy as np
 
 from npsco.errors import NpscoError
 from npsco.evaluation import FIG2_START, group_sort_key
-from npsco.report.document import Block, Code, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
+from npsco.report.document import (Block, Code, Heading, Image, Items, Paragraph, Row, Table, Video, to_html,
+                                   to_markdown)
 
 PACKAGES = ("npsco", "numpy", "scipy", "torch", "gymnasium", "mujoco", "matplotlib", "safetensors", "pillow")
 
 
 # -------------------------------------------------------------------------------------------------- formatting
+def fmt_number(x: float | None, digits: int | None = None) -> str:
+    """`fmt` under another name, for functions whose arguments already use `fmt` (the video format)."""
+    return fmt(x, digits)
+
+
 def fmt(x: float | None, digits: int | None = None) -> str:
     """A number with as many decimals as its size deserves (returns of 2000 and of 9.9 both read well)."""
     if x is None or not np.isfinite(x):
@@ -297,41 +304,93 @@ def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
 
 
-def behaviour_blocks(rows: list[dict], out: Path, seed: int, gif: bool, limit: int | None,
+def behaviour_blocks(rows: list[dict], out: Path, seed: int, videos: str | None, limit: int | None,
                      log: Callable[[str], None]) -> list[Block]:
-    """A filmstrip per policy (one deterministic episode; the maze from the Fig. 2 start), grouped by method."""
-    from npsco.policy import load_policy
-    from npsco.report.behaviour import default_sampling, episode_frames, filmstrip_image, save_animation, save_image
+    """Per policy, one deterministic episode (the maze from the Fig. 2 start): a video (`videos`: `auto`, `mp4` or
+    `gif`; None for none) next to a filmstrip, grouped by task and method. A task that cannot render gets a note."""
+    from npsco.report.video import resolve_format
 
     blocks: list[Block] = []
     chosen = sorted(rows, key=lambda r: (r["task"], group_sort_key(r["group"]), r["name"]))[:limit]
     if not chosen:
         return [Paragraph("No filmstrips (`--no-filmstrips`, or `--max-filmstrips 0`).")]
+    fmt = resolve_format(videos) if videos else None
     for task in _tasks(chosen):
-        for g in _groups([r for r in chosen if r["task"] == task]):
-            blocks.append(Heading(f"{task}: {g}", 3))
-            for r in [r for r in chosen if r["task"] == task and r["group"] == g]:
-                policy = load_policy(r["checkpoint"])
-                maze = r.get("goal_from_right") is not None
-                start = FIG2_START if maze else None
-                n_frames, every = default_sampling(policy.metadata["env_id"])
-                log(f"  filmstrip {task} {r['name']}")
-                frames = episode_frames(policy, n_frames, every, seed=seed, start=start)
-                stem = _safe(f"{task}__{Path(r['run']).name}__{r['name']}")
-                path = save_image(filmstrip_image(frames, columns=n_frames), out / "figures" / "behaviour" / f"{stem}.png")
-                where = f"from {FIG2_START}" if maze else f"env seed {seed}"
-                end = f", episode ended at step {frames.steps[-1]}" if frames.ended else ""
-                caption = (f"{r['name']} (seed {r['seed']}): steps {', '.join(map(str, frames.steps))} of a "
-                           f"deterministic episode {where}{end}; return up to step {frames.steps[-1]}: "
-                           f"{fmt(frames.episode_return)}.")
-                blocks.append(Image(str(path.relative_to(out)), f"filmstrip of {r['name']}", caption))
-                if gif:
-                    anim = episode_frames(policy, seed=seed, start=start, animation=True)
-                    gpath = save_animation(anim.images, out / "figures" / "behaviour" / f"{stem}.gif")
-                    blocks.append(Image(str(gpath.relative_to(out)), f"animation of {r['name']}",
-                                        f"{r['name']}: animation, {len(anim.images)} frames."))
+        try:
+            blocks += _task_behaviour(task, [r for r in chosen if r["task"] == task], out, seed, fmt, log)
+        except Exception as e:  # noqa: BLE001  (a task without a renderer must not cost the rest of the report)
+            log(f"  no pictures of {task}: {type(e).__name__}: {e}")
+            blocks.append(Paragraph(f"No pictures of {task}: rendering failed ({type(e).__name__}: "
+                                    f"{str(e).splitlines()[0][:200] if str(e) else ''})."))
     if limit is not None and len(rows) > limit:
         blocks.append(Paragraph(f"Filmstrips of {len(rows) - limit} more policies omitted (`--max-filmstrips {limit}`)."))
+    return blocks
+
+
+def _task_behaviour(task: str, rows: list[dict], out: Path, seed: int, fmt: str | None,
+                    log: Callable[[str], None]) -> list[Block]:
+    from npsco.policy import load_policy
+    from npsco.report.behaviour import default_clip, default_sampling, episode_frames, filmstrip_image, save_image
+    from npsco.report.video import save_video
+
+    blocks: list[Block] = []
+    for g in _groups(rows):
+        blocks.append(Heading(f"{task}: {g}", 3))
+        for r in [r for r in rows if r["group"] == g]:
+            policy = load_policy(r["checkpoint"])
+            env_id = policy.metadata["env_id"]
+            maze = r.get("goal_from_right") is not None
+            start = FIG2_START if maze else None
+            n_frames, every = default_sampling(env_id)
+            clip_every, fps = default_clip(env_id)
+            log(f"  filmstrip{' and video' if fmt else ''} {task} {r['name']}")
+            frames = episode_frames(policy, n_frames, every, seed=seed, start=start,
+                                    clip_every=clip_every if fmt else None)
+            stem = out / "figures" / "behaviour" / _safe(f"{task}__{Path(r['run']).name}__{r['name']}")
+            columns = -(-n_frames // 2) if fmt else n_frames  # two rows beside a video, so that neither is tiny
+            path = save_image(filmstrip_image(frames, columns=columns), stem.with_suffix(".png"))
+            where = f"from {FIG2_START}" if maze else f"env seed {seed}"
+            end = f", episode ended at step {frames.steps[-1]}" if frames.ended else ""
+            caption = (f"{r['name']} (seed {r['seed']}): steps {', '.join(map(str, frames.steps))} of a "
+                       f"deterministic episode {where}{end}; return up to step {frames.steps[-1]}: "
+                       f"{fmt_number(frames.episode_return)}.")
+            strip = Image(str(path.relative_to(out)), f"filmstrip of {r['name']}")
+            if fmt:
+                video = save_video(frames.clip, stem, fps=fps, fmt=fmt)
+                caption += (f" Video: steps 0..{frames.clip_steps[-1]}, every {clip_every} "
+                            f"step{'s' if clip_every > 1 else ''}, {fps:g} frames/s.")
+                blocks.append(Row([Video(str(video.relative_to(out)), f"video of {r['name']}"), strip], caption))
+            else:
+                blocks.append(Image(strip.path, strip.alt, caption))
+    return blocks
+
+
+def distance_blocks(rows: list[dict], docs: list[dict], out: Path, cache: dict,
+                    log: Callable[[str], None]) -> list[Block]:
+    """Per task, the heatmap of the action distance between every pair of its policies (and its CSV)."""
+    from npsco.io import atomic_write_text
+    from npsco.report.distances import task_distances
+    from npsco.report.figures import distance_heatmap_figure
+
+    blocks: list[Block] = [
+        Heading("Who is near whom: action distances"),
+        Paragraph("D(row, column): the mean distance between the two policies' executed deterministic actions on the "
+                  "states the row's policy visits in its evaluation episodes (the distance behind novelty; not "
+                  "symmetric). Policies are ordered by method and chain; white lines separate the methods. A dark "
+                  "row is a policy that acts like the others where it goes; a novel policy should be far (bright) "
+                  "from the PPO references and from the policies before it in its chain.")]
+    for task in _tasks(rows):
+        d = task_distances(task, rows, docs, cache, log)
+        if len(d.labels) < 2:
+            continue
+        name = f"distances_{_safe(task)}"
+        fig = distance_heatmap_figure(d.matrix, d.labels, d.groups, title=f"{task}: D(row, column)")
+        lines = ["policy,group," + ",".join(d.labels)]
+        lines += [f"{a},{g}," + ",".join("" if not np.isfinite(v) else repr(round(float(v), 6)) for v in row)
+                  for a, g, row in zip(d.labels, d.groups, d.matrix)]
+        atomic_write_text(out / f"{name}.csv", "\n".join(lines) + "\n")
+        blocks.append(Image(_figure(fig, out, f"{name}.png"), f"action distances {task}",
+                            f"{task}: action distance between all {len(d.labels)} policies (`{name}.csv`)."))
     return blocks
 
 
@@ -343,9 +402,12 @@ def trained_members(run: str | Path) -> int:
 
 
 def build_report(runs: list[str | Path], out: str | Path, episodes: int | None = None, seed: int = 0,
-                 reuse: bool = True, filmstrips: bool = True, gif: bool = False, max_filmstrips: int | None = None,
-                 command: str | None = None, log: Callable[[str], None] = print) -> Path:
-    """Evaluate `runs` (reusing up-to-date evaluations) and write the report into `out`; returns report.md's path."""
+                 reuse: bool = True, filmstrips: bool = True, videos: str | None = "auto",
+                 max_filmstrips: int | None = None, command: str | None = None,
+                 log: Callable[[str], None] = print) -> Path:
+    """Evaluate `runs` (reusing up-to-date evaluations) and write the report into `out`; returns report.md's path.
+
+    `videos`: `auto` (MP4 when imageio-ffmpeg is installed, else GIF), `mp4`, `gif`, or None for none."""
     from npsco.evaluation import combine, evaluate_runs, rows_to_csv
     from npsco.io import atomic_write_json, atomic_write_text, read_json
     from npsco.report.figures import (learning_curves_figure, maze_trajectories_figure, novelty_reward_figure,
@@ -356,7 +418,12 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
     runs = [r for r in runs if str(r) not in untrained]
     if not runs:
         raise NpscoError("no trained policy in the runs given: nothing to report")
-    docs = [portable(d) for d in evaluate_runs(runs, episodes, seed, reuse=reuse, write=True, log=log)]
+    if videos:
+        from npsco.report.video import resolve_format
+
+        resolve_format(videos)  # an impossible format is refused before any evaluation
+    cache: dict = {}
+    docs = [portable(d) for d in evaluate_runs(runs, episodes, seed, reuse=reuse, write=True, log=log, cache=cache)]
     combined = combine(docs)
     rows, stats = combined["policies"], combined["statistics"]
     log(f"writing the report into {out}")
@@ -399,6 +466,8 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
                          "over the references of the sliced-Wasserstein distance between the visited-state "
                          "distributions (standardised states): do the policies go to different places?"),
                novelty_table(stats)]
+
+    blocks += distance_blocks(rows, docs, out, cache, log)
 
     blocks.append(Heading("Fig. 2: Four Reward Maze trajectories"))
     panels = fig2_panels(rows)
@@ -443,9 +512,10 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
                                 "method."))
 
     blocks.append(Heading("Behaviour"))
-    blocks.append(Paragraph("Frames of one deterministic episode per policy, side by side (appendix D's pictures); "
-                            "MuJoCo rendered offscreen, the maze by its own renderer (dark line: the path so far)."))
-    blocks += behaviour_blocks(rows, out, seed, gif, max_filmstrips if filmstrips else 0, log)
+    blocks.append(Paragraph("Frames of one deterministic episode per policy, side by side (appendix D's pictures), "
+                            "and a short video of the same episode; MuJoCo rendered offscreen, the maze by its own "
+                            "renderer (dark line: the path so far)."))
+    blocks += behaviour_blocks(rows, out, seed, videos, max_filmstrips if filmstrips else 0, log)
 
     blocks += [Heading("Per-policy results"), policy_table(rows),
                Paragraph("All columns, and the full action-distance and state-diversity matrices, are in "

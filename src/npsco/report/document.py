@@ -41,6 +41,22 @@ class Image:
 
 
 @dataclass
+class Video:
+    path: str
+    """Relative to the document's folder: an `.mp4` (a <video> element) or a `.gif` (an image)."""
+    alt: str
+    caption: str | None = None
+
+
+@dataclass
+class Row:
+    """Blocks side by side in HTML (e.g. a video next to its filmstrip); one after the other in Markdown."""
+
+    items: list["Image | Video"] = field(default_factory=list)
+    caption: str | None = None
+
+
+@dataclass
 class Code:
     text: str
     language: str = ""
@@ -51,7 +67,7 @@ class Items:
     items: list[str] = field(default_factory=list)
 
 
-Block = Heading | Paragraph | Table | Image | Code | Items
+Block = Heading | Paragraph | Table | Image | Video | Row | Code | Items
 
 
 def slug(text: str) -> str:
@@ -81,6 +97,11 @@ def to_markdown(blocks: list[Block]) -> str:
         elif isinstance(b, Image):
             text = f"![{b.alt}]({b.path})"
             out.append(text + (f"\n\n*{b.caption}*" if b.caption else ""))
+        elif isinstance(b, Video):
+            out.append(_md_video(b) + (f"\n\n*{b.caption}*" if b.caption else ""))
+        elif isinstance(b, Row):
+            parts = [_md_video(i) if isinstance(i, Video) else f"![{i.alt}]({i.path})" for i in b.items]
+            out.append("\n".join(parts) + (f"\n\n*{b.caption}*" if b.caption else ""))
         elif isinstance(b, Code):
             out.append(f"```{b.language}\n{b.text.rstrip()}\n```")
         elif isinstance(b, Items):
@@ -88,6 +109,13 @@ def to_markdown(blocks: list[Block]) -> str:
         else:  # pragma: no cover
             raise TypeError(f"unknown block {b!r}")
     return "\n\n".join(out) + "\n"
+
+
+def _md_video(v: Video) -> str:
+    """A GIF as an image; an MP4 as an HTML <video> element (Markdown viewers that allow HTML play it) and a link."""
+    if v.path.lower().endswith(".gif"):
+        return f"![{v.alt}]({v.path})"
+    return f'<video src="{html.escape(v.path)}" controls autoplay loop muted playsinline></video> [{v.alt}]({v.path})'
 
 
 # ---------------------------------------------------------------------------------------------------------- HTML
@@ -99,6 +127,9 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
 th { background: #f3f3f3; }
 td.r, th.r { text-align: right; }
 img { max-width: 100%; border: 1px solid #eee; }
+video { border: 1px solid #eee; flex: none; }
+.row { display: flex; gap: 0.6em; align-items: flex-start; overflow-x: auto; }
+.row img { min-width: 0; }
 figure { margin: 1em 0; }
 figcaption { font-style: italic; color: #555; font-size: 0.92em; }
 pre { background: #f6f8fa; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
@@ -113,9 +144,19 @@ def _inline(text: str) -> str:
 
 
 def _data_uri(path: Path) -> str:
-    mime = {".png": "image/png", ".gif": "image/gif", ".svg": "image/svg+xml", ".jpg": "image/jpeg"}.get(
+    mime = {".png": "image/png", ".gif": "image/gif", ".svg": "image/svg+xml", ".jpg": "image/jpeg",
+            ".mp4": "video/mp4"}.get(
         path.suffix.lower(), "application/octet-stream")
     return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _media(item: Image | Video, base: Path, embed: bool) -> str:
+    """An <img> (images, GIF videos) or a muted, looping, autoplaying <video> (MP4), embedded or linked."""
+    src = _data_uri(base / item.path) if embed else html.escape(item.path)
+    if isinstance(item, Video) and not item.path.lower().endswith(".gif"):
+        return (f'<video src="{src}" title="{html.escape(item.alt)}" controls autoplay loop muted playsinline '
+                f'preload="auto"></video>')
+    return f'<img src="{src}" alt="{html.escape(item.alt)}">'
 
 
 def to_html(blocks: list[Block], title: str, base: str | Path, embed: bool = True) -> str:
@@ -136,10 +177,13 @@ def to_html(blocks: list[Block], title: str, base: str | Path, embed: bool = Tru
             for row in b.rows:
                 out.append("<tr>" + "".join(f"<td{c}>{_inline(v)}</td>" for c, v in zip(cls, row)) + "</tr>")
             out.append("</tbody></table>")
-        elif isinstance(b, Image):
-            src = _data_uri(base / b.path) if embed else html.escape(b.path)
+        elif isinstance(b, (Image, Video)):
             caption = f"<figcaption>{_inline(b.caption)}</figcaption>" if b.caption else ""
-            out.append(f'<figure><img src="{src}" alt="{html.escape(b.alt)}">{caption}</figure>')
+            out.append(f"<figure>{_media(b, base, embed)}{caption}</figure>")
+        elif isinstance(b, Row):
+            caption = f"<figcaption>{_inline(b.caption)}</figcaption>" if b.caption else ""
+            items = "".join(_media(i, base, embed) for i in b.items)
+            out.append(f'<figure><div class="row">{items}</div>{caption}</figure>')
         elif isinstance(b, Code):
             out.append(f"<pre><code>{html.escape(b.text.rstrip())}</code></pre>")
         elif isinstance(b, Items):

@@ -5,6 +5,7 @@
 - ``threshold_ablation_figure``: Fig. 4, box plots of returns under different novelty thresholds.
 - ``learning_curves_figure``: training curves, one line per policy, bold mean per group.
 - ``filmstrip`` / ``filmstrip_figure``: behaviour pictures (appendix E), frames laid side by side.
+- ``distance_heatmap_figure``: the pairwise action distances between the policies of a task, grouped by method.
 
 Figures are built with ``matplotlib.figure.Figure`` directly, never through ``pyplot``: no global state, no GUI
 backend, and nothing to close. Render with ``fig.savefig(...)`` or ``save_figure`` (atomic write).
@@ -231,6 +232,56 @@ def filmstrip_figure(strips: Mapping[str, np.ndarray], width_inches: float = 10.
         ax.imshow(image)
         ax.set_title(label, loc="left", fontsize=10)
         ax.set_axis_off()
+    return fig
+
+
+def group_spans(groups: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Consecutive runs of equal labels as (label, first index, last index + 1): `["a", "a", "b"]` ->
+    `[("a", 0, 2), ("b", 2, 3)]`."""
+    spans: list[tuple[str, int, int]] = []
+    for i, g in enumerate(groups):
+        if spans and spans[-1][0] == g:
+            spans[-1] = (g, spans[-1][1], i + 1)
+        else:
+            spans.append((g, i, i + 1))
+    return spans
+
+
+def distance_heatmap_figure(matrix: np.ndarray, labels: Sequence[str], groups: Sequence[str],
+                            title: str | None = None) -> Figure:
+    """Heatmap of a distance matrix D (row i, column j: D[i, j]) between policies ordered by group.
+
+    Lines separate the groups (``groups[i]`` is the group of policy i; equal groups must be adjacent) and each group is
+    named along both axes; cells show their value when there are at most 16 policies. Colour: 0 dark, far bright.
+    """
+    matrix = np.asarray(matrix, dtype=float)
+    n = len(labels)
+    if matrix.shape != (n, n) or len(groups) != n or n == 0:
+        raise ValueError(f"a ({n}, {n}) matrix with one label and one group per policy is needed, got {matrix.shape}")
+    side = min(12.0, 2.5 + 0.42 * n)
+    fig = Figure(figsize=(side + 1.6, side), layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(matrix), cmap="viridis", vmin=0.0, interpolation="nearest")
+    fig.colorbar(image, ax=ax, shrink=0.8, label="D(row, column): action distance on the row's states")
+    ax.set_xticks(range(n), labels, rotation=90, fontsize=8)
+    ax.set_yticks(range(n), labels, fontsize=8)
+    top = float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 1.0
+    if n <= 16:
+        for i in range(n):
+            for j in range(n):
+                if np.isfinite(matrix[i, j]):
+                    ax.text(j, i, f"{matrix[i, j]:.2g}", ha="center", va="center", fontsize=7,
+                            color="black" if matrix[i, j] > 0.6 * top else "white")
+    for name, start, end in group_spans(groups):
+        if start > 0:
+            ax.axhline(start - 0.5, color="white", linewidth=2.0)
+            ax.axvline(start - 0.5, color="white", linewidth=2.0)
+        ax.annotate(name, xy=(-0.02, 1 - (start + end) / 2 / n), xycoords="axes fraction", ha="right", va="center",
+                    fontsize=9, fontweight="bold", xytext=(-60, 0), textcoords="offset points")
+        ax.annotate(name, xy=((start + end) / 2 / n, 1.01), xycoords="axes fraction", ha="center", va="bottom",
+                    fontsize=9, fontweight="bold")
+    if title:
+        ax.set_title(title, pad=22)
     return fig
 
 

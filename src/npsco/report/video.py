@@ -1,0 +1,86 @@
+"""Short videos of policies for the report: MP4 (H.264) when an encoder is installed, else an animated GIF.
+
+The encoder is the ffmpeg executable that the `imageio-ffmpeg` wheel ships (`pip install "npsco[video]"`; nothing is
+downloaded at run time); without it, Pillow writes GIFs, which every browser and Markdown viewer plays too, at a few
+times the size. Files are written atomically (temporary file in the same folder, then renamed).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from npsco.errors import NpscoError
+
+VIDEO_FORMATS = ("auto", "mp4", "gif")
+"""`auto`: MP4 when imageio-ffmpeg is installed, else GIF."""
+
+
+def mp4_available() -> bool:
+    """Whether an H.264 encoder is at hand (the ffmpeg binary of the imageio-ffmpeg wheel)."""
+    try:
+        import imageio_ffmpeg
+
+        return Path(imageio_ffmpeg.get_ffmpeg_exe()).exists()
+    except (ImportError, RuntimeError):
+        return False
+
+
+def resolve_format(fmt: str) -> str:
+    """`mp4` or `gif` for a requested format; `mp4` without an encoder is an error that says what to install."""
+    if fmt not in VIDEO_FORMATS:
+        raise NpscoError(f"unknown video format {fmt!r}; choose one of {', '.join(VIDEO_FORMATS)}")
+    if fmt == "auto":
+        return "mp4" if mp4_available() else "gif"
+    if fmt == "mp4" and not mp4_available():
+        raise NpscoError("MP4 videos need an encoder: pip install imageio-ffmpeg (or npsco[video]); or use GIF")
+    return fmt
+
+
+def even_frames(images: list[np.ndarray]) -> list[np.ndarray]:
+    """Frames cropped to even width and height (H.264 with 4:2:0 colour needs them), as uint8 RGB."""
+    h, w = images[0].shape[:2]
+    return [np.ascontiguousarray(np.asarray(i, np.uint8)[: h - h % 2, : w - w % 2, :3]) for i in images]
+
+
+def write_mp4(images: list[np.ndarray], path: Path, fps: float) -> None:
+    """Encode frames as H.264 MP4 (yuv420p, `faststart` so that browsers play it before it is fully read)."""
+    import imageio_ffmpeg
+
+    frames = even_frames(images)
+    h, w = frames[0].shape[:2]
+    writer = imageio_ffmpeg.write_frames(
+        str(path), (w, h), fps=fps, codec="libx264", pix_fmt_in="rgb24", pix_fmt_out="yuv420p", quality=None,
+        macro_block_size=2, ffmpeg_log_level="error",
+        output_params=["-crf", "28", "-preset", "veryfast", "-movflags", "+faststart", "-f", "mp4"])
+    try:
+        writer.send(None)
+        for frame in frames:
+            writer.send(frame)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise NpscoError(f"{path}: the MP4 encoder failed ({e})") from None
+    finally:
+        writer.close()
+
+
+def save_video(images: list[np.ndarray], path_stem: str | os.PathLike, fps: float, fmt: str = "auto") -> Path:
+    """Write frames as `PATH_STEM.mp4` or `PATH_STEM.gif` (see `resolve_format`), atomically; returns the path."""
+    from npsco.report.behaviour import save_animation
+
+    if not images:
+        raise ValueError("no frames")
+    fmt = resolve_format(fmt)
+    path = Path(path_stem).with_suffix(f".{fmt}")
+    if fmt == "gif":
+        return save_animation(images, path, fps=fps)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write_mp4(images, temp, fps)
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+    return path

@@ -1,0 +1,113 @@
+"""The report's videos (MP4, or GIF without an encoder), its Video/Row blocks, and the data of the distance heatmap:
+group spans, policy order and the merging of the runs' distance matrices, on exact numbers."""
+
+import numpy as np
+import pytest
+from PIL import Image as PILImage
+
+from npsco.errors import NpscoError
+from npsco.report import video
+from npsco.report.behaviour import fit_frame
+from npsco.report.distances import known_distances, policy_order
+from npsco.report.document import Heading, Image, Row, Video, to_html, to_markdown
+from npsco.report.figures import distance_heatmap_figure, group_spans
+
+
+def frames(n=12, h=40, w=30) -> list[np.ndarray]:
+    out = []
+    for k in range(n):
+        f = np.full((h, w, 3), 255, np.uint8)
+        f[5:15, k:k + 8] = (200, 0, 0)  # a moving red block
+        out.append(f)
+    return out
+
+
+def test_mp4_is_h264_in_an_mp4_box_with_every_frame(tmp_path):
+    if not video.mp4_available():
+        pytest.skip("imageio-ffmpeg is not installed (the dev extra installs it)")
+    import imageio_ffmpeg
+
+    path = video.save_video(frames(12, 41, 31), tmp_path / "clip", fps=6)
+    assert path.name == "clip.mp4" and path.read_bytes()[4:8] == b"ftyp"
+    reader = imageio_ffmpeg.read_frames(str(path))
+    meta = next(reader)
+    decoded = [np.frombuffer(f, np.uint8) for f in reader]
+    assert meta["size"] == (30, 40) and meta["codec"].startswith("h264") and len(decoded) == 12  # cropped to even
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_without_an_encoder_videos_are_gifs(tmp_path, monkeypatch):
+    monkeypatch.setattr(video, "mp4_available", lambda: False)
+    assert video.resolve_format("auto") == "gif"
+    with pytest.raises(NpscoError, match="pip install imageio-ffmpeg"):
+        video.resolve_format("mp4")
+    path = video.save_video(frames(5), tmp_path / "clip", fps=5)
+    with PILImage.open(path) as gif:
+        assert path.suffix == ".gif" and gif.format == "GIF" and gif.n_frames == 5
+    with pytest.raises(NpscoError, match="unknown video format"):
+        video.resolve_format("webm")
+
+
+def test_even_frames_and_fit_frame_sizes():
+    assert video.even_frames([np.zeros((41, 31, 4), np.uint8)])[0].shape == (40, 30, 3)
+    assert fit_frame(np.zeros((48, 64, 3), np.uint8), 160).shape == (120, 160, 3)
+    assert fit_frame(np.zeros((240, 240, 3), np.uint8), 240).shape == (240, 240, 3)
+    with pytest.raises(NpscoError, match="rendered nothing"):
+        fit_frame(None, 100)
+
+
+def test_video_and_row_blocks_in_markdown_and_html(tmp_path):
+    (tmp_path / "v.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom")
+    PILImage.fromarray(frames(1)[0]).save(tmp_path / "f.png")
+    PILImage.fromarray(frames(1)[0]).save(tmp_path / "g.gif")
+    blocks = [Heading("t"), Row([Video("v.mp4", "video of a"), Image("f.png", "filmstrip of a")], "a's episode"),
+              Video("g.gif", "video of b", "b's episode")]
+    md = to_markdown(blocks)
+    assert '<video src="v.mp4" controls autoplay loop muted playsinline></video> [video of a](v.mp4)' in md
+    assert "![filmstrip of a](f.png)\n\n*a's episode*" in md and "![video of b](g.gif)\n\n*b's episode*" in md
+    html = to_html(blocks, "t", tmp_path)
+    assert html.count('<div class="row">') == 1 and html.count("<video ") == 1
+    assert 'src="data:video/mp4;base64,AAAAGGZ0eXBpc29t"' in html and "autoplay loop muted playsinline" in html
+    assert html.count('src="data:image/png;base64,') == 1 and html.count('src="data:image/gif;base64,') == 1
+
+
+def test_group_spans():
+    assert group_spans(["ppo", "ppo", "ipd", "ipd-r0x2", "ipd-r0x2"]) == [("ppo", 0, 2), ("ipd", 2, 3),
+                                                                          ("ipd-r0x2", 3, 5)]
+    assert group_spans([]) == []
+
+
+def row(name, group, run="r", checkpoint=None):
+    return {"name": name, "group": group, "run": run, "checkpoint": checkpoint or f"/{run}/{name}", "task": "T"}
+
+
+def test_policy_order_is_method_then_chain_position():
+    rows = [row("ipd/k10", "ipd"), row("wsr/k0", "wsr"), row("ref1", "ppo"), row("ipd-r0x2/k0", "ipd-r0x2"),
+            row("ipd/k2", "ipd"), row("ref0", "ppo"), row("cpo/k0", "cpo")]
+    assert [rows[i]["name"] for i in policy_order(rows)] == ["ref0", "ref1", "wsr/k0", "cpo/k0", "ipd/k2", "ipd/k10",
+                                                             "ipd-r0x2/k0"]
+
+
+def test_known_distances_merges_the_runs_and_leaves_cross_run_pairs_unknown():
+    # two runs borrowing the same two references (same checkpoints), each with one novel policy
+    refs = ["/p/ref0", "/p/ref1"]
+    ipd = {"policies": [row("ref0", "ppo", "p", refs[0]), row("ref1", "ppo", "p", refs[1]), row("ipd/k0", "ipd", "i")],
+           "action_distance_matrix": {"names": ["ref0", "ref1", "ipd/k0"],
+                                      "matrix": [[0, 1.0, 2.0], [1.5, 0, 2.5], [3.0, 3.5, 0]]}}
+    wsr = {"policies": [row("ref0", "ppo", "p", refs[0]), row("ref1", "ppo", "p", refs[1]), row("wsr/k0", "wsr", "w")],
+           "action_distance_matrix": {"names": ["ref0", "ref1", "wsr/k0"],
+                                      "matrix": [[0, 1.0, 4.0], [1.5, 0, 4.5], [5.0, 5.5, 0]]}}
+    order = [*refs, "/i/ipd/k0", "/w/wsr/k0"]
+    m = known_distances(order, [ipd, wsr])
+    expected = np.array([[0, 1.0, 2.0, 4.0], [1.5, 0, 2.5, 4.5], [3.0, 3.5, 0, np.nan], [5.0, 5.5, np.nan, 0]])
+    np.testing.assert_array_equal(m, expected)
+
+
+def test_distance_heatmap_figure():
+    m = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, np.nan], [0.5, 0.2, 0.0]])
+    fig = distance_heatmap_figure(m, ["ref0", "ref1", "ipd/k0"], ["ppo", "ppo", "ipd"], title="T")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["ref0", "ref1", "ipd/k0"]
+    assert sum(t.get_text() == "2" for t in ax.texts) == 1  # the cell values are written in
+    with pytest.raises(ValueError):
+        distance_heatmap_figure(m, ["a", "b"], ["g", "g"])
