@@ -22,7 +22,9 @@ def command(name: str):
 
 
 def _env_name(env_id: str) -> str:
-    return env_id.split("/")[-1]
+    from npsco.evaluation import task_name
+
+    return task_name(env_id)
 
 
 def _print_json(obj) -> None:
@@ -42,13 +44,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     from npsco.config import apply_overrides, preset
     from npsco.io import atomic_write_json, fresh_dir, read_json
 
-    cfg = preset(args.env, args.preset)
+    from npsco.envs.make import with_package
+
+    cfg = preset(with_package(args.env, args.env_package), args.preset)
     cfg = apply_overrides(cfg, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps is not None else [])
                           + _env_backend_override(args) + args.set)
     cfg.validate()
-    from npsco.envs.make import check_env_backend, check_env_id
+    from npsco.envs.make import check_env_backend, check_task
 
-    check_env_id(cfg.env_id)
+    check_task(cfg.env_id)
     check_env_backend(cfg.env_id, cfg.env_backend)
     out = Path(args.out or f"runs/train/{_env_name(cfg.env_id)}-seed{cfg.seed}")
     config = {"command": "train", "preset": args.preset, "ppo": cfg.to_dict()}
@@ -184,6 +188,25 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------------------ import
+@command("import")
+def cmd_import(args: argparse.Namespace) -> int:
+    from npsco.envs.make import with_package
+    from npsco.importers.convert import import_policy
+
+    out = Path(args.out or f"runs/imported/{Path(args.source).stem}")
+    result = import_policy(args.source, with_package(args.env, args.env_package), out, fmt=args.source_format,
+                           vecnormalize=args.vecnormalize, obs_norm=args.obs_norm, seed=args.seed)
+    print(f"imported {result.description}")
+    for line in result.lost:
+        print(f"  not imported: {line}")
+    for line in result.notes:
+        print(f"  note: {line}")
+    print(f"policy: {result.checkpoint}   (use it as a reference: npsco population --env "
+          f"{result.policy.metadata['env_id']} --ref-checkpoints {out} ...)")
+    return 0
+
+
 # -------------------------------------------------------------------------------------------------------- experiment
 EXPERIMENT_METHODS = ("ipd", "wsr", "tnb", "ctnb", "cpo")
 
@@ -195,7 +218,10 @@ def experiment_grid(args: argparse.Namespace) -> dict:
     bad = [m for m in methods if m not in EXPERIMENT_METHODS]
     if bad:
         raise NpscoError(f"--methods: unknown {', '.join(bad)}; choose from {', '.join(EXPERIMENT_METHODS)}")
-    grid = {"name": "experiment", "tasks": list(dict.fromkeys(args.env)), "methods": ["ppo", *methods],
+    from npsco.envs.make import with_package
+
+    tasks = [with_package(env, getattr(args, "env_package", None)) for env in dict.fromkeys(args.env)]
+    grid = {"name": "experiment", "tasks": tasks, "methods": ["ppo", *methods],
             "refs": args.refs, "novel": args.novel, "preset": args.preset,
             "ppo": dict(item.split("=", 1) for item in args.set if "=" in item)}
     if len(grid["ppo"]) != len(args.set):
@@ -246,11 +272,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 def population_config(args: argparse.Namespace):
     """Build a PopulationConfig from the command line (shared by `population` and later `sweep`)."""
     from npsco.config import MethodConfig, apply_overrides, preset
-    from npsco.envs.make import check_env_backend, check_env_id
+    from npsco.envs.make import check_env_backend, check_task, with_package
     from npsco.population import PopulationConfig
 
-    check_env_id(args.env)
-    ppo = preset(args.env, args.preset)
+    env_id = with_package(args.env, getattr(args, "env_package", None))
+    check_task(env_id)
+    ppo = preset(env_id, args.preset)
     ppo = apply_overrides(ppo, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps is not None else [])
                           + _env_backend_override(args) + args.set)
     check_env_backend(ppo.env_id, ppo.env_backend)
@@ -356,6 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
     ENV_BACKEND_HELP = ("vector-env backend, the same as --set env_backend=B: auto (default), sync, async, or envpool "
                         "(MuJoCo only; pip install envpool; see docs/environments.md)")
 
+    ENV_PACKAGE_HELP = ("import this module before making the task (it registers --env with Gymnasium); the run "
+                        "records the task as PKG:ENV_ID. --env also takes module:Class (see docs/environments.md)")
+
     p = argparse.ArgumentParser(prog="npsco", description="Novel policy seeking with constrained optimization (IPD on PPO).")
     p.add_argument("--version", action="version", version=f"npsco {__version__}")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
@@ -369,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", default=None, help="run directory (default runs/train/ENV-seedS)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a PPO setting, e.g. --set learning_rate=1e-3 (see docs/configuration.md)")
+    t.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
     t.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)
     t.add_argument("--force", action="store_true", help="retrain in an existing run directory of another configuration (its files are deleted first)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -415,11 +446,29 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--size", type=int, default=None, help="frame side in pixels (default: maze 160, MuJoCo 240)")
     rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
 
+    im = sub.add_parser("import", help="a Stable-Baselines3 or CleanRL policy -> an npsco checkpoint",
+                        description="Turn a Stable-Baselines3 .zip (PPO, A2C, SAC, TD3; MLP policy, Box actions; with "
+                                    "its VecNormalize statistics) or a CleanRL continuous-action PPO checkpoint into "
+                                    "OUT/policy.safetensors, usable wherever an npsco policy is (references, evaluate, "
+                                    "render, report). Nothing in the files is unpickled into code (docs/import.md).")
+    im.add_argument("source", help="the SB3 .zip, or the CleanRL .cleanrl_model file")
+    im.add_argument("--env", required=True, help="Gymnasium id of the task the policy acts in, e.g. Hopper-v5")
+    im.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
+    im.add_argument("--out", default=None, help="folder for policy.safetensors (default runs/imported/SOURCE_STEM)")
+    im.add_argument("--vecnormalize", default=None, metavar="PKL", help="SB3: the VecNormalize statistics file "
+                                                                       "(VecNormalize.save), applied to observations")
+    im.add_argument("--obs-norm", default=None, metavar="NPZ", help="CleanRL: observation statistics (.npz with mean, "
+                                                                    "var; optional clip, eps), which CleanRL does not save")
+    im.add_argument("--from", dest="source_format", default="auto", choices=("auto", "sb3", "cleanrl"),
+                    help="the file's library (default: auto, an SB3 zip or else a CleanRL checkpoint)")
+    im.add_argument("--seed", type=int, default=0, help="CleanRL: the training seed to record (SB3 zips store theirs)")
+
     x = sub.add_parser("experiment", help="the default experiment: references, every method, report",
                        description="PPO references, then K novel policies of each method against them, trained in "
                                    "parallel (a sweep: OUT/TASK/ppo, OUT/TASK/METHOD), then `npsco report` "
                                    "(OUT/report). Re-running the same command resumes.")
     x.add_argument("--env", nargs="+", default=[MAZE_ID], metavar="ENV_ID", help=f"task(s) (default {MAZE_ID})")
+    x.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
     x.add_argument("--out", default="runs/experiment", help="experiment folder (default runs/experiment)")
     x.add_argument("--refs", type=int, default=5, help="PPO references per task (default 5)")
     x.add_argument("--novel", type=int, default=3, help="novel policies per method and threshold (default 3)")
@@ -461,6 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--preset", default="default", choices=PRESETS)
     pp.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
     pp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
+    pp.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
     pp.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)
     pp.add_argument("--mset", action="append", default=[], metavar="KEY=VALUE",
                     help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5")

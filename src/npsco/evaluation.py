@@ -134,8 +134,9 @@ def default_episodes(env_id: str) -> int:
 
 
 def task_name(env_id: str) -> str:
-    """The task's short name used in tables and figures: the env id without its namespace."""
-    return env_id.split("/")[-1]
+    """The task's short name used in tables, figures and folders: the env id without its namespace or module
+    (`npsco/FourRewardMaze-v0` -> `FourRewardMaze-v0`, `mytasks:Reach-v0` -> `Reach-v0`)."""
+    return env_id.split(":")[-1].split("/")[-1]
 
 
 def group_of(role: str, method: str, chain: str | None, primary_scale: float = 1.0) -> str:

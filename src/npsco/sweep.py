@@ -28,6 +28,7 @@ from typing import Any, Callable, TextIO
 
 from npsco.config import METHODS, PRESETS, MethodConfig, PPOConfig, apply_overrides, default_r0_scale, preset
 from npsco.errors import NpscoError
+from npsco.evaluation import task_name  # the folder of a task in a sweep: its short name
 from npsco.io import atomic_write_json, read_json
 from npsco.population import Population, PopulationConfig
 
@@ -85,11 +86,6 @@ class PopulationSpec:
     @property
     def chains(self) -> list[str]:
         return Population(self.path, self.config, progress=False).chains()  # no I/O: only the names
-
-
-def task_name(env_id: str) -> str:
-    """The folder of a task in a sweep: the env id without its namespace (`npsco/FourRewardMaze-v0` -> `FourRewardMaze-v0`)."""
-    return env_id.split("/")[-1]
 
 
 # ------------------------------------------------------------------------------------------------------ grid file

@@ -18,10 +18,55 @@ from npsco.config import ENV_BACKENDS, MAZE_ID
 from npsco.errors import NpscoError
 
 
+DEFAULT_EPISODE_STEPS = 1000
+"""Time limit of a `module:Class` task (as MuJoCo's); `--set max_episode_steps=N` changes it."""
+
+
+def with_package(env_id: str, package: str | None) -> str:
+    """`--env-package PKG --env ID` as the one id `PKG:ID`, which Gymnasium's `make` reads as "import PKG, then make
+    ID": every process (workers, evaluation, rendering) that makes the task imports PKG itself."""
+    if not package:
+        return env_id
+    if ":" in env_id:
+        raise NpscoError(f"--env {env_id} already names a module; drop --env-package {package}")
+    return f"{package}:{env_id}"
+
+
+def _import_module(module: str, env_id: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise NpscoError(f"{env_id}: cannot import module {module!r} ({e}); is it installed or on PYTHONPATH?") from None
+
+
+def env_spec(env_id: str) -> str | gym.envs.registration.EnvSpec:
+    """What `gym.make` needs for an npsco env id: a registered id as it is; `module:ID` (Gymnasium's own form: the
+    module registers ID when imported) as it is, after checking that it does; `module:Class` (an environment class,
+    or a function returning an env) as a spec registered under that id, whose entry point is the class."""
+    if ":" not in env_id:
+        return env_id
+    module, _, name = env_id.partition(":")
+    loaded = _import_module(module, env_id)
+    if name in gym.registry:
+        return env_id
+    if env_id not in gym.registry:
+        target = getattr(loaded, name, None)
+        if not callable(target):
+            raise NpscoError(f"{env_id}: module {module!r} registers no environment {name!r} and has no environment "
+                             f"class of that name")
+        gym.register(id=env_id, entry_point=env_id, max_episode_steps=DEFAULT_EPISODE_STEPS)
+    return gym.registry[env_id]
+
+
 def check_env_id(env_id: str) -> None:
     """Refuse an unknown or unsupported environment id with a message that says what to use instead."""
     import npsco.envs  # noqa: F401  (registers the maze)
 
+    if ":" in env_id:
+        env_spec(env_id)
+        return
     if env_id.endswith("-v3") or env_id.endswith("-v2"):
         raise NpscoError(
             f"{env_id}: MuJoCo -v2/-v3 environments need mujoco-py, which Gymnasium 1.x no longer supports; "
@@ -31,6 +76,29 @@ def check_env_id(env_id: str) -> None:
         close = [k for k in gym.registry if k.split("/")[-1].split("-")[0].lower() in env_id.lower()]
         hint = f"; did you mean {', '.join(sorted(close)[-3:])}?" if close else ""
         raise NpscoError(f"unknown environment id {env_id!r}{hint}")
+
+
+def check_task_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
+    """Refuse a task npsco policies cannot act in: they take one flat Box observation and output Box actions."""
+    if not isinstance(action_space, gym.spaces.Box):
+        raise NpscoError(f"{env_id}: {type(action_space).__name__} actions are not supported (npsco's policies act in "
+                         f"continuous Box spaces)")
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+        what = (f"{type(observation_space).__name__} observations" if not isinstance(observation_space, gym.spaces.Box)
+                else f"observations of shape {observation_space.shape}")
+        raise NpscoError(f"{env_id}: {what} are not supported (npsco's policies take one flat observation vector)")
+    if len(action_space.shape) != 1 or not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+        raise NpscoError(f"{env_id}: npsco's policies need a flat action vector with finite bounds")
+
+
+def check_task(env_id: str) -> None:
+    """`check_env_id`, then the task's spaces (one environment is made): before a run starts."""
+    check_env_id(env_id)
+    env = make_env(env_id)
+    try:
+        check_task_spaces(env_id, env.observation_space, env.action_space)
+    finally:
+        env.close()
 
 
 def check_env_backend(env_id: str, backend: str) -> None:
@@ -51,7 +119,7 @@ def make_env(env_id: str, max_episode_steps: int | None = None, render_mode: str
             kwargs["max_steps"] = max_episode_steps
     elif max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
-    return gym.make(env_id, **kwargs)
+    return gym.make(env_spec(env_id), **kwargs)
 
 
 def make_vector_env(
