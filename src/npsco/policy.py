@@ -236,10 +236,11 @@ class Policy:
         return gym.spaces.Box(self.action_low, self.action_high, dtype=np.float32)
 
     def normalize(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, np.float32)
+        """Raw observations -> the network's float32 input (computed in float64, as SB3's VecNormalize does)."""
         if not self.norm_obs:
-            return obs
-        return np.clip((obs - self.obs_mean) / np.sqrt(self.obs_var + OBS_NORM_EPS), -self.obs_clip, self.obs_clip)
+            return np.asarray(obs, np.float32)
+        x = (np.asarray(obs, np.float64) - self.obs_mean) / np.sqrt(self.obs_var.astype(np.float64) + OBS_NORM_EPS)
+        return np.clip(x, -self.obs_clip, self.obs_clip).astype(np.float32)
 
     def raw_mean(self, obs: np.ndarray) -> np.ndarray:
         """The Gaussian's mean before clipping to the action bounds (squashed into them for a `tanh` output)."""
