@@ -63,14 +63,14 @@ def hopper(tmp_path_factory):
     venv = VecNormalize(make_vec_env("Hopper-v5", n_envs=1, seed=0))
     model = PPO("MlpPolicy", venv, n_steps=256, batch_size=64, n_epochs=1, seed=0, device="cpu")
     model.learn(512)
-    perturbed(model).save(out / "ppo_hopper.zip")
+    perturbed(model).save(out / "hopper_ppo.zip")
     venv.save(out / "vecnormalize.pkl")
     return out, model, venv
 
 
 def test_sb3_ppo_hopper_with_vecnormalize_gives_the_same_actions(hopper, tmp_path, capsys):
     out, model, venv = hopper
-    code = main(["import", str(out / "ppo_hopper.zip"), "--vecnormalize", str(out / "vecnormalize.pkl"),
+    code = main(["import", str(out / "hopper_ppo.zip"), "--vecnormalize", str(out / "vecnormalize.pkl"),
                  "--env", "Hopper-v5", "--out", str(tmp_path / "imported")])
     assert code == 0
     text = capsys.readouterr().out
@@ -79,15 +79,31 @@ def test_sb3_ppo_hopper_with_vecnormalize_gives_the_same_actions(hopper, tmp_pat
     assert policy.metadata["method"] == "sb3-ppo" and policy.metadata["format_version"] == 1  # npsco's own format
     assert policy.metadata["imported"]["library"] == "stable-baselines3"
     obs = observations("Hopper-v5")
-    expected, _ = PPO.load(out / "ppo_hopper.zip", device="cpu").predict(venv.normalize_obs(obs), deterministic=True)
+    expected, _ = PPO.load(out / "hopper_ppo.zip", device="cpu").predict(venv.normalize_obs(obs), deterministic=True)
     assert np.abs(expected).max() > 0.5 and (np.abs(expected) == 1).any()  # real actions, some clipped
     assert np.abs(policy.mean_action(obs) - expected).max() < 1e-5
+
+
+def test_the_python_example_of_docs_import_md_runs(hopper, tmp_path, monkeypatch, capsys):
+    import re
+    import shutil
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "import.md").read_text()
+    examples = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
+    assert len(examples) == 1
+    for name in ("hopper_ppo.zip", "vecnormalize.pkl"):
+        shutil.copy(hopper[0] / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(examples[0], "docs/import.md", "exec"), namespace)
+    assert namespace["policy"].metadata["method"] == "sb3-ppo" and "with observation normalisation" in capsys.readouterr().out
+    assert (tmp_path / "runs/imported/sb3-hopper/policy.safetensors").exists()
 
 
 def test_an_imported_policy_is_a_reference_and_is_evaluated(hopper, tmp_path, capsys):
     out, _, _ = hopper
     ref = tmp_path / "sb3-hopper"
-    import_policy(out / "ppo_hopper.zip", "Hopper-v5", ref, vecnormalize=out / "vecnormalize.pkl")
+    import_policy(out / "hopper_ppo.zip", "Hopper-v5", ref, vecnormalize=out / "vecnormalize.pkl")
     assert main(["evaluate", str(ref), "--episodes", "2"]) == 0
     assert json.loads((ref / "policy.eval.json").read_text())["episodes"] == 2
     run = tmp_path / "ipd"
