@@ -266,6 +266,11 @@ def test_refuses_unknown_architectures_and_activations(pendulum_zip, tmp_path, c
                              "activation_fn": "<class 'torch.nn.modules.activation.ELU'>"}
     bad = rewrite_zip(pendulum_zip, tmp_path / "elu.zip", data=json.dumps(data).encode())
     refused(capsys, [str(bad), "--env", "Pendulum-v1"], "activation ELU is not supported")
+    buffer = io.BytesIO()  # SAC with gSDE wraps mu in Hardtanh: a clipped mean npsco cannot express
+    torch.save({"actor.latent_pi.0.weight": torch.zeros(8, 3), "actor.latent_pi.0.bias": torch.zeros(8),
+                "actor.mu.0.weight": torch.zeros(1, 8), "actor.mu.0.bias": torch.zeros(1)}, buffer)
+    bad = rewrite_zip(pendulum_zip, tmp_path / "sde.zip", policy_pth=buffer.getvalue())
+    refused(capsys, [str(bad), "--env", "Pendulum-v1"], "SAC with gSDE clips its mean")
     torch.save({"conv.weight": torch.zeros(2, 2, 3, 3)}, tmp_path / "x.cleanrl_model")
     refused(capsys, [str(tmp_path / "x.cleanrl_model"), "--env", "Pendulum-v1"], "convolutional agent")
 

@@ -86,8 +86,10 @@ def task_spaces(env_id: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
         env.close()
 
 
-def build_policy(actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, file: Path) -> Policy:
-    """The npsco policy of an imported actor on task `env_id`; refuses weights whose sizes do not fit the task."""
+def build_policy(actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, file: Path,
+                 norm_file: Path | None = None) -> Policy:
+    """The npsco policy of an imported actor on task `env_id` (`norm` read from `norm_file`); refuses weights whose
+    sizes do not fit the task."""
     from datetime import datetime, timezone
 
     obs_space, act_space = task_spaces(env_id)
@@ -113,6 +115,7 @@ def build_policy(actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, 
         "method": actor.method, "seed": int(actor.seed), "method_config": {},
         "training": {"global_step": int(actor.global_step), "iteration": 0},
         "imported": {**actor.source, "file": str(file.resolve()), "sha256": sha256(file),
+                     "obs_norm_file": str(norm_file.resolve()) if norm is not None and norm_file else None,
                      "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "lost": actor.lost},
     }
     return Policy(

@@ -63,8 +63,8 @@ def import_policy(source: str | Path, env_id: str, out: str | Path, fmt: str = "
             raise NpscoError("--vecnormalize is for Stable-Baselines3 models; CleanRL statistics come with --obs-norm")
         norm = read_obs_norm(obs_norm) if obs_norm is not None else None
         actor = read_cleanrl(source, seed=seed, with_obs_norm=norm is not None)
-    policy = build_policy(actor, env_id, norm, source)
-    policy.metadata["imported"]["obs_norm_file"] = str(Path(vecnormalize or obs_norm).resolve()) if norm else None
+    stats = vecnormalize or obs_norm
+    policy = build_policy(actor, env_id, norm, source, Path(stats) if stats else None)
     checkpoint = policy.save(Path(out) / "policy.safetensors")
     hidden = "x".join(str(w.shape[0]) for w, _ in policy.weights[:-1]) or "no hidden layer"
     description = (f"{actor.source.get('library')} {actor.source.get('algorithm')}: MLP {hidden} {actor.activation}, "

@@ -35,6 +35,7 @@ RECORD_NAMES = {
     "numpy.random._pickle.__randomstate_ctor", "numpy.random._pcg64.PCG64", "numpy.random._mt19937.MT19937",
     "numpy.random.bit_generator.__pyx_unpickle_SeedSequence", "numpy.random.bit_generator.SeedSequence",
     "numpy.random._generator.Generator", "numpy.random.mtrand.RandomState",
+    "numpy.random.__RandomState_ctor", "numpy.random.mtrand.__RandomState_ctor",  # numpy < 1.17 (old RL Zoo files)
 }
 """Names read as inert `Record`s: their fields are data, their code is never imported."""
 

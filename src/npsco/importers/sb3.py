@@ -57,7 +57,7 @@ def read_sb3(path: str | Path) -> ImportedActor:
     check_features_extractor(state, path)
     if "action_net.weight" in state:
         return _actor_critic(data, state, path, version)
-    if "actor.mu.weight" in state:
+    if "actor.latent_pi.0.weight" in state or "actor.mu.weight" in state:
         return _sac(data, state, path, version)
     if "actor.mu.0.weight" in state:
         return _td3(data, state, path, version)
@@ -153,13 +153,19 @@ def _actor_critic(data: dict, state: dict, path: Path, version: str) -> Imported
 
 
 def _sac(data: dict, state: dict, path: Path, version: str) -> ImportedActor:
-    """SAC: `actor.latent_pi` then `actor.mu`, squashed by tanh; its std depends on the state (`actor.log_std`)."""
+    """SAC (and sb3-contrib's TQC, whose actor is SAC's): `actor.latent_pi` then `actor.mu`, squashed by tanh; its
+    std depends on the state (`actor.log_std`)."""
+    algorithm = "TQC" if "top_quantiles_to_drop_per_net" in data else "SAC"
+    if "actor.mu.weight" not in state:  # with gSDE, mu is Sequential(Linear, Hardtanh(-clip_mean, clip_mean))
+        raise NpscoError(f"{path}: {algorithm} with gSDE clips its mean before the tanh (clip_mean), which npsco "
+                         f"checkpoints cannot describe; not supported")
     layers = sequential(state, "actor.latent_pi") + [(state["actor.mu.weight"], state["actor.mu.bias"])]
     return ImportedActor(
-        layers=layers, activation=activation(data, "relu", path), output="tanh", log_std=None, method="sb3-sac",
-        seed=_seed(data), global_step=int(data.get("num_timesteps") or 0), source=_source("SAC", version, data),
-        lost=["SAC's state-dependent standard deviation: the imported policy acts deterministically (tanh of its "
-              "mean, SAC's deterministic action)"])
+        layers=layers, activation=activation(data, "relu", path), output="tanh", log_std=None,
+        method=f"sb3-{algorithm.lower()}", seed=_seed(data), global_step=int(data.get("num_timesteps") or 0),
+        source=_source(algorithm, version, data),
+        lost=[f"{algorithm}'s state-dependent standard deviation: the imported policy acts deterministically (tanh "
+              f"of its mean, {algorithm}'s deterministic action)"])
 
 
 def _td3(data: dict, state: dict, path: Path, version: str) -> ImportedActor:
