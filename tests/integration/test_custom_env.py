@@ -20,7 +20,7 @@ import numpy as np
 
 
 class Reach(gym.Env):
-    metadata = {"render_modes": ["rgb_array"]}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 8}
 
     def __init__(self, render_mode=None):
         self.observation_space = gym.spaces.Box(-2.0, 2.0, (4,), np.float32)

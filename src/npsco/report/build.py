@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+import gymnasium as gym
 import numpy as np
 
 from npsco.errors import NpscoError
@@ -31,11 +32,6 @@ PACKAGES = ("npsco", "numpy", "scipy", "torch", "gymnasium", "mujoco", "matplotl
 
 
 # -------------------------------------------------------------------------------------------------- formatting
-def fmt_number(x: float | None, digits: int | None = None) -> str:
-    """`fmt` under another name, for functions whose arguments already use `fmt` (the video format)."""
-    return fmt(x, digits)
-
-
 def fmt(x: float | None, digits: int | None = None) -> str:
     """A number with as many decimals as its size deserves (returns of 2000 and of 9.9 both read well)."""
     if x is None or not np.isfinite(x):
@@ -314,11 +310,12 @@ def behaviour_blocks(rows: list[dict], out: Path, seed: int, videos: str | None,
     chosen = sorted(rows, key=lambda r: (r["task"], group_sort_key(r["group"]), r["name"]))[:limit]
     if not chosen:
         return [Paragraph("No filmstrips (`--no-filmstrips`, or `--max-filmstrips 0`).")]
-    fmt = resolve_format(videos) if videos else None
+    video_format = resolve_format(videos) if videos else None
     for task in _tasks(chosen):
         try:
-            blocks += _task_behaviour(task, [r for r in chosen if r["task"] == task], out, seed, fmt, log)
-        except Exception as e:  # noqa: BLE001  (a task without a renderer must not cost the rest of the report)
+            blocks += _task_behaviour(task, [r for r in chosen if r["task"] == task], out, seed, video_format, log)
+        except (NpscoError, gym.error.Error, ImportError, RuntimeError, OSError) as e:
+            # a task that cannot render (no rgb_array mode, a missing dependency, no OpenGL) keeps the rest of the report
             log(f"  no pictures of {task}: {type(e).__name__}: {e}")
             blocks.append(Paragraph(f"No pictures of {task}: rendering failed ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200] if str(e) else ''})."))
@@ -327,8 +324,9 @@ def behaviour_blocks(rows: list[dict], out: Path, seed: int, videos: str | None,
     return blocks
 
 
-def _task_behaviour(task: str, rows: list[dict], out: Path, seed: int, fmt: str | None,
+def _task_behaviour(task: str, rows: list[dict], out: Path, seed: int, video_format: str | None,
                     log: Callable[[str], None]) -> list[Block]:
+    """The filmstrips (and videos, in `video_format`) of one task's policies, grouped by method."""
     from npsco.policy import load_policy
     from npsco.report.behaviour import default_clip, default_sampling, episode_frames, filmstrip_image, save_image
     from npsco.report.video import save_video
@@ -343,20 +341,20 @@ def _task_behaviour(task: str, rows: list[dict], out: Path, seed: int, fmt: str 
             start = FIG2_START if maze else None
             n_frames, every = default_sampling(env_id)
             clip_every, fps = default_clip(env_id)
-            log(f"  filmstrip{' and video' if fmt else ''} {task} {r['name']}")
+            log(f"  filmstrip{' and video' if video_format else ''} {task} {r['name']}")
             frames = episode_frames(policy, n_frames, every, seed=seed, start=start,
-                                    clip_every=clip_every if fmt else None)
+                                    clip_every=clip_every if video_format else None)
             stem = out / "figures" / "behaviour" / _safe(f"{task}__{Path(r['run']).name}__{r['name']}")
-            columns = -(-n_frames // 2) if fmt else n_frames  # two rows beside a video, so that neither is tiny
+            columns = -(-n_frames // 2) if video_format else n_frames  # two rows beside a video: neither is tiny
             path = save_image(filmstrip_image(frames, columns=columns), stem.with_suffix(".png"))
             where = f"from {FIG2_START}" if maze else f"env seed {seed}"
             end = f", episode ended at step {frames.steps[-1]}" if frames.ended else ""
             caption = (f"{r['name']} (seed {r['seed']}): steps {', '.join(map(str, frames.steps))} of a "
                        f"deterministic episode {where}{end}; return up to step {frames.steps[-1]}: "
-                       f"{fmt_number(frames.episode_return)}.")
+                       f"{fmt(frames.episode_return)}.")
             strip = Image(str(path.relative_to(out)), f"filmstrip of {r['name']}")
-            if fmt:
-                video = save_video(frames.clip, stem, fps=fps, fmt=fmt)
+            if video_format:
+                video = save_video(frames.clip, stem, fps=fps, fmt=video_format)
                 caption += (f" Video: steps 0..{frames.clip_steps[-1]}, every {clip_every} "
                             f"step{'s' if clip_every > 1 else ''}, {fps:g} frames/s.")
                 blocks.append(Row([Video(str(video.relative_to(out)), f"video of {r['name']}"), strip], caption))
