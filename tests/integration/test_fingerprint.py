@@ -1,0 +1,179 @@
+"""Fingerprint of training: on fixed seeds, the bytes of the saved checkpoints and every per-iteration metric are the
+ones recorded below. A refactoring that is meant to change nothing must leave this test passing, unchanged.
+
+The runs (tiny budgets, ~20 s in all): PPO on the Four Reward Maze (3 iterations, with an evaluation), then IPD, WSR,
+TNB, CTNB and CPO on the maze against that PPO policy (2 iterations each, with knobs that reach the less common code
+paths), PPO on Hopper-v5 (2 iterations) and IPD on Hopper-v5 against it (2 iterations).
+
+What is hashed, per run:
+- the checkpoint `policy.safetensors`: its tensors (names, dtypes, shapes, bytes) and its metadata, less the creation
+  time and less the settings that are at their default (so that adding a setting does not count as a change of
+  behaviour, and changing a default does);
+- `metrics.jsonl`: every value of every iteration, less the wall-clock timings (`charts/SPS`, `*_seconds`).
+
+When a change is *meant* to alter training, regenerate the constants and paste them over `EXPECTED`:
+
+    .venv/bin/python tests/integration/test_fingerprint.py
+
+The bits depend on the CPU (BLAS and torch kernels): the constants hold for the CPU named in `PLATFORM` (this
+project's machines, CI included); on another the test is skipped with the command above in its reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from npsco.algos.cpo import CPO
+from npsco.algos.ipd import IPD
+from npsco.algos.ppo import train
+from npsco.algos.tnb import CTNB, TNB
+from npsco.algos.wsr import WSR
+from npsco.config import MAZE_ID, MethodConfig, PPOConfig, preset
+from npsco.novelty.references import ReferenceSet
+from npsco.policy import load_policy
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+PLATFORM = {"blas": "SkylakeX", "torch_cpu": "AVX512"}
+"""The CPU the constants were recorded on: OpenBLAS's kernel family and torch's vector instruction set."""
+
+EXPECTED: dict[str, dict[str, str]] = {
+    "maze-ppo": {
+        "checkpoint": "1c0667bf3eb3204b77a180f4e655e8683915da7f61c01d4baced9ef8197edf12",
+        "metrics": "12eda15290c52b2daf6d99e00fddce5d8fad727ae1d01fab0b33c9350a252eed"
+    },
+    "maze-ipd": {
+        "checkpoint": "5316582403acf9a7cbe44e0a74d7d73d4ac96242b6a7913099ebc1f15a1b3a9f",
+        "metrics": "726b2d25d30ebc7d1792025306490f99e772809cb5c3d789130332b1a0e4a674"
+    },
+    "maze-wsr": {
+        "checkpoint": "b7c3da06234e564d40e70f0e556d3dbe594379396f377c014a4ae0fd36b95566",
+        "metrics": "0933ad5cb5e4674438ee00f07b5196e2efe68f32664c7abe3d9b419900a66078"
+    },
+    "maze-tnb": {
+        "checkpoint": "095e268e93ed2321cafe6483aa954e619ced3d022a1ade295b09569518418d44",
+        "metrics": "8e99c3f4f7b6d41ec71536623d5f8b7cfb3ab96ff7ed6eebc654c129536612be"
+    },
+    "maze-ctnb": {
+        "checkpoint": "02155eac6ba0e109e55115f9b8269d1c9e359a73505c36fd6f2f723986e23942",
+        "metrics": "d0dcf66c4d90c938bc83b40d94fad7a46a28e4445e905976efdf5f5a1c758777"
+    },
+    "maze-cpo": {
+        "checkpoint": "1e792513907e3b3ab2ec472f9ad6d8b8849d539c204f78ab2e590344a8e34803",
+        "metrics": "f9814ce89f15ce4c6ceb7edcc16097fef627c70457ddddc1580c8ecd9248a0fa"
+    },
+    "hopper-ppo": {
+        "checkpoint": "4d620bde898a19651ef5264865b27c5f1502e08127f09a614b73d4047030688c",
+        "metrics": "91586aaad58575b0b5ecf7fe7f2723ee793645b1b7de4c923e8eb468d998e0d4"
+    },
+    "hopper-ipd": {
+        "checkpoint": "35a5db08876aaca3ad197f9adeafc13371e0c02c352eb232bf8964bb34d4c95e",
+        "metrics": "b583dbc1c56aed19af3d9350d05213d37435f0b2f2ab91fa53dd05fb24ac97db"
+    }
+}
+
+MAZE_NOVEL = {  # method class, its settings: each reaches a path the defaults do not
+    "ipd": (IPD, {"r0_warmup": 0.5}),
+    "wsr": (WSR, {"metric": "wasserstein2", "wsr_shape": "exp"}),
+    "tnb": (TNB, {"novelty_action": "sample"}),
+    "ctnb": (CTNB, {"ctnb_slack": 0.05}),
+    "cpo": (CPO, {}),
+}
+TIMINGS = ("charts/SPS",)
+"""Wall-clock metrics, left out of the fingerprint (with every key ending in `_seconds`)."""
+
+
+def platform() -> dict[str, str]:
+    blas = [lib.get("architecture", "?") for lib in threadpool_info() if lib["user_api"] == "blas"]
+    return {"blas": blas[0] if blas else "?", "torch_cpu": torch.backends.cpu.get_cpu_capability()}
+
+
+def _settings_off_default(settings: dict[str, Any], cls: type) -> dict[str, Any]:
+    """`settings` (a config dataclass as a dict, plus other entries) without the fields at their default."""
+    defaults = dataclasses.asdict(cls())
+    return {k: v for k, v in settings.items()
+            if k not in defaults or json.dumps(v) != json.dumps(list(defaults[k]) if isinstance(defaults[k], tuple)
+                                                                else defaults[k])}
+
+
+def checkpoint_hash(path: Path) -> str:
+    """sha256 of a checkpoint's tensors and metadata (see the module docstring)."""
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = json.loads(header.pop("__metadata__")["npsco"])
+    meta.pop("created")
+    meta["config"] = _settings_off_default(meta["config"], PPOConfig)
+    if meta.get("method_config"):
+        meta["method_config"] = _settings_off_default(meta["method_config"], MethodConfig)
+    digest = hashlib.sha256(json.dumps([header, meta], sort_keys=True).encode())
+    digest.update(raw[8 + n:])
+    return digest.hexdigest()
+
+
+def metrics_hash(path: Path) -> str:
+    """sha256 of the per-iteration metrics, less the wall-clock timings."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    kept = [{k: v for k, v in row.items() if k not in TIMINGS and not k.endswith("_seconds")} for row in rows]
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+
+
+def fingerprint(run_dir: Path) -> dict[str, str]:
+    return {"checkpoint": checkpoint_hash(run_dir / "policy.safetensors"),
+            "metrics": metrics_hash(run_dir / "metrics.jsonl")}
+
+
+def run_all(tmp: Path) -> dict[str, dict[str, str]]:
+    """Train every run of the fingerprint under `tmp`; returns {run: {"checkpoint": sha256, "metrics": sha256}}."""
+    out: dict[str, dict[str, str]] = {}
+    with threadpool_limits(1, user_api="blas"):  # as the `npsco` command runs (pytest loads numpy multi-threaded)
+        maze = dataclasses.replace(preset(MAZE_ID), total_timesteps=3 * 1024, eval_every=3, eval_episodes=5)
+        train(maze, run_dir=tmp / "maze-ppo", progress=False, tensorboard=False)
+        out["maze-ppo"] = fingerprint(tmp / "maze-ppo")
+        refs = ReferenceSet([load_policy(tmp / "maze-ppo" / "policy.safetensors")], ["ppo"])
+        for name, (cls, settings) in MAZE_NOVEL.items():
+            method = cls(refs, 0.3, MethodConfig(method=name, **settings), MAZE_ID)
+            cfg = dataclasses.replace(maze, seed=1, total_timesteps=2 * 1024, eval_every=0)
+            train(cfg, method, run_dir=tmp / f"maze-{name}", progress=False, tensorboard=False)
+            out[f"maze-{name}"] = fingerprint(tmp / f"maze-{name}")
+
+        hopper = dataclasses.replace(preset("Hopper-v5"), total_timesteps=2 * 1024, num_steps=1024,
+                                     num_minibatches=16, eval_every=2, eval_episodes=2)
+        train(hopper, run_dir=tmp / "hopper-ppo", progress=False, tensorboard=False)
+        out["hopper-ppo"] = fingerprint(tmp / "hopper-ppo")
+        refs = ReferenceSet([load_policy(tmp / "hopper-ppo" / "policy.safetensors")], ["ppo"])
+        method = IPD(refs, 0.6, MethodConfig(method="ipd"), "Hopper-v5")
+        train(dataclasses.replace(hopper, seed=1), method, run_dir=tmp / "hopper-ipd", progress=False,
+              tensorboard=False)
+        out["hopper-ipd"] = fingerprint(tmp / "hopper-ipd")
+    return out
+
+
+def test_training_fingerprint_is_unchanged(tmp_path):
+    if platform() != PLATFORM:
+        pytest.skip(f"constants recorded on {PLATFORM}, this CPU is {platform()}: regenerate them with "
+                    "`python tests/integration/test_fingerprint.py`")
+    got = run_all(tmp_path)
+    changed = sorted(run for run in EXPECTED if got.get(run) != EXPECTED[run])
+    assert not changed and got.keys() == EXPECTED.keys(), (
+        f"training changed in {', '.join(changed) or 'the set of runs'} (numpy {np.__version__}, torch "
+        f"{torch.__version__}); if that is intended, regenerate the constants: python tests/integration/test_fingerprint.py")
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        print("PLATFORM =", platform())
+        print("EXPECTED = " + json.dumps(run_all(Path(d)), indent=4))
