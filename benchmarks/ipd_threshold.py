@@ -86,7 +86,7 @@ def run_all(commands: list[list[str]], workers: int) -> None:
 # ---------------------------------------------------------------------------------------------------- diagnosis
 def diagnose(replicate: str, tasks: list[str]) -> None:
     """Feasibility of the constraint for a fresh policy, and the references' own running distance along the episode."""
-    from npsco.algos.ppo import Trainer
+    from npsco.algos.trainer import Trainer
     from npsco.config import preset
     from npsco.evaluation import run_episodes
     from npsco.io import atomic_write_json

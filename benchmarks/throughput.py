@@ -91,12 +91,12 @@ def _random_references(m: int):
 
 
 def worker_npsco(spec: dict) -> dict:
-    from npsco.algos.ppo import Trainer
+    from npsco.algos.trainer import Trainer
 
     cfg = _npsco_config(spec)
     method = None
     if spec.get("refs"):
-        from npsco.algos.methods import make_method
+        from npsco.algos import make_method
         from npsco.config import MethodConfig
 
         method = make_method(MethodConfig(method="ipd", r0=1e-9), _random_references(spec["refs"]), 1e-9, ENV_ID)
@@ -162,8 +162,8 @@ def worker_paired(spec: dict) -> dict:
     logging, evaluation and checkpoints, which the benchmark configuration turns off anyway). Per M: wall and CPU seconds of each round, the rollout's share, and the time spent
     in the method's per-step hook (perf_counter around `on_step`: the references' forward pass, the running novelty
     and the IPD rule), i.e. the per-step cost of the references as the rollout pays it, cold caches included."""
-    from npsco.algos.methods import make_method
-    from npsco.algos.ppo import Trainer
+    from npsco.algos import make_method
+    from npsco.algos.trainer import Trainer
     from npsco.config import MethodConfig
 
     def timed(fn, acc):  # fn, plus its seconds and calls added to acc
@@ -186,23 +186,25 @@ def worker_paired(spec: dict) -> dict:
     per = {m: {"wall_s": [], "cpu_s": [], "rollout_s": [], "episodes": []} for m in trainers}
     order = list(trainers)
     for t in trainers.values():  # one untimed warm-up iteration each (first-call allocations, imports)
-        t.method.update(t, t.compute_advantages(t.collect_rollout()))
-        t.method.iteration_metrics()
+        buf = t.collect_rollout()
+        t.method.update(t, t.compute_advantages(buf))
+        t.method.iteration_metrics(buf.summary)
     for acc in hook.values():
         acc[:] = [0.0, 0]
     for r in range(rounds):
         for m in order[r % len(order):] + order[:r % len(order)]:
             t = trainers[m]
             t0, c0 = time.perf_counter(), time.process_time()
-            batch = t.compute_advantages(t.collect_rollout())
+            buf = t.collect_rollout()
+            batch = t.compute_advantages(buf)
             t1 = time.perf_counter()
             t.method.update(t, batch)
-            t.method.iteration_metrics()
+            t.method.iteration_metrics(buf.summary)
             per[m]["wall_s"].append(time.perf_counter() - t0)
             per[m]["cpu_s"].append(time.process_time() - c0)
             per[m]["rollout_s"].append(t1 - t0)
-            per[m]["episodes"].append([len(t.finished), round(sum(ret for ret, _ in t.finished), 6)])
-            per[m]["ipd_terminated"] = per[m].get("ipd_terminated", 0) + t.forced_ends
+            per[m]["episodes"].append([buf.summary.episodes, round(sum(buf.summary.returns), 6)])
+            per[m]["ipd_terminated"] = per[m].get("ipd_terminated", 0) + buf.summary.forced_ends
     for m, t in trainers.items():
         t.envs.close()
         per[m]["hook_s"], per[m]["hook_calls"] = hook[m]

@@ -1,5 +1,8 @@
 """The `npsco` command: one subcommand per job. Errors the user can fix print one line and exit 2 (`--debug` for a
-traceback); Ctrl-C exits 130 after saving what was in training."""
+traceback); Ctrl-C exits 130 after saving what was in training.
+
+Each command imports the modules it needs inside its function: `npsco --help` and every command load only their
+own (torch alone takes seconds to import)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from npsco.algos.registry import NOVELTY_METHODS
 from npsco.errors import NpscoError
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
@@ -208,7 +212,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 # -------------------------------------------------------------------------------------------------------- experiment
-EXPERIMENT_METHODS = ("ipd", "wsr", "tnb", "ctnb", "cpo")
+EXPERIMENT_METHODS = NOVELTY_METHODS  # every registered method but PPO (which trains the references)
 
 
 def experiment_grid(args: argparse.Namespace) -> dict:

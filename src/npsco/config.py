@@ -1,7 +1,7 @@
 """Training configuration: one flat PPO dataclass (a docstring per field) and the presets per task.
 
 Every method (PPO, IPD, WSR, TNB, CTNB, CPO) trains with the same `PPOConfig` for a task, as the paper does
-("the same hyper-parameter settings per environment"); method knobs live in `npsco.algos.methods.MethodConfig`.
+("the same hyper-parameter settings per environment"); method knobs live in `MethodConfig`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from npsco.algos.registry import METHODS as _REGISTRY
 from npsco.errors import NpscoError
 
 MAZE_ID = "npsco/FourRewardMaze-v0"
@@ -86,6 +87,10 @@ class PPOConfig:
     """Episodes per periodic evaluation."""
     torch_threads: int = 1
     """torch.set_num_threads; 1 is fastest for these small networks on a few cores."""
+    update_backend: str = "numpy"
+    """PPO's update: `numpy` (forward and backward passes written out; the same computation, several times less CPU
+    time for these small networks) or `torch` (autograd and torch.optim.Adam, the reference `numpy` is tested against).
+    `numpy` runs the torch update, with a warning, for an agent or optimiser it does not handle."""
     checkpoint_every: int = 50
     """Save the policy in training every this many iterations to checkpoints/last.safetensors (0: never; the final
     and the Ctrl-C policies are saved regardless): a policy to use or evaluate, not a state to resume training from
@@ -124,6 +129,8 @@ class PPOConfig:
              f"env_backend must be auto, sync, async or envpool, not {self.env_backend!r}"),
             (self.eval_episodes > 0, "eval_episodes must be > 0"),
             (self.torch_threads > 0, "torch_threads must be > 0"),
+            (self.update_backend in ("numpy", "torch"),
+             f"update_backend must be numpy or torch, not {self.update_backend!r}"),
             (self.max_episode_steps is None or self.max_episode_steps > 0, "max_episode_steps must be > 0"),
         ]
         for ok, message in checks:
@@ -251,7 +258,8 @@ def _parse_value(key: str, raw: str, annotation: str) -> Any:
 __all__ = ["PPOConfig", "preset", "task_family", "field_docs", "apply_overrides", "MAZE_ID", "PRESETS"]
 
 
-METHODS = ("ppo", "ipd", "wsr", "tnb", "ctnb", "cpo")
+METHODS: tuple[str, ...] = tuple(_REGISTRY)
+"""The method names, plain PPO first, from the registry `npsco.algos.METHODS`."""
 
 
 def method_reads(method: str, key: str) -> bool:

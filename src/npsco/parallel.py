@@ -17,6 +17,7 @@ submits them, and hands every result back to the source (which records it) until
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -24,20 +25,21 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from npsco.algos.registry import METHODS
 from npsco.errors import NpscoError
 
 MAX_RETRIES = 2
 """A job whose worker process dies is submitted again at most this many times."""
 
-PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "numpy", "gymnasium", "npsco.population", "npsco.algos.ppo",
-           "npsco.algos.methods", "npsco.algos.ipd", "npsco.algos.wsr", "npsco.algos.tnb", "npsco.algos.cpo",
-           "npsco.evaluation", "npsco.novelty.threshold"]
+PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "numpy", "gymnasium", "npsco.population",
+           "npsco.algos.trainer", *METHODS.modules(), "npsco.evaluation", "npsco.novelty.threshold"]
 """Modules the forkserver imports once, so that each fresh worker starts in milliseconds instead of seconds
-(`torch._dynamo` alone, imported by the first Adam, costs seconds; `npsco.algos.methods` brings numba, ~0.5 s)."""
+(`torch._dynamo`, imported by the first Adam, and numba, by the novelty methods, are slow to import); the method
+modules are the registry's."""
 
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-"""Set in every worker before numpy and torch load: one policy per core; BLAS threads fighting over shared cores
-made a tiny maze policy's numpy update 5x slower here."""
+"""Set in every worker before numpy and torch load: one policy per core, as BLAS threads competing for shared cores
+slow these small matrix products down several times (benchmarks/results/throughput.md, notes)."""
 
 
 @dataclass
@@ -58,7 +60,7 @@ class Job:
 
 def _init_worker() -> None:
     os.environ.update(SINGLE_THREAD_ENV)  # in effect where numpy/torch are not loaded yet (spawn)
-    import torch
+    import torch  # here: after the variables above, and only in worker processes
 
     torch.set_num_threads(1)
 
@@ -103,7 +105,7 @@ class LocalExecutor(_Executor):
         methods = multiprocessing.get_all_start_methods()
         self._context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if self._context.get_start_method() == "forkserver":
-            from multiprocessing import forkserver
+            from multiprocessing import forkserver  # POSIX only: not importable where there is no forkserver
 
             self._context.set_forkserver_preload(PRELOAD)
             with _environment(SINGLE_THREAD_ENV):  # the server loads numpy and torch, once, single-threaded
@@ -148,11 +150,9 @@ class RayExecutor(_Executor):
 
     def __init__(self, workers: int | None = None, address: str | None = None, max_retries: int = MAX_RETRIES):
         try:
-            import ray
+            import ray  # an optional dependency (npsco[cluster])
         except ImportError:
             raise NpscoError("the Ray backend needs Ray: pip install 'npsco[cluster]' (or pip install 'ray>=2.9')") from None
-        import logging
-
         self._ray = ray
         self._started_here = not ray.is_initialized()
         if self._started_here:

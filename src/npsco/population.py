@@ -25,6 +25,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from npsco.algos import make_method
+from npsco.algos.trainer import Trainer
 from npsco.config import MethodConfig, PPOConfig, default_r0_scale, method_reads, task_family
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, file_sha256, read_json
@@ -335,7 +337,6 @@ class Population:
         return self.r0_default * self.chain_scale(member.chain)
 
     def _method_for(self, member: Member):
-        from npsco.algos.methods import make_method
         from npsco.novelty.references import ReferenceSet
 
         if self.config.method.method == "ppo":  # more PPO seeds: no references, no threshold
@@ -351,7 +352,6 @@ class Population:
         return make_method(self.config.method, refs, member.threshold, self.config.ppo.env_id, profile)
 
     def _train(self, member: Member, method, position: int, total: int) -> None:
-        from npsco.algos.ppo import Trainer
         from npsco.evaluation import run_episodes
 
         run_dir = self.out / member.path

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info
 
 import npsco.population
+from npsco.algos.trainer import Trainer
 from npsco.cli import main
 from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
 from npsco.errors import NpscoError
@@ -121,15 +123,15 @@ def test_manifest_writes_are_atomic_whole_json_and_statuses_only_move_forward(ru
 # the test sees `ipd-r0x0.5/k0` as `training` in the manifest (with one iteration logged) and kills it there.
 PAUSING_CHILD = """
 import sys
-from npsco.algos import ppo
+from npsco.algos import trainer
 from npsco.cli import main
 from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
-collect = ppo.Trainer.collect_rollout
+collect = trainer.Trainer.collect_rollout
 def paused(self):
     if self.method.name == "ipd" and self.iteration == 2:
         sys.stdin.read()  # never returns: the test kills this process
     return collect(self)
-ppo.Trainer.collect_rollout = paused
+trainer.Trainer.collect_rollout = paused
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -142,10 +144,8 @@ def same_blas_env() -> dict[str, str]:
     0.1455925094997821 with 1 on this task). `import npsco` sets OPENBLAS_NUM_THREADS=1 only when numpy is not loaded
     yet: true in the `npsco` command, not in pytest, which loads numpy first.
     """
-    from npsco.algos.ppo import _openblas_thread_functions
-
-    funcs = _openblas_thread_functions()
-    return {**os.environ, **({"OPENBLAS_NUM_THREADS": str(funcs[0]())} if funcs else {})}
+    blas = [lib["num_threads"] for lib in threadpool_info() if lib["internal_api"] == "openblas"]
+    return {**os.environ, **({"OPENBLAS_NUM_THREADS": str(blas[0])} if blas else {})}
 
 
 def wait_for_training(out: Path, proc: subprocess.Popen, name: str, timeout: float = 240.0) -> None:
@@ -220,16 +220,14 @@ def test_rerunning_a_finished_population_trains_nothing(run, capsys):
 # ------------------------------------------------------------------------------------------ refs-from, refusals
 def test_refs_from_reuses_the_references_without_training_them(run, tmp_path, monkeypatch):
     reference_run, _ = run
-    from npsco.algos import ppo
-
     trained = []
-    init = ppo.Trainer.__init__
+    init = Trainer.__init__
 
     def spy(self, cfg, *a, **kw):
         trained.append(cfg.seed)
         init(self, cfg, *a, **kw)
 
-    monkeypatch.setattr(ppo.Trainer, "__init__", spy)
+    monkeypatch.setattr(Trainer, "__init__", spy)
     out = tmp_path / "borrow"
     assert main([*TINY, "--novel", "1", "--refs-from", str(reference_run), "--out", str(out)]) == 0
     assert trained == [1000]  # only the novel policy

@@ -31,7 +31,8 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from npsco.algos.ppo import Method, StepOutcome, Trainer  # noqa: E402
+from npsco.algos.hooks import Method, StepOutcome  # noqa: E402
+from npsco.algos.trainer import Trainer  # noqa: E402
 from npsco.cli import main  # noqa: E402
 from npsco.config import MAZE_ID, preset  # noqa: E402
 from npsco.errors import NpscoError  # noqa: E402

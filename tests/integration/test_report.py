@@ -193,7 +193,7 @@ def test_render_maze_gif(experiment, tmp_path, capsys):
 
 
 def test_filmstrip_of_a_hopper_policy_is_a_real_picture(tmp_path, capsys):
-    from npsco.algos.ppo import Trainer
+    from npsco.algos.trainer import Trainer
     from npsco.config import preset
 
     checkpoint = tmp_path / "hopper.safetensors"

@@ -1,6 +1,7 @@
 """The numpy PPO update (`NumpyPPOUpdate`) against the torch reference loop (`Trainer.ppo_update_torch`): the same
 gradients on random data (both branches of every clip exercised), the same whole update (parameters, Adam state,
-statistics), the same early stop, the torch optimiser still usable afterwards, and a fallback when it cannot apply."""
+statistics), the same early stop, the torch optimiser still usable afterwards, the `update_backend` setting, a
+fallback with a warning when it cannot apply, and numpy's BLAS threads during the update."""
 
 from __future__ import annotations
 
@@ -9,16 +10,16 @@ import copy
 import numpy as np
 import pytest
 import torch
+from threadpoolctl import threadpool_info, threadpool_limits
 
-from npsco.algos.ppo import (
-    Method,
-    NumpyPPOUpdate,
-    StepOutcome,
-    Trainer,
-    normalize_advantages,
-    policy_loss,
-)
+from npsco.algos import numpy_update
+from npsco.algos.hooks import Method, StepOutcome
+from npsco.algos.maths import normalize_advantages, policy_loss
+from npsco.algos.numpy_update import NumpyPPOUpdate
+from npsco.algos.rollout import Batch
+from npsco.algos.trainer import Trainer
 from npsco.config import MAZE_ID, PPOConfig
+from npsco.errors import NpscoError
 
 
 class ExtraStream(Method):
@@ -70,8 +71,6 @@ def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, met
     new_lp, entropy, _ = agent.evaluate(obs, actions)
     a = normalize_advantages(adv) if norm_adv else adv
     pg, info = policy_loss(new_lp, old_lp, a, cfg.clip_coef)
-    from npsco.algos.ppo import Batch
-
     mb = torch.arange(256)
     batch = Batch(obs=obs, actions=actions, logprobs=old_lp, advantages={"task": adv}, returns=returns, values=values,
                   size=256)
@@ -80,7 +79,7 @@ def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, met
     tr.optimizer.zero_grad(set_to_none=True)
     loss.backward()
 
-    fast = NumpyPPOUpdate(tr)
+    fast = NumpyPPOUpdate(tr.cfg, tr.agent, tr.optimizer, tr.streams)
     fast._load()
     stats = fast.loss_and_grad(obs.numpy(), actions.numpy(), old_lp.numpy(), adv.numpy(),
                                {s: v.numpy() for s, v in values.items()}, {s: r.numpy() for s, r in returns.items()})
@@ -130,7 +129,7 @@ def test_whole_update_equals_the_torch_loop(history, method):
     out_torch = tr.ppo_update_torch(batch)
     after_torch, state_torch = params_vector(tr), adam_state(tr)
     restore(tr, snap)
-    assert NumpyPPOUpdate.unsupported(tr) is None
+    assert NumpyPPOUpdate.unsupported(tr.agent, tr.optimizer, tr.streams) is None
     out_numpy = tr.ppo_update(batch)
     after_numpy, state_numpy = params_vector(tr), adam_state(tr)
 
@@ -163,41 +162,46 @@ def test_early_stop_on_target_kl_matches():
     assert steps_numpy[0] == tr.cfg.num_minibatches  # one epoch only
 
 
-def test_falls_back_to_torch_when_the_optimiser_is_not_adam():
+def test_falls_back_to_torch_with_a_warning_when_the_optimiser_is_not_adam():
     tr = maze_trainer()
     tr.optimizer = torch.optim.SGD(tr.agent.parameters(), lr=1e-3)
-    assert "Adam" in NumpyPPOUpdate.unsupported(tr)
+    assert "Adam" in NumpyPPOUpdate.unsupported(tr.agent, tr.optimizer, tr.streams)
     batch = tr.compute_advantages(tr.collect_rollout())
     before = params_vector(tr)
-    out = tr.ppo_update(batch)
+    with pytest.warns(UserWarning, match="update_backend=numpy: the optimiser is not torch.optim.Adam"):
+        out = tr.ppo_update(batch)
     assert np.isfinite(out["losses/policy_loss"]) and not np.allclose(params_vector(tr), before)
 
 
-def test_fast_update_flag_selects_the_torch_loop(monkeypatch):
-    tr = maze_trainer()
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_update_backend_selects_the_update(monkeypatch, backend):
+    tr = maze_trainer(update_backend=backend)
     batch = tr.compute_advantages(tr.collect_rollout())
     calls = []
-    monkeypatch.setattr(NumpyPPOUpdate, "run", lambda self, *a: calls.append(1) or {})
-    tr.fast_update = False
+    monkeypatch.setattr(NumpyPPOUpdate, "run", lambda self, *a: calls.append("numpy") or {})
+    monkeypatch.setattr(Trainer, "ppo_update_torch", lambda self, *a: calls.append("torch") or {})
     tr.ppo_update(batch)
-    assert not calls
-    tr.fast_update = True
-    tr.ppo_update(batch)
-    assert calls == [1]
+    assert calls == [backend]
 
 
-def test_the_update_runs_numpys_blas_with_torch_threads_and_restores_it():
-    from npsco.algos.ppo import _BlasThreads, _openblas_thread_functions
+def test_an_unknown_update_backend_is_refused():
+    with pytest.raises(NpscoError, match="update_backend must be numpy or torch, not 'jax'"):
+        PPOConfig(update_backend="jax").validate()
 
-    funcs = _openblas_thread_functions()
-    if funcs is None:
-        pytest.skip("numpy's OpenBLAS not found (not Linux, or another BLAS)")
-    get, set_ = funcs
-    before = get()
-    set_(2)
-    try:
-        with _BlasThreads(1):
-            assert get() == 1
-        assert get() == 2
-    finally:
-        set_(before)
+
+def test_the_update_runs_numpys_blas_with_torch_threads_and_restores_it(monkeypatch):
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    if not blas_threads():
+        pytest.skip("numpy's BLAS is not one that threadpoolctl controls")
+    seen = []
+    original = NumpyPPOUpdate._run
+    monkeypatch.setattr(NumpyPPOUpdate, "_run", lambda self, *a: seen.append(blas_threads()) or original(self, *a))
+    tr = maze_trainer(torch_threads=1)
+    batch = tr.compute_advantages(tr.collect_rollout())
+    with threadpool_limits(2, user_api="blas"):
+        tr.ppo_update(batch)
+        assert blas_threads() == [2] * len(blas_threads())
+    assert seen == [[1] * len(seen[0])]
+    assert numpy_update._blas() is numpy_update._blas()  # the libraries are looked up once

@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from npsco.algos.ipd import IPD, ipd_cumulative_violation, ipd_instant_violation
-from npsco.algos.ppo import Trainer
+from npsco.algos.hooks import StepInfo
+from npsco.algos.novelty_method import profile_at, warmup_threshold
+from npsco.algos.rollout import RolloutSummary
+from npsco.algos.trainer import Trainer
 from npsco.config import MAZE_ID, MethodConfig, preset
 from npsco.errors import NpscoError
 from npsco.novelty.metrics import running_novelty
@@ -129,9 +132,10 @@ class RecordingIPD(IPD):
         return out
 
 
-def maze_trainer(refs, r0, num_envs=4, num_steps=40, seed=3, profile=None, **method):
+def maze_trainer(refs, r0, num_envs=4, num_steps=40, seed=3, profile=None, iterations=1, **method):
     cfg = preset(MAZE_ID)
-    cfg.num_envs, cfg.num_steps, cfg.total_timesteps, cfg.num_minibatches = num_envs, num_steps, num_envs * num_steps, 2
+    cfg.num_envs, cfg.num_steps, cfg.num_minibatches = num_envs, num_steps, 2
+    cfg.total_timesteps = iterations * num_envs * num_steps
     cfg.max_episode_steps, cfg.eval_every, cfg.seed = MAX_STEPS, 0, seed
     ipd = RecordingIPD(ReferenceSet(refs), r0, MethodConfig(method="ipd", **method), MAZE_ID, profile)
     ipd.steps = []
@@ -182,16 +186,16 @@ def test_trainer_terminates_resets_and_counts_at_the_predicted_step(t_start):
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: t_start + 1 if x < 8 else None)
     assert forced.any() and (ends & ~forced).any()  # both kinds of episode end occur
-    np.testing.assert_array_equal(buf["done"], ends)
-    np.testing.assert_array_equal(buf["terminated"], forced)  # the constraint's ends are true terminations
-    assert trainer.forced_ends == forced.sum()
+    np.testing.assert_array_equal(buf.done, ends)
+    np.testing.assert_array_equal(buf.terminated, forced)  # the constraint's ends are true terminations
+    assert buf.summary.forced_ends == forced.sum()
     # each forced end reset exactly that env, at that step, through reset_mask
     assert [(t, m.tolist()) for t, m in resets] == [(t, forced[t].tolist()) for t in np.flatnonzero(forced.any(1))]
     # an env whose episode was ended starts the next step from a new start position
     for t, i in zip(*np.nonzero(forced[:-1])):
         assert not np.array_equal(ipd.steps[t + 1][0][i], ipd.steps[t][0][i])
         assert ipd.steps[t + 1][1][i] == 1
-    metrics = ipd.iteration_metrics()
+    metrics = ipd.iteration_metrics(buf.summary)
     assert metrics["ipd/terminated"] == forced.sum()
     assert metrics["ipd/terminated_frac"] == pytest.approx(forced.sum() / ends.sum())
     assert metrics["novelty/below_r0_frac"] > 0
@@ -200,10 +204,10 @@ def test_trainer_terminates_resets_and_counts_at_the_predicted_step(t_start):
 def test_forced_ends_are_not_bootstrapped_but_truncations_are():
     trainer, ipd, _ = maze_trainer([step_ref()], r0=0.5, t_start=3)
     buf = trainer.collect_rollout()
-    terminated, truncated = buf["terminated"], buf["done"] & ~buf["terminated"]
+    terminated, truncated = buf.terminated, buf.done & ~buf.terminated
     assert terminated.any() and truncated.any()
     base = trainer.compute_advantages(buf).advantages["task"]
-    nv = buf["next_values"]["task"]
+    nv = buf.next_values["task"]
     nv[terminated] += 1000.0  # V(s') after a forced end must not matter
     np.testing.assert_array_equal(trainer.compute_advantages(buf).advantages["task"], base)
     nv[truncated] += 1000.0  # while after a time-limit truncation it is bootstrapped
@@ -217,8 +221,8 @@ def test_trainer_with_the_cumulative_rule_ends_when_the_margin_sum_reaches_minus
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: 5 if x < 8 else None)
     assert forced.sum() >= 2
-    np.testing.assert_array_equal(buf["terminated"], forced)
-    np.testing.assert_array_equal(buf["done"], ends)
+    np.testing.assert_array_equal(buf.terminated, forced)
+    np.testing.assert_array_equal(buf.done, ends)
 
 
 def test_the_new_policys_mean_is_measured_against_every_reference_and_the_nearest_counts():
@@ -227,18 +231,18 @@ def test_the_new_policys_mean_is_measured_against_every_reference_and_the_neares
     trainer, ipd, _ = maze_trainer([const_ref([0.6, 0.0]), const_ref([0.0, -0.3])], r0=0.4, t_start=3)
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: 4)
-    np.testing.assert_array_equal(buf["terminated"], forced)
+    np.testing.assert_array_equal(buf.terminated, forced)
     assert forced.sum() == 4 * (40 // 4)
-    assert ipd.iteration_metrics()["ipd/terminated_frac"] == 1.0
+    assert ipd.iteration_metrics(buf.summary)["ipd/terminated_frac"] == 1.0
 
 
 @pytest.mark.parametrize("rule", ["instant", "cumulative"])
 def test_with_a_tiny_r0_nothing_is_ever_terminated(rule):
     trainer, ipd, resets = maze_trainer([step_ref()], r0=1e-3, t_start=1, ipd_rule=rule)
     buf = trainer.collect_rollout()
-    assert not buf["terminated"].any() and trainer.forced_ends == 0 and resets == []
-    assert buf["done"].sum() == 4 * (40 // MAX_STEPS)  # only truncations
-    metrics = ipd.iteration_metrics()
+    assert not buf.terminated.any() and buf.summary.forced_ends == 0 and resets == []
+    assert buf.done.sum() == 4 * (40 // MAX_STEPS)  # only truncations
+    metrics = ipd.iteration_metrics(buf.summary)
     assert metrics["ipd/terminated_frac"] == 0.0 and metrics["novelty/below_r0_frac"] == 0.0
 
 
@@ -268,27 +272,24 @@ def test_ipd_refuses_a_non_positive_threshold():
 
 
 def test_novelty_metrics_of_an_iteration_on_scripted_values():
-    from npsco.algos.ppo import StepInfo
-
     trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=1, num_envs=2)
     ipd._reset_stats()
     script = iter([np.array([0.2, 0.9]), np.array([0.4, 0.6]), np.array([0.7, 0.1])])
     ipd.tracker.update = lambda obs, action, std=None: (None, next(script))
     zeros = np.zeros((2, 2), np.float32)
     for steps in ([1, 1], [2, 2], [3, 1]):  # the constraint applies where the episode step is > t_S = 1
-        ipd.novelty(StepInfo(None, zeros, zeros, np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), np.array(steps)))
-    metrics = ipd.iteration_metrics()
+        ipd.novelty(StepInfo(None, zeros, zeros, np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), np.array(steps),
+                             np.ones(2, np.float32)))
+    metrics = ipd.iteration_metrics(RolloutSummary())
     assert metrics["novelty/running_mean"] == pytest.approx(2.9 / 6)  # every step of every env
     assert metrics["novelty/running_min"] == pytest.approx(0.4)  # over 0.4, 0.6, 0.7 (the constrained steps)
     assert metrics["novelty/below_r0_frac"] == pytest.approx(1 / 3)
-    empty = ipd.iteration_metrics()  # the statistics were reset
+    empty = ipd.iteration_metrics(RolloutSummary())  # the statistics were reset
     assert empty["novelty/running_mean"] == 0.0 and math.isnan(empty["novelty/running_min"])
 
 
 # ------------------------------------------------------------------ settings that loosen the start of training
 def test_warmup_threshold_rises_linearly_to_r0_over_the_warmup_fraction():
-    from npsco.algos.methods import warmup_threshold
-
     # 10 iterations, warm-up over half of them: progress (it - 1) / 10
     assert [warmup_threshold(2.0, 0.5, it, 10) for it in (1, 2, 3, 6, 7, 10)] == pytest.approx([0, 0.4, 0.8, 2, 2, 2])
     assert warmup_threshold(2.0, 0.0, 1, 10) == 2.0  # no warm-up: r0 from the first iteration
@@ -296,8 +297,6 @@ def test_warmup_threshold_rises_linearly_to_r0_over_the_warmup_fraction():
 
 
 def test_profile_at_reads_the_step_and_holds_the_last_value():
-    from npsco.algos.methods import profile_at
-
     np.testing.assert_array_equal(profile_at(np.array([1.0, 2.0, 3.0]), np.array([1, 3, 5, 2])), [1, 3, 3, 2])
 
 
@@ -318,14 +317,13 @@ def test_discounted_tracker_matches_the_discounted_running_novelty():
 
 def test_warmup_lets_every_episode_run_until_the_threshold_passes_the_novelty():
     # the reference is 0.3 away everywhere, r0 = 0.5 reached at half of 4 iterations: r0 = 0, 0.25, 0.5, 0.5
-    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=2, r0_warmup=0.5)
-    trainer.cfg.total_timesteps = 4 * trainer.cfg.batch_size
+    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=2, r0_warmup=0.5, iterations=4)
     forced, r0_logged = [], []
     for it in (1, 2, 3, 4):
-        trainer.iteration = it
-        trainer.collect_rollout()
-        forced.append(trainer.forced_ends)
-        r0_logged.append(ipd.iteration_metrics()["novelty/r0"])
+        ipd.begin_iteration(it)
+        buf = trainer.collect_rollout()
+        forced.append(buf.summary.forced_ends)
+        r0_logged.append(ipd.iteration_metrics(buf.summary)["novelty/r0"])
     assert forced[0] == forced[1] == 0 and forced[2] > 0 and forced[3] > 0
     assert r0_logged == pytest.approx([0.0, 0.25, 0.5, 0.5])
 
@@ -337,8 +335,8 @@ def test_a_reference_profile_scales_the_threshold_per_episode_step(profile, end_
                                    profile=np.array(profile))
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: end_step)
-    np.testing.assert_array_equal(buf["terminated"], forced)
-    metrics = ipd.iteration_metrics()
+    np.testing.assert_array_equal(buf.terminated, forced)
+    metrics = ipd.iteration_metrics(buf.summary)
     assert metrics["ipd/first_check_frac"] == (1.0 if end_step == 2 else 0.0)
     assert trainer.policy().metadata["method_config"]["r0_profile_values"] == profile
 

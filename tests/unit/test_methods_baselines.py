@@ -11,8 +11,10 @@ from torch.distributions import Normal, kl_divergence
 
 from npsco.algos.constrained import bisector, flat_grad, get_flat_params
 from npsco.algos.cpo import CPO, CPOProblem, gaussian_kl, novelty_cost
-from npsco.algos.methods import make_method
-from npsco.algos.ppo import Method, Trainer, normalize_advantages, policy_loss
+from npsco.algos import make_method
+from npsco.algos.hooks import Method
+from npsco.algos.maths import normalize_advantages, policy_loss
+from npsco.algos.trainer import Trainer
 from npsco.algos.tnb import CTNB, TNB, ctnb_violated
 from npsco.algos.wsr import WSR, wsr_shape
 from npsco.config import MAZE_ID, MethodConfig, preset
@@ -85,15 +87,15 @@ def test_wsr_trains_on_task_reward_plus_bonus_but_reports_the_task_return(shape,
     method.on_step = lambda step: (task_rewards.append(step.reward.copy()), on_step(step))[1]
 
     buf = trainer.collect_rollout()
-    np.testing.assert_allclose(buf["rewards"]["task"], np.array(task_rewards) + bonus, rtol=1e-6)
+    np.testing.assert_allclose(buf.rewards["task"], np.array(task_rewards) + bonus, rtol=1e-6)
     # the reported returns are the task rewards' sums, episode by episode, without the bonus
     expected, running = [], np.zeros(4)
-    for reward, done in zip(task_rewards, buf["done"]):
+    for reward, done in zip(task_rewards, buf.done):
         running += reward
         expected.extend(running[done].tolist())
         running[done] = 0.0
-    assert len(expected) >= 4 and [r for r, _ in trainer.finished] == pytest.approx(expected)
-    assert method.iteration_metrics()["wsr/bonus_mean"] == pytest.approx(bonus)
+    assert len(expected) >= 4 and buf.summary.returns == pytest.approx(expected)
+    assert method.iteration_metrics(buf.summary)["wsr/bonus_mean"] == pytest.approx(bonus)
 
 
 # ----------------------------------------------------------------------------------------------------------- TNB
@@ -274,4 +276,4 @@ def test_cpo_cost_stream_is_centred_on_the_previous_batch_cost():
     buf = trainer.collect_rollout()
     second = method._cost_sum / method._cost_n  # J_C of this batch, uncentred
     assert first is not None and second != pytest.approx(first)
-    assert buf["rewards"]["cost"].mean() == pytest.approx(second - first, abs=1e-5)
+    assert buf.rewards["cost"].mean() == pytest.approx(second - first, abs=1e-5)

@@ -1,4 +1,4 @@
-"""Exact tests of PPO's maths (npsco.algos.ppo): GAE with episode ends, the losses, advantage normalisation, explained
+"""Exact tests of PPO's maths (npsco.algos.maths, npsco.algos.rollout): GAE with episode ends, the losses, advantage normalisation, explained
 variance, reward scaling, and the rollout's bootstrap values on truncated vs terminated steps."""
 
 import math
@@ -7,15 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from npsco.algos.ppo import (
-    RewardScaler,
-    Trainer,
-    compute_gae,
-    explained_variance,
-    normalize_advantages,
-    policy_loss,
-    value_loss,
-)
+from npsco.algos.maths import compute_gae, explained_variance, normalize_advantages, policy_loss, value_loss
+from npsco.algos.rollout import RewardScaler
+from npsco.algos.trainer import Trainer
 from npsco.config import preset
 from npsco.policy import mlp_forward
 
@@ -253,12 +247,12 @@ def test_rollout_next_values_bootstrap_truncations_from_the_final_observation():
     finally:
         trainer.envs.close()
     _, _, critics = trainer.agent.numpy_views()
-    values, next_values = buf["values"]["task"], buf["next_values"]["task"]
-    terminated, done = buf["terminated"], buf["done"]
+    values, next_values = buf.values["task"], buf.next_values["task"]
+    terminated, done = buf.terminated, buf.done
     truncated = np.stack(env_truncated)  # as the env reported it (a step can be both terminated and truncated)
     assert (truncated & ~terminated).any() and (terminated & ~truncated).any()
 
-    np.testing.assert_allclose(values, mlp_forward(critics["task"], buf["obs"])[..., 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values, mlp_forward(critics["task"], buf.obs)[..., 0], rtol=1e-5, atol=1e-6)
     following = np.concatenate([values[1:], mlp_forward(critics["task"], last_obs)[None, :, 0]])
     np.testing.assert_allclose(next_values[~done], following[~done], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(next_values[terminated & ~truncated], 0.0)  # unused: compute_gae ignores it

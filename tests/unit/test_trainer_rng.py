@@ -4,7 +4,7 @@ it trains (the caller, another trainer in the same process, as in benchmarks/thr
 import numpy as np
 import torch
 
-from npsco.algos.ppo import Trainer
+from npsco.algos.trainer import Trainer
 from npsco.config import MAZE_ID, PPOConfig
 
 

@@ -50,8 +50,11 @@ import torch
 from torch import nn
 
 from npsco.algos.constrained import conjugate_gradient, cpo_step, flat_grad, get_flat_params, set_flat_params
-from npsco.algos.methods import NoveltyMethod
-from npsco.algos.ppo import Batch, StepInfo, StepOutcome, Trainer, normalize_advantages
+from npsco.algos.hooks import StepInfo, StepOutcome, TrainingSetup
+from npsco.algos.maths import normalize_advantages
+from npsco.algos.novelty_method import NoveltyMethod
+from npsco.algos.rollout import Batch
+from npsco.algos.trainer import Trainer
 from npsco.policy import ActorCritic
 
 
@@ -132,10 +135,10 @@ class CPO(NoveltyMethod):
     name = "cpo"
     streams = ("cost",)
 
-    def bind(self, trainer: Trainer) -> None:
-        super().bind(trainer)
-        self.action_low = torch.from_numpy(trainer.act_low)
-        self.action_high = torch.from_numpy(trainer.act_high)
+    def bind(self, setup: TrainingSetup) -> None:
+        super().bind(setup)
+        self.action_low = torch.from_numpy(setup.action_space.low.astype(np.float32))
+        self.action_high = torch.from_numpy(setup.action_space.high.astype(np.float32))
         self.cost_center: float | None = None
         """c_bar: the previous batch's J_C, subtracted from the cost stream (None during the first batch)."""
         self._reset_batch()

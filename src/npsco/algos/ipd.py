@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from npsco.algos.methods import NoveltyMethod
-from npsco.algos.ppo import StepInfo, StepOutcome
+from npsco.algos.hooks import StepInfo, StepOutcome, TrainingSetup
+from npsco.algos.novelty_method import NoveltyMethod
+from npsco.algos.rollout import RolloutSummary
 
 
 def ipd_instant_violation(u: np.ndarray, episode_step: np.ndarray, r0: float | np.ndarray, t_start: int) -> np.ndarray:
@@ -37,9 +38,9 @@ class IPD(NoveltyMethod):
 
     name = "ipd"
 
-    def bind(self, trainer) -> None:
-        super().bind(trainer)
-        self.margin_sum = np.zeros(trainer.cfg.num_envs)
+    def bind(self, setup: TrainingSetup) -> None:
+        super().bind(setup)
+        self.margin_sum = np.zeros(setup.num_envs)
         self.first_check_ends = 0
 
     def on_step(self, step: StepInfo) -> StepOutcome:
@@ -58,12 +59,11 @@ class IPD(NoveltyMethod):
         super().end_episodes(done)
         self.margin_sum[done] = 0.0
 
-    def iteration_metrics(self) -> dict[str, float]:
-        out = super().iteration_metrics()
-        finished = len(self.trainer.finished)
-        out["ipd/terminated_frac"] = self.trainer.forced_ends / finished if finished else 0.0
-        out["ipd/terminated"] = float(self.trainer.forced_ends)
-        forced = self.trainer.forced_ends
+    def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
+        out = super().iteration_metrics(rollout)
+        finished, forced = rollout.episodes, rollout.forced_ends
+        out["ipd/terminated_frac"] = forced / finished if finished else 0.0
+        out["ipd/terminated"] = float(forced)
         out["ipd/first_check_frac"] = self.first_check_ends / forced if forced else 0.0
         self.first_check_ends = 0
         return out

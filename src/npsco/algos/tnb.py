@@ -21,8 +21,11 @@ import torch
 from torch import nn
 
 from npsco.algos.constrained import bisector, flat_grad
-from npsco.algos.methods import NoveltyMethod
-from npsco.algos.ppo import Batch, StepInfo, StepOutcome, Trainer, normalize_advantages, policy_loss
+from npsco.algos.hooks import StepInfo, StepOutcome, TrainingSetup
+from npsco.algos.maths import normalize_advantages, policy_loss
+from npsco.algos.novelty_method import NoveltyMethod
+from npsco.algos.rollout import Batch
+from npsco.algos.trainer import Trainer
 
 
 def ctnb_violated(margin_sum: float, active_steps: int, slack: float) -> bool:
@@ -106,8 +109,8 @@ class CTNB(TNB):
 
     name = "ctnb"
 
-    def bind(self, trainer: Trainer) -> None:
-        super().bind(trainer)
+    def bind(self, setup: TrainingSetup) -> None:
+        super().bind(setup)
         self._margin_sum, self._active_steps = 0.0, 0
 
     def on_step(self, step: StepInfo) -> StepOutcome:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from npsco.algos.methods import NoveltyMethod
-from npsco.algos.ppo import StepInfo, StepOutcome
+from npsco.algos.hooks import StepInfo, StepOutcome
+from npsco.algos.novelty_method import NoveltyMethod
+from npsco.algos.rollout import RolloutSummary
 from npsco.config import MethodConfig, default_wsr_weight
 from npsco.novelty.references import ReferenceSet
 
@@ -36,8 +37,9 @@ class WSR(NoveltyMethod):
 
     name = "wsr"
 
-    def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str):
-        super().__init__(references, r0, config, env_id)
+    def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str,
+                 profile: np.ndarray | None = None):
+        super().__init__(references, r0, config, env_id, profile)
         self.weight = config.wsr_weight if config.wsr_weight is not None else default_wsr_weight(env_id)
         self._bonus_sum, self._bonus_n = 0.0, 0
 
@@ -48,8 +50,8 @@ class WSR(NoveltyMethod):
         self._bonus_n += bonus.size
         return StepOutcome(train_reward=step.reward + bonus)
 
-    def iteration_metrics(self) -> dict[str, float]:
-        out = super().iteration_metrics()
+    def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
+        out = super().iteration_metrics(rollout)
         out["wsr/bonus_mean"] = self._bonus_sum / max(self._bonus_n, 1)
         out["wsr/weight"] = self.weight
         self._bonus_sum, self._bonus_n = 0.0, 0

@@ -1,19 +1,17 @@
 """What every novelty method shares: a `NoveltyMethod` base that tracks, during the rollout, the running novelty of
-each episode against the reference set, and logs it; and `make_method`, the registry of the methods."""
+each episode against the reference set, and logs it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from npsco.algos.ppo import Method, StepInfo
+from npsco.algos.hooks import Method, StepInfo, TrainingSetup
+from npsco.algos.rollout import RolloutSummary
 from npsco.config import MethodConfig, default_t_start
 from npsco.errors import NpscoError
 from npsco.novelty.references import NoveltyTracker, ReferenceSet
-
-if TYPE_CHECKING:
-    from npsco.algos.ppo import Trainer
 
 
 class NoveltyMethod(Method):
@@ -39,21 +37,30 @@ class NoveltyMethod(Method):
         if self.profile is not None and (self.profile.ndim != 1 or not self.profile.size
                                          or not np.all(np.isfinite(self.profile)) or np.any(self.profile <= 0)):
             raise NpscoError("the threshold profile must be a non-empty list of positive numbers")
-        self.trainer: Trainer | None = None
         self.tracker: NoveltyTracker | None = None
+        self.iteration, self.num_iterations = 0, 1
         self._reset_stats()
 
-    def bind(self, trainer: "Trainer") -> None:
-        super().bind(trainer)
-        self.trainer = trainer
-        self.references.check_compatible(trainer.obs_space, trainer.action_space, trainer.cfg.env_id)
-        self.tracker = NoveltyTracker(self.references, trainer.cfg.num_envs, self.config.metric,
+    @classmethod
+    def from_config(cls, config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str,
+                    profile: np.ndarray | None = None) -> NoveltyMethod:
+        if r0 is None:
+            raise NpscoError(f"method {config.method} needs a threshold r0")
+        return cls(references, r0, config, env_id, profile)
+
+    def bind(self, setup: TrainingSetup) -> None:
+        self.references.check_compatible(setup.observation_space, setup.action_space, setup.env_id)
+        self.tracker = NoveltyTracker(self.references, setup.num_envs, self.config.metric,
                                       self.config.novelty_discount)
+        self.num_iterations = setup.num_iterations
+
+    def begin_iteration(self, iteration: int) -> None:
+        self.iteration = iteration
 
     @property
     def r0_now(self) -> float:
         """The threshold of the current iteration: r0, or during `r0_warmup` its linear ramp from 0."""
-        return warmup_threshold(self.r0, self.config.r0_warmup, self.trainer.iteration, self.trainer.cfg.num_iterations)
+        return warmup_threshold(self.r0, self.config.r0_warmup, self.iteration, self.num_iterations)
 
     def threshold(self, episode_step: np.ndarray) -> np.ndarray | float:
         """The threshold at this step of each env's episode: `r0_now`, times the references' profile at that step
@@ -64,7 +71,7 @@ class NoveltyMethod(Method):
 
     def novelty(self, step: StepInfo) -> tuple[np.ndarray, np.ndarray]:
         action = step.mean_action if self.config.novelty_action == "mean" else step.action
-        std = np.exp(self.trainer.agent.actor_logstd.detach().numpy().reshape(-1)) if self.config.metric == "wasserstein2" else None
+        std = step.action_std if self.config.metric == "wasserstein2" else None
         d, u = self.tracker.update(step.obs, action, std)
         self.constrained = step.episode_step > self.t_start  # the envs past t_S, where the constraint applies
         # per step only keep u and where the constraint applies; the statistics are computed once per iteration
@@ -77,7 +84,7 @@ class NoveltyMethod(Method):
         self._episode_u.extend(self._last_u[done].tolist())
         self.tracker.reset(done)
 
-    def iteration_metrics(self) -> dict[str, float]:
+    def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
         u = np.stack(self._u_steps) if self._u_steps else np.zeros((0, 0))
         active = u[np.stack(self._constrained_steps)] if self._u_steps else u.ravel()
         out = {
@@ -114,31 +121,3 @@ def warmup_threshold(r0: float, warmup: float, iteration: int, num_iterations: i
 def profile_at(profile: np.ndarray, episode_step: np.ndarray) -> np.ndarray:
     """rho(t) at each env's episode step t (1-based): `profile[t - 1]`, its last value beyond its end."""
     return profile[np.minimum(np.asarray(episode_step), profile.size) - 1]
-
-
-def make_method(config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str,
-                profile: np.ndarray | None = None) -> Method:
-    """The `Method` object of `config.method`, bound to `references` and threshold `r0` (and, for IPD with
-    `r0_profile=reference`, the references' threshold `profile`)."""
-    config.validate()
-    if config.method == "ppo":
-        return Method()
-    if r0 is None:
-        raise NpscoError(f"method {config.method} needs a threshold r0")
-    if config.method == "ipd":
-        from npsco.algos.ipd import IPD
-
-        return IPD(references, r0, config, env_id, profile)
-    if config.method == "wsr":
-        from npsco.algos.wsr import WSR
-
-        return WSR(references, r0, config, env_id)
-    if config.method in ("tnb", "ctnb"):
-        from npsco.algos.tnb import CTNB, TNB
-
-        return (TNB if config.method == "tnb" else CTNB)(references, r0, config, env_id)
-    if config.method == "cpo":
-        from npsco.algos.cpo import CPO
-
-        return CPO(references, r0, config, env_id)
-    raise NpscoError(f"method {config.method!r} is not available in this version")

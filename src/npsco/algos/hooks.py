@@ -1,0 +1,114 @@
+"""The interface between the trainer and a method: what a method is told (`TrainingSetup`, `StepInfo`,
+`RolloutSummary`), what it may answer (`StepOutcome`), and `Method`, plain PPO, whose hooks the novelty methods
+override.
+
+The trainer calls, in this order: `bind` once; then per iteration `begin_iteration`, `on_step` after every vector
+step of the rollout (and `end_episodes` after a step that ended episodes), `update`, and `iteration_metrics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from npsco.algos.rollout import Batch, RolloutSummary
+
+if TYPE_CHECKING:  # annotations only: the trainer imports this module
+    from npsco.algos.trainer import Trainer
+    from npsco.config import MethodConfig
+    from npsco.novelty.references import ReferenceSet
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """What a method learns once, when the trainer has built its envs (`Method.bind`)."""
+
+    env_id: str
+    """Gymnasium id of the task."""
+    num_envs: int
+    """Envs stepped together: the N of every (N,) array a method sees."""
+    num_iterations: int
+    """Rollout + update iterations of the run."""
+    observation_space: gym.spaces.Box
+    """The task's observation space."""
+    action_space: gym.spaces.Box
+    """The task's (bounded) action space."""
+
+
+@dataclass
+class StepInfo:
+    """What a method sees after each vectorised step of the rollout (arrays over the N envs)."""
+
+    obs: np.ndarray
+    """Raw observations s_t at which the actions were taken, (N, obs_dim)."""
+    mean_action: np.ndarray
+    """The new policy's deterministic action at s_t, clipped to the action bounds, (N, A)."""
+    action: np.ndarray
+    """The action executed at s_t (the Gaussian sample, clipped to the action bounds), (N, A)."""
+    reward: np.ndarray
+    """Task reward of the step, (N,)."""
+    terminated: np.ndarray
+    """The env terminated the episode at this step, (N,)."""
+    truncated: np.ndarray
+    """The env truncated the episode at this step (time limit), (N,)."""
+    episode_step: np.ndarray
+    """Steps taken in the current episode including this one (1 at the first step), (N,)."""
+    action_std: np.ndarray
+    """The policy's action standard deviation (state-independent, fixed during the rollout), (A,)."""
+
+
+@dataclass
+class StepOutcome:
+    """A method's answer to a step. Every field is optional."""
+
+    train_reward: np.ndarray | None = None
+    """Replaces the task reward for training only (WSR); the reported return stays the task reward."""
+    streams: dict[str, np.ndarray] = field(default_factory=dict)
+    """Rewards of extra streams (TNB's novelty, CPO's cost), each learnt by its own critic with its own GAE."""
+    terminate: np.ndarray | None = None
+    """Envs whose episode the method ends now, as a true termination (IPD's constraint)."""
+
+
+class Method:
+    """Plain PPO. Novelty methods subclass it and override the hooks they need."""
+
+    name = "ppo"
+    """The method's name in the registry (`npsco.algos.METHODS`), the checkpoints and the logs."""
+    streams: tuple[str, ...] = ()
+    """Extra reward streams; the trainer gives each a critic and its own advantages in the batch."""
+    on_step: Callable[[StepInfo], StepOutcome | None] | None = None
+    """Called after every vectorised env step, before episode ends are handled; None (plain PPO) skips building
+    the `StepInfo` every step."""
+
+    @classmethod
+    def from_config(cls, config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str,
+                    profile: np.ndarray | None = None) -> Method:
+        """The method of `config` against `references` at threshold `r0` (`npsco.algos.make_method`); plain PPO
+        needs none of them."""
+        return cls()
+
+    def bind(self, setup: TrainingSetup) -> None:
+        """Called once when the trainer has built its envs and agent."""
+
+    def begin_iteration(self, iteration: int) -> None:
+        """Called before the rollout of each iteration (1-based)."""
+
+    def end_episodes(self, done: np.ndarray) -> None:
+        """Called after a step in which some episode ended (by the env or by `terminate`), with the (N,) mask of the
+        envs whose episode ended."""
+
+    def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
+        """The update phase; PPO's by default."""
+        return trainer.ppo_update(batch)
+
+    def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
+        """Metrics of the iteration (namespaced keys), given the episodes of its rollout; called once per iteration
+        after the update."""
+        return {}
+
+    def metadata(self) -> dict[str, Any]:
+        """Method settings saved in every checkpoint."""
+        return {}

@@ -1,0 +1,351 @@
+"""The trainer: one policy trained by PPO, plus a method's hooks, on a vector env.
+
+Each iteration runs three phases, the three methods of `Trainer`: `collect_rollout` (the policy acts in the envs;
+the method sees every step), `compute_advantages` (GAE per reward stream), and the update (`Method.update`, PPO's
+`ppo_update` by default). `train` runs the iterations and logs, evaluates and saves the policy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from npsco.algos.hooks import Method, StepInfo, StepOutcome, TrainingSetup
+from npsco.algos.maths import compute_gae, explained_variance, normalize_advantages, policy_loss, value_loss
+from npsco.algos.numpy_update import NumpyPPOUpdate
+from npsco.algos.rollout import Batch, RewardScaler, RolloutBuffer, RolloutSummary
+from npsco.config import PPOConfig
+from npsco.envs.make import final_observations, make_vector_env
+from npsco.errors import NpscoError
+from npsco.evaluation import run_episodes
+from npsco.logger import MetricsLogger
+from npsco.policy import LOG_SQRT_2PI, ActorCritic, Policy, mlp_forward, space_metadata
+
+
+@dataclass
+class TrainResult:
+    """What `Trainer.train` returns: the final policy, its evaluation curve and the per-iteration metrics."""
+
+    policy: Policy
+    """The policy after the last iteration (or the last good one, when interrupted)."""
+    eval_curve: list[dict[str, float]]
+    """One entry per periodic evaluation: `global_step` and the `eval/*` metrics."""
+    metrics: list[dict[str, Any]]
+    """The logged row of every iteration."""
+    interrupted: bool = False
+    """Training stopped on Ctrl-C."""
+
+
+class Trainer:
+    """One policy trained by PPO (plus a method's hooks) on a vector env."""
+
+    def __init__(
+        self,
+        cfg: PPOConfig,
+        method: Method | None = None,
+        run_dir: str | Path | None = None,
+        tensorboard: bool = True,
+        metadata: dict[str, Any] | None = None,
+    ):
+        self.cfg = cfg.validate()
+        self.method = method or Method()
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.extra_metadata = dict(metadata or {})
+        torch.set_num_threads(cfg.torch_threads)
+        torch.manual_seed(cfg.seed)  # the networks' initial weights
+        self.rng = np.random.default_rng(cfg.seed)  # the rollout's action noise
+        # the minibatch permutations: the trainer's own generator, so that whatever else draws from torch's global one
+        # (the caller, another trainer in the same process) does not change this trainer's run
+        self.torch_rng = torch.Generator().manual_seed(cfg.seed)
+
+        self.envs = make_vector_env(cfg.env_id, cfg.num_envs, cfg.env_backend, cfg.max_episode_steps)
+        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+        if len(act_space.shape) != 1 or not np.all(np.isfinite(act_space.low)):
+            raise NpscoError(f"{cfg.env_id}: npsco needs a bounded continuous (Box) action space, got {act_space}")
+        self.obs_space, self.action_space = obs_space, act_space
+        self.act_low, self.act_high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
+        self.agent = ActorCritic(
+            int(np.prod(obs_space.shape)), act_space.shape[0], cfg.actor_hidden, cfg.critic_hidden,
+            cfg.init_log_std, cfg.norm_obs, cfg.obs_clip,
+        )
+        self.streams = ("task", *self.method.streams)
+        for s in self.method.streams:
+            self.agent.add_critic(s)
+        self.method.bind(TrainingSetup(env_id=cfg.env_id, num_envs=cfg.num_envs, num_iterations=cfg.num_iterations,
+                                       observation_space=obs_space, action_space=act_space))
+        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.learning_rate, eps=1e-5, fused=True)
+        self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip, cfg.scale_reward)
+        self.logger = MetricsLogger(self.run_dir, tensorboard)
+
+        self.global_step = 0
+        self.iteration = 0
+        self.next_obs, _ = self.envs.reset(seed=cfg.seed)
+        self.next_obs = self.next_obs.astype(np.float32)
+        self.episode_return = np.zeros(cfg.num_envs)
+        self.episode_step = np.zeros(cfg.num_envs, np.int64)
+        self._fallback_warned = False
+
+    # -------------------------------------------------------------------------------------------- phase 1: rollout
+    def collect_rollout(self) -> RolloutBuffer:
+        """Step the envs `num_steps` times with the current policy; returns the rollout's (T, N) arrays."""
+        agent, T, N = self.agent, self.cfg.num_steps, self.cfg.num_envs
+        buf = RolloutBuffer.empty(T, N, agent.obs_dim, agent.action_dim, self.streams)
+        summary = buf.summary
+        actor, log_std, critics = agent.numpy_views()
+        std = np.exp(log_std)
+        method = self.method
+        on_step = method.on_step  # None for plain PPO: no StepInfo (nor clipped mean) to build every step
+        no_outcome = StepOutcome()
+        act_low, act_high = self.act_low, self.act_high
+        for t in range(T):
+            raw_obs = self.next_obs
+            agent.obs_rms.update(raw_obs)
+            obs = agent.obs_rms.normalize(raw_obs)
+            # the policy runs in numpy during the rollout: cheaper than torch for these small MLPs
+            mean = mlp_forward(actor, obs)
+            action = (mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32)).astype(np.float32)
+            buf.logprobs[t] = (-0.5 * ((action - mean) / std) ** 2 - log_std - LOG_SQRT_2PI).sum(-1)
+            for s in self.streams:
+                buf.values[s][t] = mlp_forward(critics[s], obs)[:, 0]
+            buf.obs[t], buf.actions[t] = obs, action
+
+            env_action = np.minimum(np.maximum(action, act_low), act_high)  # np.clip, minus its Python wrapper
+            next_obs, reward, terminated, truncated, infos = self.envs.step(env_action)
+            next_obs = next_obs.astype(np.float32)
+            reward = np.asarray(reward, np.float64)
+            self.episode_step += 1
+            self.episode_return += reward
+            env_done = terminated | truncated
+
+            out = no_outcome
+            if on_step is not None:
+                out = on_step(StepInfo(raw_obs, np.minimum(np.maximum(mean, act_low), act_high), env_action, reward,
+                                       terminated, truncated, self.episode_step, std)) or no_outcome
+            if out.terminate is not None and (forced := out.terminate & ~env_done).any():
+                # IPD: end these episodes now, as a true termination (no bootstrap), and start new ones.
+                reset_obs, _ = self.envs.reset(options={"reset_mask": forced})
+                next_obs[forced] = reset_obs[forced]
+                terminated = terminated | forced
+                summary.forced_ends += int(forced.sum())
+            done = terminated | truncated
+
+            train_reward = out.train_reward if out.train_reward is not None else reward
+            buf.rewards["task"][t] = self.reward_scaler(np.asarray(train_reward, np.float64), done)
+            for s in method.streams:
+                buf.rewards[s][t] = out.streams[s]
+            buf.terminated[t], buf.done[t] = terminated, done
+
+            if truncated.any():  # bootstrap from the value of the final observation on time-limit truncation
+                fo = agent.obs_rms.normalize(final_observations(infos, truncated, next_obs)[truncated])
+                for s in self.streams:
+                    buf.next_values[s][t, truncated] = mlp_forward(critics[s], fo)[:, 0]
+            any_done = done.any()
+            if any_done:
+                for i in np.flatnonzero(done):
+                    summary.returns.append(float(self.episode_return[i]))
+                    summary.lengths.append(int(self.episode_step[i]))
+                method.end_episodes(done)
+                self.episode_return[done] = 0.0
+                self.episode_step[done] = 0
+            self.next_obs = next_obs
+            self.global_step += N
+
+        last = agent.obs_rms.normalize(self.next_obs)  # V(s_{t+1}) for steps that did not end an episode
+        for s in self.streams:
+            following = np.concatenate([buf.values[s][1:], mlp_forward(critics[s], last)[:, 0][None]], axis=0)
+            buf.next_values[s] = np.where(buf.done, buf.next_values[s], following)
+        return buf
+
+    # ---------------------------------------------------------------------------------------- phase 2: advantages
+    def compute_advantages(self, buf: RolloutBuffer) -> Batch:
+        """GAE per reward stream, then flatten the rollout into a `Batch`."""
+        cfg = self.cfg
+        adv, ret, val = {}, {}, {}
+        for s in self.streams:
+            a, r = compute_gae(buf.rewards[s], buf.values[s], buf.next_values[s], buf.terminated, buf.done,
+                               cfg.gamma, cfg.gae_lambda)
+            adv[s], ret[s] = torch.from_numpy(a.reshape(-1)), torch.from_numpy(r.reshape(-1))
+            val[s] = torch.from_numpy(buf.values[s].reshape(-1))
+        n = cfg.batch_size
+        return Batch(
+            obs=torch.from_numpy(buf.obs.reshape(n, -1)),
+            actions=torch.from_numpy(buf.actions.reshape(n, -1)),
+            logprobs=torch.from_numpy(buf.logprobs.reshape(-1)),
+            advantages=adv, returns=ret, values=val, size=n,
+        )
+
+    # -------------------------------------------------------------------------------------------- phase 3: update
+    def minibatches(self) -> tuple[torch.Tensor, ...]:
+        """Index tensors of the minibatches of one epoch (a fresh permutation each call)."""
+        perm = torch.randperm(self.cfg.batch_size, generator=self.torch_rng)
+        return perm.split(self.cfg.minibatch_size)
+
+    def critic_loss(self, batch: Batch, mb: torch.Tensor, obs: torch.Tensor | None = None) -> torch.Tensor:
+        """Sum over streams of the (clipped) value losses on minibatch `mb`."""
+        obs = batch.obs[mb] if obs is None else obs
+        return sum(
+            value_loss(self.agent.value(obs, s), batch.values[s][mb], batch.returns[s][mb], self.cfg.clip_coef,
+                       self.cfg.clip_vloss)
+            for s in self.streams
+        )
+
+    def ppo_update(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
+        """`update_epochs` passes of minibatch Adam steps on the clipped surrogate + value losses - entropy bonus.
+
+        `cfg.update_backend` chooses the implementation: `numpy` (`NumpyPPOUpdate`: the same minibatches, losses,
+        gradient clipping and Adam state as the torch loop, equal up to float32 rounding) or `torch`
+        (`ppo_update_torch`). An agent or optimiser that the numpy update cannot handle runs the torch loop, with a
+        warning (once per trainer).
+        """
+        if self.cfg.update_backend == "numpy":
+            reason = NumpyPPOUpdate.unsupported(self.agent, self.optimizer, self.streams)
+            if reason is None:
+                return NumpyPPOUpdate(self.cfg, self.agent, self.optimizer, self.streams).run(
+                    batch, self.minibatches, advantage_stream)
+            if not self._fallback_warned:
+                warnings.warn(f"update_backend=numpy: {reason}; the torch update runs instead", stacklevel=2)
+                self._fallback_warned = True
+        return self.ppo_update_torch(batch, advantage_stream)
+
+    def ppo_update_torch(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
+        """`ppo_update` with torch autograd and the torch optimiser (the reference implementation)."""
+        cfg, agent = self.cfg, self.agent
+        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+        stats: list[torch.Tensor] = []  # one row per minibatch; no .item() sync per minibatch
+        params = list(agent.parameters())
+        for _epoch in range(cfg.update_epochs):
+            for mb in self.minibatches():
+                obs = batch.obs[mb]
+                new_logprob, entropy, _ = agent.evaluate(obs, batch.actions[mb])
+                adv = batch.advantages[advantage_stream][mb]
+                if cfg.norm_adv:
+                    adv = normalize_advantages(adv)
+                pg_loss, info = policy_loss(new_logprob, batch.logprobs[mb], adv, cfg.clip_coef)
+                v_loss = self.critic_loss(batch, mb, obs)
+                ent = entropy
+                loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
+                self.optimizer.step()
+                stats.append(torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), info["approx_kl"],
+                                          info["clipfrac"]]))
+            if cfg.target_kl is not None and float(stats[-1][3]) > cfg.target_kl:
+                break
+        means = torch.stack(stats).double().mean(0).tolist()
+        return {f"losses/{k}": float(v) for k, v in zip(names, means)}
+
+    # -------------------------------------------------------------------------------------------------- the loop
+    def policy(self) -> Policy:
+        """A frozen snapshot of the current policy with its metadata."""
+        meta = {
+            "env_id": self.cfg.env_id,
+            "observation_space": space_metadata(self.obs_space),
+            "action_space": space_metadata(self.action_space),
+            "method": self.method.name,
+            "seed": self.cfg.seed,
+            "config": self.cfg.to_dict(),
+            "method_config": self.method.metadata(),
+            "training": {"global_step": self.global_step, "iteration": self.iteration},
+        }
+        meta.update(self.extra_metadata)
+        return Policy.from_agent(self.agent, self.action_space, meta)
+
+    def evaluate(self, episodes: int | None = None) -> dict[str, float]:
+        """Deterministic evaluation of the current policy on fresh envs (seeds 1_000_000 + iteration * episodes + i)."""
+        n = episodes or self.cfg.eval_episodes
+        res = run_episodes(self.policy(), n, seed=1_000_000 + self.iteration * n,
+                           max_episode_steps=self.cfg.max_episode_steps)
+        return {"eval/return_mean": float(res.returns.mean()), "eval/return_std": float(res.returns.std()),
+                "eval/length_mean": float(res.lengths.mean())}
+
+    def train(self, progress: bool = True, on_iteration: Callable[["Trainer", dict], None] | None = None) -> TrainResult:
+        """Run all iterations; saves the final policy to `run_dir/policy.safetensors` when a run dir is set.
+
+        Ctrl-C stops cleanly after saving the policy in training to `run_dir/checkpoints/interrupted.safetensors`.
+        A NaN or inf in the losses or parameters stops training with an NpscoError; the last good policy is saved to
+        `run_dir/checkpoints/last_good.safetensors`.
+        """
+        cfg = self.cfg
+        eval_curve: list[dict[str, float]] = []
+        bar = tqdm(total=cfg.num_iterations * cfg.batch_size, unit="step", disable=not progress, dynamic_ncols=True,
+                   desc=f"{self.method.name} {cfg.env_id} seed {cfg.seed}", leave=False)
+        last_good = self.policy()
+        interrupted = False
+        start = time.perf_counter()
+        recent: list[float] = []
+        try:
+            for it in range(1, cfg.num_iterations + 1):
+                self.iteration = it
+                if cfg.anneal_lr:
+                    self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * (1.0 - (it - 1.0) / cfg.num_iterations)
+                self.method.begin_iteration(it)
+                t0 = time.perf_counter()
+                buf = self.collect_rollout()
+                batch = self.compute_advantages(buf)
+                t1 = time.perf_counter()
+                metrics = self.method.update(self, batch)
+                t2 = time.perf_counter()
+                self._check_finite(metrics, last_good)
+                last_good = self.policy()
+
+                metrics.update(self.method.iteration_metrics(buf.summary))
+                metrics["charts/learning_rate"] = self.optimizer.param_groups[0]["lr"]
+                metrics["charts/SPS"] = cfg.batch_size / (t2 - t0)
+                metrics["charts/rollout_seconds"], metrics["charts/update_seconds"] = t1 - t0, t2 - t1
+                metrics["charts/action_std_mean"] = float(self.agent.actor_logstd.detach().exp().mean())
+                metrics["losses/explained_variance"] = explained_variance(
+                    batch.values["task"].numpy(), batch.returns["task"].numpy())
+                metrics["charts/episodes"] = buf.summary.episodes
+                if buf.summary.episodes:
+                    metrics["charts/episodic_return"] = float(np.mean(buf.summary.returns))
+                    metrics["charts/episodic_length"] = float(np.mean(buf.summary.lengths))
+                    recent = (recent + buf.summary.returns)[-100:]
+                if cfg.eval_every and (it % cfg.eval_every == 0 or it == cfg.num_iterations):
+                    ev = self.evaluate()
+                    metrics.update(ev)
+                    eval_curve.append({"global_step": self.global_step, **ev})
+                self.logger.log(self.global_step, metrics)
+                if self.run_dir is not None and cfg.checkpoint_every and it % cfg.checkpoint_every == 0:
+                    last_good.save(self.run_dir / "checkpoints" / "last.safetensors")
+                bar.update(cfg.batch_size)
+                post = {"SPS": f"{self.global_step / (time.perf_counter() - start):.0f}"}
+                if recent:
+                    post["return"] = f"{np.mean(recent):.1f}"
+                if "eval/return_mean" in metrics:
+                    post["eval"] = f"{metrics['eval/return_mean']:.1f}"
+                bar.set_postfix(post, refresh=False)
+                if on_iteration is not None:
+                    on_iteration(self, metrics)
+        except KeyboardInterrupt:
+            interrupted = True
+            if self.run_dir is not None:
+                last_good.save(self.run_dir / "checkpoints" / "interrupted.safetensors")
+        finally:
+            bar.close()
+            self.logger.close()
+            self.envs.close()
+        policy = last_good
+        if self.run_dir is not None and not interrupted:
+            policy.save(self.run_dir / "policy.safetensors")
+        return TrainResult(policy=policy, eval_curve=eval_curve, metrics=self.logger.rows, interrupted=interrupted)
+
+    def _check_finite(self, metrics: dict[str, float], last_good: Policy) -> None:
+        bad = [k for k, v in metrics.items() if not math.isfinite(v)]
+        if not bad and all(torch.isfinite(p).all() for p in self.agent.parameters()):
+            return
+        where = ""
+        if self.run_dir is not None:
+            path = last_good.save(self.run_dir / "checkpoints" / "last_good.safetensors")
+            where = f"; the last good policy is saved at {path}"
+        what = f"non-finite {', '.join(bad)}" if bad else "non-finite parameters"
+        raise NpscoError(f"training diverged at iteration {self.iteration} ({what}){where}")
