@@ -1,0 +1,134 @@
+"""The import graph of npsco's modules has no cycle, and the training modules (npsco.algos) import at module level.
+
+The graph is read from the source with `ast`: an edge A -> B for every `import B` / `from B import x` that runs when
+A is imported (module level, including `try`/`if` blocks, excluding `if TYPE_CHECKING:`), plus A -> each package
+above B that is not above A (importing npsco.algos.ipd runs npsco/algos/__init__.py first)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PACKAGE = "npsco"
+
+
+def module_names() -> dict[str, Path]:
+    """Every module of the package: dotted name -> file (a package is its __init__.py)."""
+    out = {}
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _executed_statements(body: list[ast.stmt]):
+    """The statements that run when the module is imported: not those in functions or `if TYPE_CHECKING:`."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                yield from _executed_statements(node.body)
+            yield from _executed_statements(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                yield from _executed_statements(block)
+        elif isinstance(node, (ast.With, ast.ClassDef)):
+            yield from _executed_statements(node.body)
+        else:
+            yield node
+
+
+def imported_modules(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that importing `name` imports directly (see the module docstring)."""
+    is_package = path.name == "__init__.py"
+    here = name if is_package else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in _executed_statements(ast.parse(path.read_text(encoding="utf-8")).body):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+    above_self = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+    out = set()
+    for target in targets:
+        parts = target.split(".")
+        for i in range(1, len(parts) + 1):  # the target and the packages above it
+            module = ".".join(parts[:i])
+            if module in modules and module != name and module not in above_self:
+                out.add(module)
+    return out
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of `graph` as [a, b, ..., a], or None if it is acyclic (depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_names()
+    return {name: imported_modules(name, path, set(modules)) for name, path in modules.items()}
+
+
+def test_find_cycle_finds_a_cycle_and_only_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a", "c"}}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"a"}}) == ["a", "a"]
+
+
+def test_the_graph_reads_module_level_imports_only():
+    graph = import_graph()
+    assert "npsco.algos.trainer" in graph["npsco.algos.ppo"]
+    assert "npsco.algos" in graph["npsco.config"]  # the registry's package runs first
+    assert "npsco.algos.trainer" not in graph["npsco.algos.hooks"]  # under `if TYPE_CHECKING:`
+    assert "npsco.evaluation" not in graph["npsco.cli"]  # inside a command's function
+
+
+def test_npsco_modules_import_each_other_without_a_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+@pytest.mark.parametrize("path", sorted((SRC / PACKAGE / "algos").glob("*.py")), ids=lambda p: p.name)
+def test_training_modules_import_at_module_level_or_say_why(path):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tree = ast.parse("\n".join(lines))
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    assert "#" in lines[node.lineno - 1], f"{path.name}:{node.lineno}: an import in a function " \
+                                                          "needs a comment saying why it is not at module level"

@@ -1,0 +1,62 @@
+"""The method registry (`npsco.algos.METHODS`) and what is derived from it: the configuration's method names and
+validation, the command line's choices, `make_method`, and the worker processes' preload list."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import npsco.config
+from npsco.algos import METHODS, NOVELTY_METHODS, make_method
+from npsco.algos.hooks import Method
+from npsco.algos.novelty_method import NoveltyMethod
+from npsco.cli import EXPERIMENT_METHODS, build_parser
+from npsco.config import MAZE_ID, MethodConfig
+from npsco.errors import NpscoError
+from npsco.novelty.references import ReferenceSet
+from npsco.parallel import PRELOAD
+
+
+def test_each_name_maps_to_the_class_of_that_name():
+    assert list(METHODS) == ["ppo", "ipd", "wsr", "tnb", "ctnb", "cpo"]
+    for name, cls in METHODS.items():
+        assert issubclass(cls, Method) and cls.name == name
+        assert issubclass(cls, NoveltyMethod) == (name in NOVELTY_METHODS)
+    assert METHODS["ppo"] is Method and NOVELTY_METHODS == tuple(METHODS)[1:]
+
+
+def test_names_choices_and_validation_come_from_the_registry():
+    assert npsco.config.METHODS == tuple(METHODS)
+    assert EXPERIMENT_METHODS == NOVELTY_METHODS
+    parser = build_parser()
+    assert [parser.parse_args(["population", "--method", name]).method for name in METHODS] == list(METHODS)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["population", "--method", "sac"])
+    with pytest.raises(NpscoError, match="unknown method 'sac'; choose one of ppo, ipd, wsr, tnb, ctnb, cpo"):
+        MethodConfig(method="sac").validate()
+
+
+def test_make_method_builds_every_method_and_only_ppo_without_a_threshold(maze_policies):
+    refs = ReferenceSet([maze_policies.const([0.0, 0.0])])
+    for name in METHODS:
+        method = make_method(MethodConfig(method=name), refs, 0.1, MAZE_ID)
+        assert type(method) is METHODS[name]
+    assert type(make_method(MethodConfig(method="ppo"), refs, None, MAZE_ID)) is Method
+    for name in NOVELTY_METHODS:
+        with pytest.raises(NpscoError, match=f"method {name} needs a threshold r0"):
+            make_method(MethodConfig(method=name), refs, None, MAZE_ID)
+
+
+def test_workers_preload_every_method_module():
+    assert set(METHODS.modules()) <= set(PRELOAD)
+    assert {cls.__module__ for cls in METHODS.values()} == set(METHODS.modules())
+
+
+def test_reading_the_names_imports_no_method_class():
+    """`npsco.config` and the command line's parser read the names without loading torch (`--help` stays fast)."""
+    code = ("import sys, npsco.config, npsco.cli; npsco.cli.build_parser(); "
+            "print(sorted(m for m in ('torch', 'npsco.algos.hooks', 'npsco.algos.ipd') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
