@@ -16,7 +16,7 @@ from npsco.config import MAZE_ID, preset
 from npsco.policy import REQUIRED_METADATA
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = ["checkpoints.md", "configuration.md", "environments.md"]
+PAGES = ["checkpoints.md", "configuration.md", "environments.md", "methods/api.md"]
 
 
 def python_blocks(page: str) -> list[str]:
