@@ -367,7 +367,7 @@ class Population:
             what = f"novel {member.method} (vs {len(member.references)} policies, r0={member.threshold:.4g})"
         self.log(f"[{position}/{total}] {member.name}: {what}, seed {member.seed}")
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
-        t0 = time.time()
+        t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
         trainer = Trainer(cfg, method, run_dir, metadata={"population": {"name": member.name, "role": member.role,
                                                                           "chain": member.chain, "index": member.index}})
         result = trainer.train(progress=self.progress)
@@ -377,7 +377,7 @@ class Population:
                              max_episode_steps=cfg.max_episode_steps)
         member.final_eval = final.summary()
         member.eval_curve = [[e["global_step"], e["eval/return_mean"]] for e in result.eval_curve]
-        member.wall_seconds = round(time.time() - t0, 1)
+        member.wall_seconds = round(time.perf_counter() - t0, 1)
         member.status = "done"
         self.save_manifest()
         line = f"    return {final.returns.mean():.2f} +- {final.returns.std():.2f}"

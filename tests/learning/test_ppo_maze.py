@@ -4,7 +4,8 @@ computed by the numpy update (`NumpyPPOUpdate`, the default): the fast update do
 import numpy as np
 import pytest
 
-from npsco.algos.ppo import NumpyPPOUpdate, train
+from npsco.algos.numpy_update import NumpyPPOUpdate
+from npsco.algos.ppo import train
 from npsco.config import MAZE_ID, preset
 from npsco.envs.maze import GOAL_NAMES
 from npsco.evaluation import run_episodes

@@ -296,7 +296,7 @@ class Trainer:
                 metrics = self.method.update(self, batch)
                 t2 = time.perf_counter()
                 self._check_finite(metrics, last_good)
-                last_good = self.policy()
+                policy = self.policy()
 
                 metrics.update(self.method.iteration_metrics(buf.summary))
                 metrics["charts/learning_rate"] = self.optimizer.param_groups[0]["lr"]
@@ -315,6 +315,7 @@ class Trainer:
                     metrics.update(ev)
                     eval_curve.append({"global_step": self.global_step, **ev})
                 self.logger.log(self.global_step, metrics)
+                last_good = policy  # only now: a Ctrl-C never saves a policy that its metrics.jsonl does not reach
                 if self.run_dir is not None and cfg.checkpoint_every and it % cfg.checkpoint_every == 0:
                     last_good.save(self.run_dir / "checkpoints" / "last.safetensors")
                 bar.update(cfg.batch_size)
