@@ -7,6 +7,7 @@ Phases (each resumes: finished policies are never retrained; run them from a che
     python benchmarks/ipd_threshold.py candidates --replicate dev        # one IPD chain (k0, k1, k2) per candidate
     python benchmarks/ipd_threshold.py confirm --candidate NAME          # references + chain on confirm-a, confirm-b
     python benchmarks/ipd_threshold.py summarize                         # tables of everything finished so far
+    python benchmarks/ipd_threshold.py collect                           # copy checkpoints + manifests into results
 
 Runs go to runs/ipd_threshold/<replicate>/<task>/ (refs/ref{i}, and one population folder per candidate); results to
 benchmarks/results/ipd_threshold/. `--workers` jobs run at once (default 2), each a `npsco` command whose output goes
@@ -319,10 +320,31 @@ def summarize(out_name: str = "results") -> None:
     print("\n".join(lines))
 
 
+def collect() -> None:
+    """Copy every finished policy's checkpoint, and each run's manifest, config and threshold, into RESULTS/runs/
+    (the same layout as RUNS; no metrics or TensorBoard files; absolute paths in the JSON files made relative)."""
+    copied = 0
+    for path in sorted(RUNS.glob("*/*/**/policy.safetensors")):
+        keep = [path] + [path.parent / n for n in ("config.json",) if path.parent.parts[-2] == "refs"]
+        run = next((p for p in path.parents if (p / "manifest.json").exists()), None)
+        if run is not None:
+            keep += [run / n for n in ("manifest.json", "config.json", "threshold.json") if (run / n).exists()]
+        for src in keep:
+            dst = RESULTS / "runs" / src.relative_to(RUNS)
+            data = src.read_bytes()
+            if src.suffix == ".json":  # absolute paths of the machine that ran it -> the default, relative RUNS
+                data = data.replace(str(RUNS.resolve()).encode(), b"runs/ipd_threshold")
+            if not dst.exists() or dst.read_bytes() != data:
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_bytes(data)
+                copied += 1
+    print(f"{copied} file(s) copied into {RESULTS / 'runs'}")
+
+
 def main() -> None:
     global RUNS, RESULTS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("phase", choices=("refs", "diagnose", "candidates", "confirm", "summarize"))
+    p.add_argument("phase", choices=("refs", "diagnose", "candidates", "confirm", "summarize", "collect"))
     p.add_argument("--replicate", default="dev", choices=tuple(REPLICATES))
     p.add_argument("--candidate", default=None, choices=tuple(CANDIDATES), help="confirm: the chosen setting")
     p.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=tuple(CANDIDATES),
@@ -347,6 +369,8 @@ def main() -> None:
         replicates = ("confirm-a", "confirm-b")
         run_all([c for r in replicates for c in ref_commands(r, args.tasks)], args.workers)
         run_all([chain_command(r, t, args.candidate) for r in replicates for t in args.tasks], args.workers)
+    elif args.phase == "collect":
+        collect()
     else:
         summarize()
 
