@@ -210,6 +210,8 @@ def late_training(metrics_path: Path) -> tuple[float, float | None, float | None
     at the first checked step over the first and the last 10% of iterations (None where none was ended)."""
     from npsco.logger import read_metrics
 
+    if not metrics_path.exists():  # collected results keep no metrics
+        return float("nan"), None, None
     rows = [r for r in read_metrics(metrics_path) if r.get("charts/episodes") is not None]
     tenth = max(1, len(rows) // 10)
 
@@ -237,8 +239,13 @@ def measure_chain(replicate: str, task: str, candidate: str) -> list[PolicyRow]:
     members = manifest["members"]
     refs = [m for m in members if m["role"] == "reference"]
     novel = [m for m in members if m["role"] == "novel" and m["status"] == "done"]
-    path = {m["name"]: (Path(m["path"]) if Path(m["path"]).is_absolute() else run / m["path"]) / "policy.safetensors"
-            for m in members}
+    def where(member: dict) -> Path:  # a borrowed reference: absolute, or relative to the repository (`collect`)
+        p = Path(member["path"])
+        if p.parts[:2] == ("runs", "ipd_threshold"):
+            return RUNS.joinpath(*p.parts[2:])
+        return p if p.is_absolute() else run / p
+
+    path = {m["name"]: where(m) / "policy.safetensors" for m in members}
     policies = {m["name"]: load_policy(path[m["name"]]) for m in refs + novel}
     returns = {n: run_episodes(p, EPISODES, seed=0, record_states=True) for n, p in policies.items()}
     ref_median = float(np.median([returns[m["name"]].returns.mean() for m in refs]))
