@@ -196,7 +196,7 @@ class PolicyRow:
     nearest: str
     nearest_over_r0: float
     nearest_over_r0_deterministic: float
-    late_ends: float
+    late_ends: float | None
     first_check_early: float | None
     first_check_late: float | None
 
@@ -205,13 +205,13 @@ class PolicyRow:
         return self.ret >= 0.8 * self.ref_median and self.nearest_over_r0 >= 1.0
 
 
-def late_training(metrics_path: Path) -> tuple[float, float | None, float | None]:
+def late_training(metrics_path: Path) -> tuple[float | None, float | None, float | None]:
     """Share of training episodes ended by the constraint over the last 10% of iterations; share of constraint ends
     at the first checked step over the first and the last 10% of iterations (None where none was ended)."""
     from npsco.logger import read_metrics
 
     if not metrics_path.exists():  # collected results keep no metrics
-        return float("nan"), None, None
+        return None, None, None
     rows = [r for r in read_metrics(metrics_path) if r.get("charts/episodes") is not None]
     tenth = max(1, len(rows) // 10)
 
@@ -305,7 +305,7 @@ def summarize(out_name: str = "results") -> None:
             fc = " / ".join("-" if v is None else f"{v:.2f}" for v in (r.first_check_early, r.first_check_late))
             lines.append(f"| {r.name} | {r.ret:.0f} +- {r.ret_std:.0f} | {r.ref_median:.0f} | {r.ret / r.ref_median:.2f} "
                          f"| {r.nearest} | {r.nearest_over_r0:.2f} | {r.nearest_over_r0_deterministic:.2f} "
-                         f"| {r.late_ends:.2f} | {fc} | {'yes' if r.meets else 'no'} |")
+                         f"| {'-' if r.late_ends is None else f'{r.late_ends:.2f}'} | {fc} | {'yes' if r.meets else 'no'} |")
         lines.append("")
     # aggregate per candidate and task over every replicate: the protocol's statistics
     lines += ["## Per candidate and task, over every finished replicate", "",
