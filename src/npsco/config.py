@@ -15,8 +15,8 @@ from typing import Any
 
 from npsco.algos.registry import METHODS as _REGISTRY
 from npsco.errors import NpscoError
+from npsco.tasks import MAZE_ID
 
-MAZE_ID = "npsco/FourRewardMaze-v0"
 MUJOCO_TASKS = ("Hopper", "Walker2d", "HalfCheetah")
 PRESETS = ("default", "paper")
 ENV_BACKENDS = ("auto", "sync", "async", "envpool")  # `envpool`: MuJoCo only, optional package (docs/environments.md)

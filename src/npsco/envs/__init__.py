@@ -2,7 +2,7 @@
 
 import gymnasium
 
-MAZE_ID = "npsco/FourRewardMaze-v0"
+from npsco.tasks import MAZE_ID
 
 if MAZE_ID not in gymnasium.registry:
     gymnasium.register(

@@ -1,0 +1,169 @@
+"""What a population run directory records of its policies (`RUN/manifest.json`): one `Member` per policy, the novel
+ones in `Chain`s, read back by training (resume), evaluation, the report and `npsco threshold`.
+
+The manifest's format is unchanged by these types: a member is stored as its fields, its chain by name (`ipd`,
+`ipd-r0x0.5`). Imports no torch, so that evaluation and the report read runs without the training code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from npsco.errors import NpscoError
+from npsco.io import file_sha256, read_json
+
+MANIFEST_FORMAT = "npsco-population"
+CHAIN_SCALE_MARK = "-r0x"
+"""Between a chain's method and its threshold multiple in its name: `ipd-r0x0.5`."""
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A sequence of novel policies of one method at one threshold, each trained against the references and the
+    chain's policies before it. `scale` is the threshold as a multiple of the default r0; None for a run's only chain
+    when it needs no multiple in its name (plain PPO seeds, an absolute `--r0`, or the multiple 1 alone).
+
+    The scale is kept as its name writes it (6 significant digits, `:g`), so that a chain read back from a manifest
+    is the chain that was written, and its threshold the one it trained with."""
+
+    method: str
+    scale: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.scale is not None:
+            object.__setattr__(self, "scale", float(f"{float(self.scale):g}"))
+
+    @property
+    def name(self) -> str:
+        """The chain's folder and manifest name: `ipd`, or `ipd-r0x0.5` with a scale."""
+        return self.method if self.scale is None else f"{self.method}{CHAIN_SCALE_MARK}{self.scale:g}"
+
+    @property
+    def multiple(self) -> float:
+        """The multiple of the default r0 the chain trains at (1 without a scale)."""
+        return 1.0 if self.scale is None else self.scale
+
+    @classmethod
+    def parse(cls, name: str) -> "Chain":
+        """The chain named `name` (inverse of `name`); a name whose multiple does not read as a number is a chain of
+        that whole name without a scale."""
+        method, mark, scale = name.partition(CHAIN_SCALE_MARK)
+        if mark:
+            try:
+                return cls(method, float(scale))
+            except ValueError:
+                pass
+        return cls(name)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass
+class Member:
+    """One policy of a population, as recorded in the manifest."""
+
+    name: str
+    """`ref{i}` for a reference, `{chain}/k{k}` for the k-th novel policy of a chain."""
+    role: str
+    """`reference` or `novel`."""
+    method: str
+    seed: int
+    path: str
+    """Its run directory, relative to the population directory (absolute for borrowed references)."""
+    chain: Chain | None = None
+    """The novel policy's chain (None for references)."""
+    index: int | None = None
+    """k, the novel policy's place in its chain."""
+    threshold: float | None = None
+    """The novelty threshold it trained with (None for references and plain PPO seeds)."""
+    references: list[str] = field(default_factory=list)
+    """The names of the policies it was constrained to differ from."""
+    status: str = "pending"
+    """`pending`, `training` or `done`."""
+    final_eval: dict[str, Any] | None = None
+    """`npsco.evaluation.Episodes.summary()` of its deterministic evaluation after training."""
+    eval_curve: list[list[float]] = field(default_factory=list)
+    """[global step, evaluation return] at each evaluation during training."""
+    wall_seconds: float | None = None
+    sha256: str | None = None
+    """Borrowed references: the checkpoint's hash when borrowed, checked at every load (`check_borrowed`)."""
+
+    @property
+    def checkpoint(self) -> str:
+        """Its policy file, relative to the population directory (absolute for borrowed references)."""
+        return str(Path(self.path) / "policy.safetensors")
+
+    def checkpoint_in(self, run: str | Path) -> Path:
+        """Its policy file in the population directory `run`."""
+        return Path(run) / self.path / "policy.safetensors"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest record (JSON-ready; the chain by name)."""
+        record = dataclasses.asdict(self)
+        record["chain"] = None if self.chain is None else self.chain.name
+        return record
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> "Member":
+        """Inverse of `to_dict`; keys this npsco does not know (a later version's) are left out."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in record.items() if k in known}
+        kwargs["chain"] = Chain.parse(kwargs["chain"]) if kwargs.get("chain") else None
+        return cls(**kwargs)
+
+
+def load_manifest(run: str | Path) -> dict[str, Any]:
+    """The manifest of a population run directory, with a one-line error if `run` is not one."""
+    path = Path(run)
+    if not path.is_dir():
+        raise NpscoError(f"{run}: no such run directory")
+    if not (path / "manifest.json").exists():
+        raise NpscoError(f"{run}: not a population run directory (no manifest.json)")
+    manifest = read_json(path / "manifest.json")
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise NpscoError(f"{run}/manifest.json: not an npsco population manifest")
+    return manifest
+
+
+def read_members(manifest: dict[str, Any]) -> list[Member]:
+    """The members of a manifest, in its order."""
+    return [Member.from_dict(m) for m in manifest.get("members", [])]
+
+
+def trained_references(run: str | Path) -> list[tuple[str, Path]]:
+    """(name, checkpoint) of each trained reference of the population run `run`."""
+    return [(m.name, m.checkpoint_in(run)) for m in read_members(load_manifest(run))
+            if m.role == "reference" and m.status == "done"]
+
+
+def policy_files(items: list[str]) -> tuple[list[Path], list[str]]:
+    """The policies of `npsco threshold`'s arguments as (files, names): a checkpoint as given (named by its file or
+    folder), a population run directory as its trained references (named as in the run)."""
+    paths: list[Path] = []
+    names: list[str] = []
+    for item in items:
+        p = Path(item)
+        if (p / "manifest.json").exists():
+            for name, checkpoint in trained_references(p):
+                paths.append(checkpoint)
+                names.append(name)
+        else:
+            paths.append(p)
+            names.append(p.stem if p.suffix else p.name)
+    return paths, names
+
+
+def check_borrowed(member: Member, checkpoint: str | Path) -> None:
+    """Refuse a borrowed reference whose checkpoint is gone or is no longer the file the run borrowed (its SHA-256
+    differs): evaluation and resume would silently use another policy."""
+    if member.sha256 is None:
+        return
+    if not Path(checkpoint).exists():
+        raise NpscoError(f"borrowed reference {member.name}: {checkpoint} is gone")
+    if file_sha256(checkpoint) != member.sha256:
+        raise NpscoError(f"borrowed reference {member.name}: {checkpoint} changed since this run borrowed it (another "
+                         f"SHA-256); restore it, or train this population again in another --out")
