@@ -46,7 +46,7 @@ def settings(run: str) -> str:
 
 
 def summarize(run: str, name: str, results: Path = RESULTS) -> None:
-    from npsco.evaluation import evaluate_runs, write_evaluation
+    from npsco.evaluation.evaluate import evaluate_runs, write_evaluation
     from npsco.io import atomic_write_text, read_json
     from npsco.report.build import population_command
 

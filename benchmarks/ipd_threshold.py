@@ -272,7 +272,7 @@ def measure_chain(replicate: str, task: str, candidate: str) -> list[PolicyRow]:
 
 
 def summarize(out_name: str = "results") -> None:
-    from npsco.evaluation import metric_summary
+    from npsco.evaluation.scoring import metric_summary
     from npsco.io import atomic_write_json, atomic_write_text
 
     rows: list[PolicyRow] = []

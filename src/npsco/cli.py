@@ -26,7 +26,7 @@ def command(name: str):
 
 
 def _env_name(env_id: str) -> str:
-    from npsco.evaluation import task_name
+    from npsco.tasks import task_name
 
     return task_name(env_id)
 
@@ -120,7 +120,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _evaluate_runs(args: argparse.Namespace) -> int:
     """`npsco evaluate RUN...`: every policy of each population run -> RUN/evaluation/ (or one combined table in --out)."""
-    from npsco.evaluation import combine, evaluate_runs, evaluation_dir, write_evaluation
+    from npsco.evaluation.evaluate import combine, evaluate_runs, evaluation_dir, write_evaluation
     from npsco.report.build import fmt, pm
 
     missing = [t for t in args.targets if not _is_population_run(t)]

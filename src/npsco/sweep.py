@@ -28,7 +28,7 @@ from typing import Any, Callable, TextIO
 
 from npsco.config import METHODS, PRESETS, MethodConfig, PPOConfig, apply_overrides, default_r0_scale, preset
 from npsco.errors import NpscoError
-from npsco.evaluation import task_name  # the folder of a task in a sweep: its short name
+from npsco.tasks import task_name  # the folder of a task in a sweep: its short name
 from npsco.io import atomic_write_json, read_json
 from npsco.population import Population, PopulationConfig
 

@@ -3,6 +3,7 @@ so every distance is known exactly; hand-made training curves), the tidy CSV/JSO
 references, and the pure helpers of the report."""
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,20 +16,11 @@ from npsco.cli import main
 from npsco.config import MAZE_ID
 from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
-from npsco.evaluation import (
-    CSV_COLUMNS,
-    cached_evaluation,
-    chain_scale,
-    combine,
-    evaluate_run,
-    evaluate_runs,
-    group_of,
-    primary_scale,
-    rows_to_csv,
-    run_episodes,
-    score_rows,
-    statistics,
-)
+from npsco.evaluation import run_episodes
+from npsco.evaluation.evaluate import cached_evaluation, combine, evaluate_run, evaluate_runs
+from npsco.evaluation.rows import CSV_COLUMNS, EvaluationRow, group_of, primary_scale, rows_to_csv
+from npsco.evaluation.scoring import score_rows, statistics
+from npsco.manifest import Chain
 from npsco.policy import Policy, space_metadata
 from npsco.report.build import fig2_panels, fig3_data, fig4_data, population_command
 
@@ -85,39 +77,47 @@ def run(tmp_path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ pure scoring rules
+def erow(**fields) -> EvaluationRow:
+    """An evaluation row with the given fields, the others of no concern to the test filled in."""
+    base = dict(run="run", env=MAZE_ID, task="T", group="ppo", method="ppo", name="p", role="novel", seed=0, episodes=1,
+                eval_seed=0, return_mean=0.0, return_std=0.0, return_min=0.0, return_max=0.0, length_mean=1.0,
+                checkpoint="p.safetensors")
+    return EvaluationRow(**{**base, **fields})
+
+
 def test_score_rows_success_by_median_of_reference_returns_and_relative_novelty():
-    refs = [{"role": "reference", "return_mean": r, "eval_curve": [[1, 0.0]], "novelty": n}
+    refs = [erow(role="reference", return_mean=r, eval_curve=[[1, 0.0]], novelty=n)
             for r, n in zip((1, 2, 3, 4, 5), (0.2, 0.2, 0.4, 0.4, 0.8))]  # the references' mean novelty: 0.4
     novel = [
-        {"role": "novel", "return_mean": 0.0, "eval_curve": [[1, 2.0], [2, 3.0]], "novelty": 0.8},  # reaches 3 exactly
-        {"role": "novel", "return_mean": 9.0, "eval_curve": [[1, 2.9], [2, 2.99]], "novelty": 0.2},  # never reaches 3
-        {"role": "novel", "return_mean": 3.5, "eval_curve": [], "novelty": None},  # no curve: its return stands in
+        erow(role="novel", return_mean=0.0, eval_curve=[[1, 2.0], [2, 3.0]], novelty=0.8),  # reaches 3 exactly
+        erow(role="novel", return_mean=9.0, eval_curve=[[1, 2.9], [2, 2.99]], novelty=0.2),  # never reaches 3
+        erow(role="novel", return_mean=3.5, eval_curve=[], novelty=None),  # no curve: its return stands in
     ]
     scored = score_rows(refs + novel, ppo_mean_distance=0.8)
-    assert [r["success_baseline"] for r in scored] == [3.0] * 8
+    assert [r.success_baseline for r in scored] == [3.0] * 8
     # the paper's: novel policies by their training curve; references by their evaluated (final) return, 3 of 5 >= 3
-    assert [r["success"] for r in scored] == [False, False, True, True, True, True, False, True]
+    assert [r.success for r in scored] == [False, False, True, True, True, True, False, True]
     # on the final policy: every policy by its evaluated return
-    assert [r["success_final"] for r in scored] == [False, False, True, True, True, False, True, True]
+    assert [r.success_final for r in scored] == [False, False, True, True, True, False, True, True]
     # the paper's relative novelty: / 0.4, the references' mean novelty (so theirs averages 1)
-    assert [r["relative_novelty_paper"] for r in scored[:7]] == pytest.approx([0.5, 0.5, 1.0, 1.0, 2.0, 2.0, 0.5])
-    assert np.mean([r["relative_novelty_paper"] for r in scored[:5]]) == pytest.approx(1.0)
+    assert [r.relative_novelty_paper for r in scored[:7]] == pytest.approx([0.5, 0.5, 1.0, 1.0, 2.0, 2.0, 0.5])
+    assert np.mean([r.relative_novelty_paper for r in scored[:5]]) == pytest.approx(1.0)
     # / 0.8, the mean pairwise distance between the references
-    assert [r["relative_novelty"] for r in scored[:7]] == pytest.approx([0.25, 0.25, 0.5, 0.5, 1.0, 1.0, 0.25])
-    assert scored[7]["relative_novelty"] is None and scored[7]["relative_novelty_paper"] is None
-    assert scored[5]["best_training_eval"] == 3.0 and scored[7]["best_training_eval"] is None
-    assert "success" not in novel[0]  # inputs untouched
+    assert [r.relative_novelty for r in scored[:7]] == pytest.approx([0.25, 0.25, 0.5, 0.5, 1.0, 1.0, 0.25])
+    assert scored[7].relative_novelty is None and scored[7].relative_novelty_paper is None
+    assert scored[5].best_training_eval == 3.0 and scored[7].best_training_eval is None
+    assert novel[0].success is None and novel[0].success_baseline is None  # inputs untouched
 
 
 def test_score_rows_without_references_or_distance_leaves_blanks():
-    scored = score_rows([{"role": "novel", "return_mean": 1.0, "eval_curve": [[1, 1.0]], "novelty": 0.3}], None)
-    assert scored[0]["success"] is None and scored[0]["success_final"] is None
-    assert scored[0]["relative_novelty"] is None and scored[0]["relative_novelty_paper"] is None
+    scored = score_rows([erow(role="novel", return_mean=1.0, eval_curve=[[1, 1.0]], novelty=0.3)], None)
+    assert scored[0].success is None and scored[0].success_final is None
+    assert scored[0].relative_novelty is None and scored[0].relative_novelty_paper is None
 
 
 def test_statistics_mean_std_iqm_and_success_rate_per_group():
-    rows = [{"group": g, "task": "T", "return_mean": r, "success": s, "success_final": r >= 2.0, "relative_novelty": n,
-             "relative_novelty_paper": 2 * n, "state_novelty": 0.1, "success_baseline": 2.0}
+    rows = [erow(group=g, task="T", return_mean=r, success=s, success_final=r >= 2.0, relative_novelty=n,
+                 relative_novelty_paper=2 * n, state_novelty=0.1, success_baseline=2.0)
             for g, r, s, n in [("ppo", 1.0, False, 1.0), ("ppo", 3.0, True, 1.0), ("ipd", 2.0, True, 2.0),
                                ("ipd", 4.0, True, 3.0), ("ipd", 6.0, False, 4.0)]]
     stats = statistics(rows)
@@ -229,16 +229,16 @@ def test_evaluate_refuses_missing_and_invalid_run_directories(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------- labels and figures
 def test_groups_and_chain_scales():
     assert group_of("reference", "ppo", None) == "ppo"
-    assert group_of("novel", "ipd", "ipd") == "ipd"
-    assert group_of("novel", "ipd", "ipd-r0x1") == "ipd"
-    assert group_of("novel", "ipd", "ipd-r0x0.5") == "ipd-r0x0.5"
+    assert group_of("novel", "ipd", Chain.parse("ipd")) == "ipd"
+    assert group_of("novel", "ipd", Chain.parse("ipd-r0x1")) == "ipd"
+    assert group_of("novel", "ipd", Chain.parse("ipd-r0x0.5")) == "ipd-r0x0.5"
     # the run's primary multiple (its first r0_scales entry) counts as the method
-    assert group_of("novel", "ipd", "ipd-r0x0.5", 0.5) == "ipd"
-    assert group_of("novel", "ipd", "ipd-r0x1", 0.5) == "ipd-r0x1"
+    assert group_of("novel", "ipd", Chain.parse("ipd-r0x0.5"), 0.5) == "ipd"
+    assert group_of("novel", "ipd", Chain.parse("ipd-r0x1"), 0.5) == "ipd-r0x1"
     assert primary_scale({"r0_scales": [0.5, 1.0, 2.0]}, "npsco/FourRewardMaze-v0") == 0.5
     assert primary_scale({"r0_scales": [1.0, 0.5]}, "Hopper-v5") == 1.0
     assert primary_scale({}, "Hopper-v5") == 0.5 and primary_scale({}, "npsco/FourRewardMaze-v0") == 0.5
-    assert chain_scale("ipd-r0x2") == 2.0 and chain_scale("ipd") is None
+    assert Chain.parse("ipd-r0x2").scale == 2.0 and Chain.parse("ipd").scale is None
 
 
 def row(name, group, role="novel", method="ipd", chain=None, r0_scale=None, ret=1.0, rel=1.0, traj=True):
@@ -273,6 +273,23 @@ def test_population_command_reconstructs_the_flags(tmp_path):
     assert "tnb_rule" not in population_command(tmp_path / "run", config)
     config["method"]["method"] = "tnb"
     assert "--mset tnb_rule=safe" in population_command(tmp_path / "run", config)
+
+
+def test_the_csv_columns_are_the_row_fields_but_the_per_episode_data():
+    assert CSV_COLUMNS[:3] == ("run", "env", "task") and CSV_COLUMNS[-1] == "checkpoint"
+    assert set(CSV_COLUMNS) == {f.name for f in dataclasses.fields(EvaluationRow)} - {
+        "eval_curve", "returns", "episode_seeds", "fig2_trajectory"}
+    mujoco = erow(name="k0", threshold=None, success=True, return_mean=1.0 / 3.0, returns=[1.0], eval_curve=[[1, 2.0]])
+    assert "goal_top" not in mujoco.to_dict() and "fig2_trajectory" not in mujoco.to_dict()  # the maze's only
+    maze = erow(name="k1", goal_top=0.5, goal_none=0.5, goal_from_right="none", fig2_trajectory=[[14.5, 8.0]])
+    assert maze.to_dict()["goal_top"] == 0.5 and maze.to_dict()["success"] is None  # None: left out on the maze only
+    assert EvaluationRow.from_dict(mujoco.to_dict()) == mujoco and EvaluationRow.from_dict(maze.to_dict()) == maze
+    text = rows_to_csv([mujoco, maze.to_dict()])  # typed rows, or an evaluation document's dicts
+    assert text.splitlines()[0] == ",".join(CSV_COLUMNS)
+    first, second = csv.DictReader(text.splitlines())
+    assert first["name"] == "k0" and first["threshold"] == "" and first["success"] == "True"
+    assert first["return_mean"] == "0.333333" and first["goal_top"] == ""
+    assert second["goal_top"] == "0.5" and second["goal_from_right"] == "none"
 
 
 def test_docs_describe_every_csv_column():

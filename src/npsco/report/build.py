@@ -24,7 +24,9 @@ import gymnasium as gym
 import numpy as np
 
 from npsco.errors import NpscoError
-from npsco.evaluation import FIG2_START, group_sort_key
+from npsco.evaluation.measure import FIG2_START
+from npsco.evaluation.rows import group_sort_key
+from npsco.manifest import load_manifest
 from npsco.report.document import (Block, Code, Heading, Image, Items, Paragraph, Row, Table, Video, to_html,
                                    to_markdown)
 
@@ -394,8 +396,6 @@ def distance_blocks(rows: list[dict], docs: list[dict], out: Path, cache: dict,
 
 def trained_members(run: str | Path) -> int:
     """How many policies of a population run have finished training (its manifest says so)."""
-    from npsco.population import load_manifest
-
     return sum(m.get("status") == "done" for m in load_manifest(run).get("members", []))
 
 
@@ -406,7 +406,8 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
     """Evaluate `runs` (reusing up-to-date evaluations) and write the report into `out`; returns report.md's path.
 
     `videos`: `auto` (MP4 when imageio-ffmpeg is installed, else GIF), `mp4`, `gif`, or None for none."""
-    from npsco.evaluation import combine, evaluate_runs, rows_to_csv
+    from npsco.evaluation.evaluate import combine, evaluate_runs  # here: scipy loads only when a report is built
+    from npsco.evaluation.rows import rows_to_csv
     from npsco.io import atomic_write_json, atomic_write_text, read_json
     from npsco.report.figures import (learning_curves_figure, maze_trajectories_figure, novelty_reward_figure,
                                       threshold_ablation_figure)

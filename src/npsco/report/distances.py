@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from npsco.evaluation import group_sort_key
+from npsco.evaluation.rows import group_sort_key
 
 
 @dataclass
@@ -60,8 +60,8 @@ def known_distances(checkpoints: list[str], docs: list[dict]) -> np.ndarray:
 def task_distances(task: str, rows: list[dict], docs: list[dict], cache: dict | None = None,
                    log: Callable[[str], None] = print) -> DistanceMatrix:
     """The full D of a task's policies: the evaluations' entries, and the missing rows measured (`cache` shares the
-    evaluation's measurements, keyed as `npsco.evaluation.evaluate_run` keys them)."""
-    from npsco.evaluation import measure_policy
+    evaluation's measurements, keyed as `npsco.evaluation.evaluate.evaluate_run` keys them)."""
+    from npsco.evaluation.measure import measure_policy  # here: torch and numba load only to measure
     from npsco.novelty.references import ReferenceSet
     from npsco.policy import load_policy
 

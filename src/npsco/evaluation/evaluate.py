@@ -1,0 +1,206 @@
+"""Evaluation of whole population runs: every trained policy measured (`npsco.evaluation.measure`), one row each
+(`EvaluationRow`), scored against the run's PPO references (`npsco.evaluation.scoring`), and written as a tidy CSV and
+a JSON document with the distance matrices and per-group statistics. Up-to-date documents are reused; several runs are
+evaluated together (sharing the measurements of the references they borrow) and can be combined into one table."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+import npsco
+from npsco.envs.maze import goal_name
+from npsco.errors import NpscoError
+from npsco.evaluation.measure import (FIG2_START, MAX_DIVERSITY_STATES, MeasureCache, action_distance_matrix,
+                                      diversity_states, mean_reference_distance, measure_policy, novelty_against)
+from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv
+from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
+from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
+from npsco.io import atomic_write_json, atomic_write_text, read_json
+from npsco.manifest import Member
+from npsco.policy import load_policy
+from npsco.stats import state_diversity_matrix
+from npsco.tasks import default_eval_episodes, task_name
+
+EVALUATION_FORMAT = "npsco-evaluation"
+EVALUATION_VERSION = 2
+"""2: `success_final` and `relative_novelty_paper` (an evaluation of version 1 is recomputed)."""
+
+
+def _r0_scale(member: Member, config: dict) -> float | None:
+    """The multiple of the default r0 a novel policy was trained at (None for references, PPO, or an absolute r0)."""
+    method = config.get("method") or {}
+    if member.role == "reference" or member.method == "ppo" or method.get("r0") is not None:
+        return None
+    return member.chain.multiple if member.chain is not None else 1.0
+
+
+def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, cache: MeasureCache | None = None,
+                 log: Callable[[str], None] = print) -> dict:
+    """Evaluate every trained policy of a population run; returns the evaluation document (JSON-ready).
+
+    Per policy: deterministic return over `episodes` episodes (env i seeded `seed + i`); novelty = min over the run's
+    PPO references (other than itself) of D(policy, ref), measured on the policy's own visited states; relative
+    novelty (the paper's, and / mean D between references, same episodes) and success (both: see `score_rows`); state
+    novelty = min over the references of the sliced-Wasserstein distance between visited-state distributions; on the
+    maze the goals reached and the Fig. 2 trajectory from `FIG2_START`.
+    """
+    info = load_run(run)
+    episodes = episodes or default_eval_episodes(info.env_id)
+    cache = {} if cache is None else cache
+    max_steps = (info.config.get("ppo") or {}).get("max_episode_steps")
+    measurements = []
+    for k, m in enumerate(info.members):
+        key = (str(info.checkpoint(m)), episodes, seed)
+        if key not in cache:
+            log(f"  [{k + 1}/{len(info.members)}] {m.name}: {episodes} deterministic episodes")
+            cache[key] = measure_policy(load_policy(info.checkpoint(m)), episodes, seed, max_steps)
+        measurements.append(cache[key])
+    ref_idx = [i for i, m in enumerate(info.members) if m.role == "reference"]
+    actions = action_distance_matrix(measurements)
+    states = state_diversity_matrix([diversity_states(x.states) for x in measurements])
+    ppo_distance = mean_reference_distance(actions, ref_idx)
+
+    primary = primary_scale(info.config, info.env_id)
+    rows = []
+    for i, (m, x) in enumerate(zip(info.members, measurements)):
+        summary = x.episodes.summary()
+        maze: dict[str, Any] = {}
+        if x.fig2_trajectory is not None:
+            maze = {f"goal_{g}": n / summary["episodes"] for g, n in summary["goals"].items()}
+            maze.update(goal_from_right=goal_name(x.fig2_goal), fig2_trajectory=x.fig2_trajectory.round(4).tolist())
+        rows.append(EvaluationRow(
+            run=str(info.path), env=info.env_id, task=task_name(info.env_id),
+            group=group_of(m.role, m.method, m.chain, primary), method=m.method,
+            chain=None if m.chain is None else m.chain.name, name=m.name, role=m.role, seed=m.seed,
+            threshold=m.threshold, r0_scale=_r0_scale(m, info.config), episodes=summary["episodes"], eval_seed=seed,
+            **{k: summary[k] for k in ("return_mean", "return_std", "return_min", "return_max", "length_mean")},
+            novelty=novelty_against(actions, i, ref_idx), state_novelty=novelty_against(states, i, ref_idx),
+            checkpoint=str(info.checkpoint(m)), eval_curve=[list(map(float, p)) for p in m.eval_curve],
+            returns=[float(r) for r in x.episodes.returns],
+            episode_seeds=[seed + e for e in range(summary["episodes"])], **maze))
+    rows = score_rows(rows, ppo_distance)
+    names = [m.name for m in info.members]
+    return {
+        "format": EVALUATION_FORMAT, "format_version": EVALUATION_VERSION,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "npsco_version": npsco.__version__,
+        "run": str(info.path), "env_id": info.env_id, "fingerprint": _fingerprint(info, episodes, seed),
+        "settings": {"episodes": episodes, "seed": seed, "deterministic": True, "distance": "deterministic",
+                     "max_diversity_states": MAX_DIVERSITY_STATES, "fig2_start": list(FIG2_START)},
+        "command": f"npsco evaluate {info.path} --episodes {episodes} --seed {seed}",
+        "ppo_mean_distance": ppo_distance, "r0_default": info.r0_default,
+        "ppo_mean_novelty": mean_or_none([r.novelty for r in rows if r.role == "reference"]),
+        "pending": info.pending,
+        "policies": [r.to_dict() for r in rows],
+        "action_distance_matrix": {"names": names, "matrix": actions.round(6).tolist(),
+                                   "definition": "D[i][j] = mean over states visited by i of ||mu_i(s) - mu_j(s)||"},
+        "state_diversity_matrix": {"names": names, "matrix": states.round(6).tolist(),
+                                   "definition": "sliced Wasserstein-1 between the standardised visited states of i "
+                                                 "and j (npsco.stats.state_diversity, 64 projections)"},
+        "statistics": statistics(rows),
+    }
+
+
+def _fingerprint(info: RunInfo, episodes: int, seed: int) -> str:
+    return run_fingerprint(info, episodes, seed, EVALUATION_VERSION)
+
+
+# ------------------------------------------------------------------------------------------------------------ files
+def evaluation_dir(run: str | Path) -> Path:
+    return Path(run) / "evaluation"
+
+
+def write_evaluation(doc: dict, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write `evaluation.json` and the tidy `evaluation.csv` (rows of `doc["policies"]`) atomically into `out_dir`."""
+    out = Path(out_dir)
+    atomic_write_json(out / "evaluation.json", json_ready(doc))
+    atomic_write_text(out / "evaluation.csv", rows_to_csv(doc["policies"]))
+    return out / "evaluation.json", out / "evaluation.csv"
+
+
+def json_ready(obj: Any) -> Any:
+    """NaN/inf -> None (JSON has no NaN); numpy scalars -> Python."""
+    if isinstance(obj, dict):
+        return {k: json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def cached_evaluation(run: str | Path, episodes: int | None = None, seed: int = 0) -> dict | None:
+    """The evaluation in `RUN/evaluation/evaluation.json` if it exists and is up to date (same manifest,
+    checkpoints and settings), else None."""
+    path = evaluation_dir(run) / "evaluation.json"
+    if not path.exists():
+        return None
+    try:
+        doc = read_json(path)
+    except Exception:  # noqa: BLE001  (a damaged cache is recomputed)
+        return None
+    info = load_run(run)
+    episodes = episodes or default_eval_episodes(info.env_id)
+    if doc.get("format_version") != EVALUATION_VERSION or doc.get("fingerprint") != _fingerprint(info, episodes, seed):
+        return None
+    return doc
+
+
+# ------------------------------------------------------------------------------------------------------ several runs
+def evaluate_runs(runs: list[str | Path], episodes: int | None = None, seed: int = 0, reuse: bool = True,
+                  write: bool = True, log: Callable[[str], None] = print,
+                  cache: MeasureCache | None = None) -> list[dict]:
+    """Evaluate several population runs (sharing the measurements of common references); each run's document is
+    reused from `RUN/evaluation/` when up to date (`reuse`) and written there when computed (`write`). `cache` keeps
+    the measurements for the caller (the report's distance heatmap)."""
+    cache = {} if cache is None else cache
+    docs = []
+    for run in runs:
+        doc = cached_evaluation(run, episodes, seed) if reuse else None
+        if doc is not None:
+            log(f"{run}: evaluation up to date ({evaluation_dir(run) / 'evaluation.json'})")
+        else:
+            log(f"{run}: evaluating")
+            doc = json_ready(evaluate_run(run, episodes, seed, cache, log))
+            if write:
+                write_evaluation(doc, evaluation_dir(run))
+        docs.append(doc)
+    return docs
+
+
+def combine(docs: list[dict]) -> dict:
+    """One table from several runs' evaluations: rows of all runs, each policy once (references borrowed by several
+    runs are the same checkpoint), and their statistics."""
+    rows, seen = [], set()
+    for doc in docs:
+        for row in doc["policies"]:
+            if row["checkpoint"] not in seen:
+                seen.add(row["checkpoint"])
+                rows.append(row)
+    return {"format": EVALUATION_FORMAT + "-combined", "format_version": EVALUATION_VERSION,
+            "runs": [d["run"] for d in docs], "commands": [d["command"] for d in docs],
+            "policies": rows, "statistics": statistics([EvaluationRow.from_dict(r) for r in rows])}
+
+
+def evaluate_and_write(runs: list[str | Path], episodes: int | None = None, seed: int = 0, reuse: bool = True,
+                       out: str | Path | None = None, log: Callable[[str], None] = print) -> tuple[dict, list[Path]]:
+    """`npsco evaluate RUN...`: every policy of each population run, written to `RUN/evaluation/`, or, with `out`, one
+    combined table there. Returns the statistics (of the combined table for several runs) and the files written."""
+    missing = [r for r in runs if not (Path(r) / "manifest.json").exists()]
+    if missing:
+        raise NpscoError(f"{missing[0]}: not a population run directory (no manifest.json); evaluate checkpoints one "
+                         f"at a time")
+    docs = evaluate_runs(runs, episodes, seed, reuse=reuse, write=out is None, log=log)
+    doc = docs[0] if len(docs) == 1 else combine(docs)
+    if out is not None:
+        written = list(write_evaluation(doc, out))
+    else:
+        written = [evaluation_dir(d["run"]) / name for d in docs for name in ("evaluation.json", "evaluation.csv")]
+    return doc["statistics"], written

@@ -1,0 +1,79 @@
+"""Measuring a population's policies: each one's deterministic episodes and visited states (on the maze also the
+paper's Fig. 2 episode), then the distances between them: novelty (paper Sec. 4.2) and state novelty."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from npsco.evaluation.episodes import Episodes, run_episodes
+from npsco.novelty.references import ReferenceSet
+from npsco.policy import Policy
+from npsco.tasks import MAZE_ID
+
+FIG2_START = (14.5, 8.0)
+"""Start of the paper's Fig. 2 trajectories: near the right edge, just outside the right region ((15, 8) is inside)."""
+MAX_DIVERSITY_STATES = 2000
+"""The state diversity compares at most this many visited states per policy (evenly spaced in visiting order)."""
+
+
+@dataclass
+class Measurement:
+    """One policy's deterministic episodes and, on the maze, its Fig. 2 trajectory."""
+
+    policy: Policy
+    episodes: Episodes
+    states: np.ndarray
+    """Every state at which the policy acted, all episodes stacked: the states its distances are measured on."""
+    fig2_trajectory: np.ndarray | None = None
+    fig2_goal: int | None = None
+
+
+MeasureCache = dict
+"""(checkpoint, episodes, seed) -> Measurement: shares the work between runs that borrow the same references."""
+
+
+def measure_policy(policy: Policy, episodes: int, seed: int, max_episode_steps: int | None = None) -> Measurement:
+    """Run `episodes` deterministic episodes (env i seeded `seed + i`), keeping the visited states; on the maze also
+    the episode from `FIG2_START`."""
+    res = run_episodes(policy, episodes, seed=seed, max_episode_steps=max_episode_steps, record_states=True)
+    trajectory = goal = None
+    if policy.metadata["env_id"] == MAZE_ID:
+        one = run_episodes(policy, 1, seed=seed, max_episode_steps=max_episode_steps, record_states=True,
+                           start=FIG2_START)
+        trajectory, goal = one.trajectory(0), int(one.goals[0])
+    return Measurement(policy=policy, episodes=res, states=np.concatenate(res.states, axis=0),
+                       fig2_trajectory=trajectory, fig2_goal=goal)
+
+
+def action_distance_matrix(measurements: list[Measurement]) -> np.ndarray:
+    """D[i, j] = mean over the states visited by policy i of ||mu_i(s) - mu_j(s)|| (executed, clipped mean actions);
+    one batched `ReferenceSet` call per row. The diagonal is 0; D is not symmetric."""
+    everyone = ReferenceSet([m.policy for m in measurements])
+    matrix = np.zeros((len(measurements), len(measurements)))
+    for i, m in enumerate(measurements):
+        matrix[i] = everyone.distances(m.states, m.policy.mean_action(m.states)).mean(axis=0)
+        matrix[i, i] = 0.0
+    return matrix
+
+
+def diversity_states(states: np.ndarray, limit: int = MAX_DIVERSITY_STATES) -> np.ndarray:
+    """At most `limit` of the visited states, evenly spaced (deterministic)."""
+    if len(states) <= limit:
+        return states
+    return states[np.linspace(0, len(states) - 1, limit).round().astype(int)]
+
+
+def novelty_against(matrix: np.ndarray, i: int, references: list[int]) -> float | None:
+    """min over the references j != i of matrix[i, j] (None when there is none): the paper's novelty U."""
+    others = [j for j in references if j != i]
+    return float(matrix[i, others].min()) if others else None
+
+
+def mean_reference_distance(matrix: np.ndarray, references: list[int]) -> float | None:
+    """Mean of D(i, j) over ordered pairs of distinct references: the paper's default r0, here re-measured."""
+    if len(references) < 2:
+        return None
+    sub = matrix[np.ix_(references, references)]
+    return float(sub[~np.eye(len(references), dtype=bool)].mean())

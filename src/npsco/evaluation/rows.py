@@ -1,0 +1,142 @@
+"""One policy's evaluation as a typed row (`EvaluationRow`): the columns of `evaluation.csv` are its fields, in order
+(`CSV_COLUMNS`), and an evaluation document's `policies` hold its dicts (`to_dict`); and the group a row is
+aggregated under (`group_of`), in the paper's order (`group_sort_key`). docs/report.md describes every column."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npsco.config import default_r0_scale
+from npsco.manifest import Chain
+
+PAPER_ORDER = ("ppo", "wsr", "tnb", "cpo", "ctnb", "ipd")
+"""Order of the methods in Table 1 (the paper's); other groups follow."""
+
+_JSON_ONLY = {"csv": False}
+"""Field metadata: the evaluation document holds the field, evaluation.csv has no column for it."""
+_MAZE_ONLY = {"maze": True}
+"""Field metadata: on the maze only; the document leaves the key out elsewhere (its value is None there)."""
+
+
+@dataclass(kw_only=True)
+class EvaluationRow:
+    """One policy of a population run, evaluated (`npsco.evaluation.evaluate.evaluate_run`); scores are filled in by
+    `npsco.evaluation.scoring.score_rows`. The fields are the CSV's columns, in their order, then the document's
+    per-episode data."""
+
+    run: str
+    """The population run directory."""
+    env: str
+    task: str
+    """The task's short name (`npsco.tasks.task_name`)."""
+    group: str
+    """What the row is aggregated under (`group_of`)."""
+    method: str
+    chain: str | None = None
+    """The name of the novel policy's chain (`npsco.manifest.Chain.name`); None for references."""
+    name: str
+    role: str
+    seed: int
+    threshold: float | None = None
+    r0_scale: float | None = None
+    """The multiple of the default r0 a novel policy trained at (None for references, PPO seeds, an absolute r0)."""
+    episodes: int
+    eval_seed: int
+    return_mean: float
+    return_std: float
+    return_min: float
+    return_max: float
+    length_mean: float
+    novelty: float | None = None
+    relative_novelty_paper: float | None = None
+    relative_novelty: float | None = None
+    state_novelty: float | None = None
+    success: bool | None = None
+    success_final: bool | None = None
+    best_training_eval: float | None = None
+    success_baseline: float | None = None
+    goal_top: float | None = field(default=None, metadata=_MAZE_ONLY)
+    goal_bottom: float | None = field(default=None, metadata=_MAZE_ONLY)
+    goal_left: float | None = field(default=None, metadata=_MAZE_ONLY)
+    goal_right: float | None = field(default=None, metadata=_MAZE_ONLY)
+    goal_none: float | None = field(default=None, metadata=_MAZE_ONLY)
+    goal_from_right: str | None = field(default=None, metadata=_MAZE_ONLY)
+    checkpoint: str
+    eval_curve: list[list[float]] = field(default_factory=list, metadata=_JSON_ONLY)
+    """[global step, evaluation return] during training."""
+    returns: list[float] = field(default_factory=list, metadata=_JSON_ONLY)
+    episode_seeds: list[int] = field(default_factory=list, metadata=_JSON_ONLY)
+    fig2_trajectory: list[list[float]] | None = field(default=None, metadata={**_JSON_ONLY, **_MAZE_ONLY})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as an evaluation document holds it (the maze's keys only on the maze)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.metadata.get("maze"):
+                continue
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "EvaluationRow":
+        """A row of an evaluation document (keys of other versions are left out)."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+    def csv_cells(self) -> list[str]:
+        """The row's cells in `CSV_COLUMNS` order: empty where a value does not apply."""
+        return ["" if getattr(self, c) is None else _cell(getattr(self, c)) for c in CSV_COLUMNS]
+
+
+CSV_COLUMNS = tuple(f.name for f in dataclasses.fields(EvaluationRow) if f.metadata.get("csv", True))
+"""Columns of `evaluation.csv`, one row per policy (docs/report.md says what each means)."""
+
+
+def rows_to_csv(rows: Iterable[EvaluationRow | Mapping[str, Any]]) -> str:
+    """The tidy CSV text of per-policy rows (typed, or the dicts of an evaluation document)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        writer.writerow((row if isinstance(row, EvaluationRow) else EvaluationRow.from_dict(row)).csv_cells())
+    return buffer.getvalue()
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if not np.isfinite(value) else repr(round(value, 6))
+    return str(value)
+
+
+# ----------------------------------------------------------------------------------------------------------- groups
+def group_of(role: str, method: str, chain: Chain | None, primary_scale: float = 1.0) -> str:
+    """The label a policy is aggregated under: `ppo` for the references, else its chain's name, where the chain at
+    the run's primary threshold multiple (the first of its `r0_scales`: the first `--r0-scale`, or the task's default
+    multiple when none was given) counts as the method itself (`ipd`); the run's other multiples keep their names."""
+    if role == "reference":
+        return "ppo"
+    if chain is None:
+        return method
+    if chain.scale is not None and chain.scale == primary_scale:
+        return chain.method
+    return chain.name
+
+
+def primary_scale(config: dict, env_id: str) -> float:
+    """The first threshold multiple of a population run's config.json (the task's default when it records none)."""
+    scales = config.get("r0_scales") or [default_r0_scale(env_id)]
+    return float(scales[0])
+
+
+def group_sort_key(group: str) -> tuple:
+    """Paper order of methods (PPO, WSR, TNB, CPO, CTNB, IPD), then others alphabetically; scaled chains by scale."""
+    chain = Chain.parse(group)
+    rank = PAPER_ORDER.index(chain.method) if chain.method in PAPER_ORDER else len(PAPER_ORDER)
+    return (rank, chain.method, -1.0 if chain.scale is None else chain.scale, group)

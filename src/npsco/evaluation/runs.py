@@ -1,0 +1,73 @@
+"""A population run directory as evaluation reads it: its trained members and their checkpoints, its settings, and a
+fingerprint of everything an evaluation depends on (so that an up-to-date evaluation is reused, a stale one not)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from npsco.errors import NpscoError
+from npsco.io import read_json
+from npsco.manifest import Member, check_borrowed, load_manifest, read_members
+
+
+@dataclass
+class RunInfo:
+    """What `evaluate_run` needs from a population run directory."""
+
+    path: Path
+    """The run directory, resolved."""
+    env_id: str
+    config: dict
+    """The run's config.json ({} when it has none)."""
+    members: list[Member]
+    """The members whose training is done (others are listed in `pending`)."""
+    pending: list[str]
+    r0_default: float | None
+
+    @property
+    def references(self) -> list[Member]:
+        return [m for m in self.members if m.role == "reference"]
+
+    def checkpoint(self, member: Member) -> Path:
+        """The member's policy file, resolved (a borrowed reference's lies in the run that trained it)."""
+        return member.checkpoint_in(self.path).resolve()
+
+
+def load_run(run: str | Path) -> RunInfo:
+    """Read a population run directory (manifest.json, config.json, threshold.json); NpscoError if it is not one."""
+    manifest = load_manifest(run)
+    path = Path(run)
+    config = read_json(path / "config.json") if (path / "config.json").exists() else {}
+    members, pending = [], []
+    for m in read_members(manifest):
+        if m.status != "done":
+            pending.append(m.name)
+            continue
+        check_borrowed(m, m.checkpoint_in(path))
+        members.append(m)
+    if not members:
+        raise NpscoError(f"{run}: no trained policy yet (run `npsco population` to completion first)")
+    r0 = manifest.get("r0_default")
+    if r0 is None and (path / "threshold.json").exists():
+        r0 = read_json(path / "threshold.json").get("r0_default")
+    return RunInfo(path=path.resolve(), env_id=manifest["env_id"], config=config, members=members, pending=pending,
+                   r0_default=r0)
+
+
+def run_fingerprint(info: RunInfo, episodes: int, seed: int, format_version: int) -> str:
+    """A hash of everything an evaluation depends on: the manifest, each checkpoint's size and mtime, the settings."""
+    parts = {"format_version": format_version, "episodes": episodes, "seed": seed,
+             "manifest": (info.path / "manifest.json").read_text(encoding="utf-8"),
+             "checkpoints": [[str(info.checkpoint(m)), *_stat(info.checkpoint(m))] for m in info.members]}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _stat(path: Path) -> list[int]:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return [-1, -1]
+    return [st.st_size, st.st_mtime_ns]
