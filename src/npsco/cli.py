@@ -274,39 +274,21 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 # -------------------------------------------------------------------------------------------------------- population
 def population_config(args: argparse.Namespace):
-    """Build a PopulationConfig from the command line (shared by `population` and later `sweep`)."""
-    from npsco.config import MethodConfig, apply_overrides, preset
-    from npsco.envs.make import check_env_backend, check_task, with_package
-    from npsco.population import PopulationConfig
+    """The `PopulationConfig` of `npsco population`'s options."""
+    from npsco.population import population_settings
 
-    env_id = with_package(args.env, getattr(args, "env_package", None))
-    check_task(env_id)
-    ppo = preset(env_id, args.preset)
-    ppo = apply_overrides(ppo, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps is not None else [])
-                          + _env_backend_override(args) + args.set)
-    check_env_backend(ppo.env_id, ppo.env_backend)
-    method = MethodConfig(method=args.method)
-    flags = [f"r0={args.r0}"] if args.r0 is not None else []
-    flags += [f"t_start={args.t_start}"] if args.t_start is not None else []
-    flags += [f"ipd_rule={args.ipd_rule}"] if args.ipd_rule else []
-    method = apply_overrides(method, flags + args.mset)
-    return PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
-                            r0_scales=None if args.r0_scale is None else tuple(args.r0_scale), refs_from=args.refs_from,
-                            ref_checkpoints=tuple(args.ref_checkpoints))
+    return population_settings(
+        args.env, method=args.method, refs=args.refs, novel=args.novel, seed=args.seed, preset_name=args.preset,
+        steps=args.steps, env_backend=args.env_backend, overrides=args.set, method_overrides=args.mset, r0=args.r0,
+        r0_scales=args.r0_scale, t_start=args.t_start, ipd_rule=args.ipd_rule, refs_from=args.refs_from,
+        ref_checkpoints=args.ref_checkpoints, env_package=args.env_package)
 
 
 @command("population")
 def cmd_population(args: argparse.Namespace) -> int:
-    from npsco.population import Population, summary_lines
+    from npsco.population import train_population
 
-    config = population_config(args)
-    out = Path(args.out or f"runs/population/{_env_name(config.ppo.env_id)}-{config.method.method}")
-    pop = Population(out, config, progress=not args.no_progress)
-    print(f"population in {out}: {config.refs if not (config.refs_from or config.ref_checkpoints) else 'borrowed'} PPO references, "
-          f"{config.novel} novel {config.method.method} policies per chain")
-    members = pop.run()
-    print("\n".join(summary_lines(members)))
-    print(f"manifest: {out / 'manifest.json'}")
+    train_population(population_config(args), args.out, progress=not args.no_progress)
     return 0
 
 
@@ -349,22 +331,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 @command("threshold")
 def cmd_threshold(args: argparse.Namespace) -> int:
     from npsco.io import atomic_write_json
+    from npsco.manifest import policy_files
     from npsco.novelty.threshold import default_distance_episodes, default_threshold
     from npsco.policy import load_policy
 
-    paths, names = [], []
-    for item in args.policies:
-        p = Path(item)
-        if (p / "manifest.json").exists():
-            from npsco.population import load_manifest
-
-            for m in load_manifest(p)["members"]:
-                if m["role"] == "reference" and m["status"] == "done":
-                    paths.append(p / m["path"] / "policy.safetensors")
-                    names.append(m["name"])
-        else:
-            paths.append(p)
-            names.append(p.stem if p.suffix else p.name)
+    paths, names = policy_files(args.policies)
     policies = [load_policy(p) for p in paths]
     episodes = args.episodes or default_distance_episodes(policies[0].metadata["env_id"])
     th = default_threshold(policies, names, episodes=episodes, seed=args.seed, metric=args.metric)

@@ -1,12 +1,15 @@
 """Where independent training jobs run, and the scheduler that feeds them.
 
 A *job* is a module-level function and its picklable arguments (train one policy, or compute one threshold). It runs
-in a worker process and returns its result to the parent process, which alone writes the manifests. Two executors:
+in a worker process (or inline) and returns its result to the parent process, which alone writes the manifests. Three
+executors:
 
-- `LocalExecutor` (default): a `concurrent.futures.ProcessPoolExecutor` on this machine, `forkserver` context (the
-  server imports torch and npsco once; each job then runs in a freshly forked process, one job per process), with
-  `torch.set_num_threads(1)` in every worker. A worker that dies (killed, out of memory) breaks the pool: the pool is
-  rebuilt and the jobs it held are submitted again.
+- `InlineExecutor`: runs each job in this process as it is submitted, one at a time: a population trained one policy
+  after another takes the same path as a parallel one.
+- `LocalExecutor` (default for sweeps): a `concurrent.futures.ProcessPoolExecutor` on this machine, `forkserver`
+  context (the server imports torch and npsco once; each job then runs in a freshly forked process, one job per
+  process), with `torch.set_num_threads(1)` in every worker. A worker that dies (killed, out of memory) breaks the
+  pool: the pool is rebuilt and the jobs it held are submitted again.
 - `RayExecutor`: Ray tasks (`num_cpus=1`, one task per worker process, Ray's own `max_retries` for dead workers), on
   an existing cluster (`address`) or a local Ray instance started with `num_cpus=workers`.
 
@@ -93,6 +96,34 @@ class _Executor:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(cancel=exc_type is not None)
+
+
+class InlineExecutor(_Executor):
+    """One worker: this process. `submit` runs the job to its end and returns its finished future; an exception the
+    job raises propagates from `submit`, as from a plain call (there is nothing else running to wait for)."""
+
+    name = "inline"
+    workers = 1
+
+    def describe(self) -> str:
+        return "this process, one job at a time"
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        future.set_result(fn(*args))
+        return future
+
+    def worker_died(self, exc: BaseException) -> bool:
+        return False
+
+    def recover(self, future: Future) -> None:
+        pass
+
+    def forget(self, future: Future) -> None:
+        pass
+
+    def close(self, cancel: bool = False) -> None:
+        pass
 
 
 class LocalExecutor(_Executor):
@@ -262,10 +293,10 @@ class Scheduler:
                     if job.key in busy:
                         continue
                     source.started(job)
+                    if view:  # before submitting: an inline job has ended when `submit` returns
+                        view.event("start", job)
                     running[self.executor.submit(job.fn, *job.args)] = job
                     busy.add(job.key)
-                    if view:
-                        view.event("start", job)
             if not running:
                 break
             done, _ = wait(list(running), timeout=self.tick_seconds, return_when=FIRST_COMPLETED)

@@ -16,21 +16,23 @@ interrupted restarts from scratch with the same seed, so the result is the one a
 
 from __future__ import annotations
 
-import dataclasses
-import shutil
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
-from npsco.algos import make_method
-from npsco.algos.trainer import Trainer
-from npsco.config import MethodConfig, PPOConfig, default_r0_scale, method_reads, task_family
+from npsco.config import MethodConfig, PPOConfig, apply_overrides, default_r0_scale, method_reads
 from npsco.errors import NpscoError
+from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, file_sha256, read_json
-from npsco.policy import Policy, load_policy
+from npsco.logger import read_metrics
+from npsco.manifest import MANIFEST_FORMAT, Chain, Member, check_borrowed, read_members
+from npsco.novelty.threshold import default_distance_episodes
+from npsco.parallel import InlineExecutor, Job, LogView, Scheduler, View
+from npsco.policy import Policy, load_policy, resolve_checkpoint
+from npsco.population_jobs import (FINAL_EVAL_SEED, chains_of, prior_members, threshold_job, threshold_of,
+                                   train_member_job)
+from npsco.settings import differences, ppo_settings
+from npsco.tasks import default_eval_episodes, task_name
 
 NOVEL_SEED_OFFSET = 1000
 """The k-th novel policy of every chain trains with seed S + NOVEL_SEED_OFFSET + k, S the population's base seed
@@ -96,57 +98,57 @@ class PopulationConfig:
 
     @property
     def final_episodes(self) -> int:
-        return self.eval_episodes or (100 if task_family(self.ppo.env_id) == "maze" else 10)
+        return self.eval_episodes or default_eval_episodes(self.ppo.env_id)
 
     @property
     def distance_episodes(self) -> int:
-        from npsco.novelty.threshold import default_distance_episodes
-
         return self.threshold_episodes or default_distance_episodes(self.ppo.env_id)
 
 
-@dataclass
-class Member:
-    """One policy of the population, as recorded in the manifest."""
-
-    name: str
-    role: str  # "reference" | "novel"
-    method: str
-    seed: int
-    path: str  # run directory, relative to the population directory (or absolute for borrowed references)
-    chain: str | None = None
-    index: int | None = None
-    threshold: float | None = None
-    references: list[str] = field(default_factory=list)
-    status: str = "pending"  # pending | training | done
-    final_eval: dict[str, Any] | None = None
-    eval_curve: list[list[float]] = field(default_factory=list)
-    wall_seconds: float | None = None
-    sha256: str | None = None  # borrowed references: the checkpoint's hash when borrowed, checked at every load
-
-    @property
-    def checkpoint(self) -> str:
-        return str(Path(self.path) / "policy.safetensors")
+def population_settings(env: str, method: str = "ipd", refs: int = 5, novel: int = 5, seed: int = 0,
+                        preset_name: str = "default", steps: int | None = None, env_backend: str | None = None,
+                        overrides: Sequence[str] = (), method_overrides: Sequence[str] = (), r0: float | None = None,
+                        r0_scales: Sequence[float] | None = None, t_start: int | None = None,
+                        ipd_rule: str | None = None, refs_from: str | None = None, ref_checkpoints: Sequence[str] = (),
+                        env_package: str | None = None) -> PopulationConfig:
+    """The configuration of `npsco population`'s options: the PPO settings as `npsco.settings.ppo_settings` makes
+    them, the method's from `--r0`, `--t-start`, `--ipd-rule`, then the `--mset` `method_overrides` (later win)."""
+    ppo = ppo_settings(env, preset_name, seed, steps, env_backend, list(overrides), env_package)
+    flags = [f"r0={r0}"] if r0 is not None else []
+    flags += [f"t_start={t_start}"] if t_start is not None else []
+    flags += [f"ipd_rule={ipd_rule}"] if ipd_rule else []
+    method_config = apply_overrides(MethodConfig(method=method), flags + list(method_overrides))
+    return PopulationConfig(ppo=ppo, method=method_config, refs=refs, novel=novel,
+                            r0_scales=None if r0_scales is None else tuple(r0_scales), refs_from=refs_from,
+                            ref_checkpoints=tuple(ref_checkpoints))
 
 
-def check_borrowed(member: dict[str, Any] | Member, checkpoint: str | Path) -> None:
-    """Refuse a borrowed reference whose checkpoint is gone or is no longer the file the run borrowed (its SHA-256
-    differs): evaluation and resume would silently use another policy."""
-    from npsco.io import file_sha256
+def default_population_dir(config: PopulationConfig) -> Path:
+    """`runs/population/TASK-METHOD`."""
+    return Path(f"runs/population/{task_name(config.ppo.env_id)}-{config.method.method}")
 
-    expected = member.sha256 if isinstance(member, Member) else member.get("sha256")
-    name = member.name if isinstance(member, Member) else member.get("name")
-    if expected is None:
-        return
-    if not Path(checkpoint).exists():
-        raise NpscoError(f"borrowed reference {name}: {checkpoint} is gone")
-    if file_sha256(checkpoint) != expected:
-        raise NpscoError(f"borrowed reference {name}: {checkpoint} changed since this run borrowed it (another "
-                         f"SHA-256); restore it, or train this population again in another --out")
+
+def train_population(config: PopulationConfig, out: str | Path | None = None, progress: bool = True,
+                     log: Callable[[str], None] = print) -> list[Member]:
+    """`npsco population`: train (or resume) the population of `config` in `out` (default `default_population_dir`),
+    one policy after another, and log a line per policy at the end."""
+    out = Path(out) if out else default_population_dir(config)
+    pop = Population(out, config, progress=progress, log=log)
+    refs = "borrowed" if config.refs_from or config.ref_checkpoints else config.refs
+    log(f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per chain")
+    members = pop.run()
+    log("\n".join(summary_lines(members)))
+    log(f"manifest: {out / 'manifest.json'}")
+    return members
 
 
 class Population:
-    """A population run directory: its config, manifest and the training of its members."""
+    """A population run directory: its config, manifest and the training of its members.
+
+    It is the manifest's only writer. Training goes through `npsco.parallel.Scheduler`, to which a population is a
+    source of jobs (`ready`, `started`, `finished`): the R references, then the threshold, then the chains side by
+    side, each chain one policy after another. Without an executor the jobs run in this process one at a time
+    (`InlineExecutor`), in the manifest's order."""
 
     def __init__(self, out: str | Path, config: PopulationConfig, progress: bool = True,
                  log: Callable[[str], None] = print):
@@ -154,13 +156,14 @@ class Population:
         self.manifest_path = self.out / "manifest.json"
         self.members: list[Member] = []
         self.r0_default: float | None = None
+        self.jobs_show_progress = False  # training jobs draw progress bars: set by `run` (one job at a time only)
 
     # ------------------------------------------------------------------------------------------------- manifest
     def save_manifest(self) -> None:
         atomic_write_json(self.manifest_path, {
-            "format": "npsco-population", "format_version": 1, "env_id": self.config.ppo.env_id,
+            "format": MANIFEST_FORMAT, "format_version": 1, "env_id": self.config.ppo.env_id,
             "method": self.config.method.method, "r0_default": self.r0_default,
-            "members": [dataclasses.asdict(m) for m in self.members],
+            "members": [m.to_dict() for m in self.members],
         })
 
     def open(self) -> None:
@@ -186,7 +189,7 @@ class Population:
                                  + f"{hint}. Give the same settings to resume it, or use another --out (or delete it "
                                    "to start over)")
             data = read_json(self.manifest_path) if self.manifest_path.exists() else {"members": []}
-            self.members = [Member(**m) for m in data.get("members", [])]
+            self.members = read_members(data)
             self.r0_default = data.get("r0_default")
             if self.members and self._novel_names() != [m.name for m in self._novel_members()]:
                 # a larger --novel, or a manifest that a kill left behind config.json: the members the plan has
@@ -218,8 +221,8 @@ class Population:
 
     def _novel_members(self) -> list[Member]:
         seed0 = self.config.ppo.seed + NOVEL_SEED_OFFSET
-        return [Member(name=f"{chain}/k{k}", role="novel", method=self.config.method.method, seed=seed0 + k,
-                       path=f"novel/{chain}/k{k}", chain=chain, index=k)
+        return [Member(name=f"{chain.name}/k{k}", role="novel", method=self.config.method.method, seed=seed0 + k,
+                       path=f"novel/{chain.name}/k{k}", chain=chain, index=k)
                 for chain in self.chains() for k in range(self.config.novel)]
 
     def _novel_names(self) -> list[str]:
@@ -241,7 +244,7 @@ class Population:
         if data.get("env_id") != self.config.ppo.env_id:
             raise NpscoError(f"--refs-from {other}: its references were trained on {data.get('env_id')}, "
                              f"not {self.config.ppo.env_id}")
-        refs = [Member(**m) for m in data["members"] if m["role"] == "reference"]
+        refs = [m for m in read_members(data) if m.role == "reference"]
         if not refs or any(m.status != "done" for m in refs):
             raise NpscoError(f"--refs-from {other}: its references are not all trained")
         for m in refs:
@@ -253,10 +256,6 @@ class Population:
     def _checkpoint_references(self, paths: Sequence[str]) -> list[Member]:
         """References from checkpoints: evaluated now like trained references, their eval curves read from the
         metrics.jsonl beside them when there is one."""
-        from npsco.evaluation import run_episodes
-        from npsco.logger import read_metrics
-        from npsco.policy import resolve_checkpoint
-
         members = []
         for i, p in enumerate(paths):
             ckpt = resolve_checkpoint(p).resolve()
@@ -269,148 +268,49 @@ class Population:
             metrics = ckpt.parent / "metrics.jsonl"
             curve = [[r["global_step"], r["eval/return_mean"]] for r in read_metrics(metrics)
                      if r.get("eval/return_mean") is not None] if metrics.exists() else []
-            final = run_episodes(policy, self.config.final_episodes, seed=10_000,
+            final = run_episodes(policy, self.config.final_episodes, seed=FINAL_EVAL_SEED,
                                  max_episode_steps=self.config.ppo.max_episode_steps)
             members.append(Member(name=f"ref{i}", role="reference", method=policy.metadata.get("method", "ppo"),
                                   seed=int(policy.metadata.get("seed", i)), path=str(ckpt.parent), status="done",
                                   final_eval=final.summary(), eval_curve=curve, sha256=file_sha256(ckpt)))
         return members
 
-    def chains(self) -> list[str]:
-        m = self.config.method
-        if m.method == "ppo" or m.r0 is not None or self.config.r0_scales == (1.0,):
-            return [m.method]
-        return [f"{m.method}-r0x{s:g}" for s in self.config.r0_scales]
-
-    def chain_scale(self, chain: str) -> float:
-        return float(chain.split("-r0x")[1]) if "-r0x" in chain else 1.0
+    def chains(self) -> list[Chain]:
+        return chains_of(self.config)
 
     def policy(self, member: Member) -> Policy:
         check_borrowed(member, self.out / member.checkpoint)
         return load_policy(self.out / member.checkpoint)
 
-    # ------------------------------------------------------------------------------------------------- training
-    def run(self, executor=None) -> list[Member]:
-        """Train every member not yet done, in order, then return the members.
-
-        With an `executor` (see `npsco.parallel`), independent members train at the same time: see `run_parallel`."""
-        if executor is not None:
-            return self.run_parallel(executor)
-        self.open()
-        refs = [m for m in self.members if m.role == "reference"]
-        todo = [m for m in self.members if m.status != "done"]
-        if not todo:
-            self.log(f"{self.out}: every policy is already trained")
-            return self.members
-        total = len(self.members)
-        for m in refs:
-            if m.status != "done":
-                self._train(m, method=None, position=self.members.index(m) + 1, total=total)
-        novel = [m for m in self.members if m.role == "novel"]
-        if novel and self.config.method.method != "ppo":
-            self._ensure_threshold(refs)
-        for m in novel:
-            if m.status != "done":
-                self._train(m, method=self._method_for(m), position=self.members.index(m) + 1, total=total)
-        return self.members
-
-    def _ensure_threshold(self, refs: list[Member]) -> None:
-        if self.config.method.r0 is not None or self.r0_default is not None:
-            return
-        from npsco.novelty.threshold import default_threshold
-
-        self.log(f"computing the default threshold from {len(refs)} references ...")
-        method = self.config.method
-        th = default_threshold([self.policy(m) for m in refs], [m.name for m in refs],
-                               episodes=self.config.distance_episodes, seed=0,
-                               max_episode_steps=self.config.ppo.max_episode_steps, metric=method.metric,
-                               discount=method.novelty_discount)
-        atomic_write_json(self.out / "threshold.json", th.to_dict())
-        self.r0_default = th.r0
-        self.save_manifest()
-        metric = "" if method.metric == "deterministic" else f", {method.metric} metric"
-        self.log(f"r0 (mean pairwise distance of the references{metric}) = {th.r0:.4f}")
-
     def threshold_for(self, member: Member) -> float:
-        if self.config.method.r0 is not None:
-            return float(self.config.method.r0)
-        return self.r0_default * self.chain_scale(member.chain)
+        return threshold_of(self.config, self.r0_default, member)
 
-    def _method_for(self, member: Member):
-        from npsco.novelty.references import ReferenceSet
+    # ------------------------------------------------------------------------------------------------- training
+    def run(self, executor=None, view: View | None = None) -> list[Member]:
+        """Train every member not yet done, then return the members.
 
-        if self.config.method.method == "ppo":  # more PPO seeds: no references, no threshold
-            return make_method(self.config.method, ReferenceSet([]), None, self.config.ppo.env_id)
-        prior = [m for m in self.members
-                 if m.role == "reference" or (m.chain == member.chain and m.index is not None and m.index < member.index)]
-        member.references = [m.name for m in prior]
-        member.threshold = self.threshold_for(member)
-        refs = ReferenceSet([self.policy(m) for m in prior], member.references)
-        profile = None
-        if self.config.method.r0_profile == "reference":
-            profile = np.asarray(read_json(self.out / "threshold.json")["profile"])
-        return make_method(self.config.method, refs, member.threshold, self.config.ppo.env_id, profile)
-
-    def _train(self, member: Member, method, position: int, total: int) -> None:
-        from npsco.evaluation import run_episodes
-
-        run_dir = self.out / member.path
-        if run_dir.exists():  # an interrupted earlier attempt: restart it from scratch, same seed
-            shutil.rmtree(run_dir)
-        member.status = "training"
-        self.save_manifest()
-        if member.role == "reference":
-            what = "reference PPO"
-        elif member.threshold is None:
-            what = f"novel {member.method} (another seed, no novelty constraint)"
-        else:
-            what = f"novel {member.method} (vs {len(member.references)} policies, r0={member.threshold:.4g})"
-        self.log(f"[{position}/{total}] {member.name}: {what}, seed {member.seed}")
-        cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
-        t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
-        trainer = Trainer(cfg, method, run_dir, metadata={"population": {"name": member.name, "role": member.role,
-                                                                          "chain": member.chain, "index": member.index}})
-        result = trainer.train(progress=self.progress)
-        if result.interrupted:
-            raise KeyboardInterrupt
-        final = run_episodes(result.policy, self.config.final_episodes, seed=10_000,
-                             max_episode_steps=cfg.max_episode_steps)
-        member.final_eval = final.summary()
-        member.eval_curve = [[e["global_step"], e["eval/return_mean"]] for e in result.eval_curve]
-        member.wall_seconds = round(time.perf_counter() - t0, 1)
-        member.status = "done"
-        self.save_manifest()
-        line = f"    return {final.returns.mean():.2f} +- {final.returns.std():.2f}"
-        if final.goals is not None:
-            line += "  goals: " + ", ".join(f"{k} {v}" for k, v in member.final_eval["goals"].items() if v)
-        self.log(line)
-
-    # ------------------------------------------------------------------------------------------- parallel training
-    # The parent process plans, starts jobs and writes the manifest; workers train one member each and return its
-    # record (`train_member_job`), or compute the default threshold (`threshold_job`). The order is `run`'s: the R
-    # references together, then the threshold, then the chains side by side, each chain one policy after another.
-    def run_parallel(self, executor, view=None) -> list[Member]:
-        """Like `run`, with the independent members training at the same time on `executor`."""
-        from npsco.parallel import LogView, Scheduler
-
+        With an `executor` (see `npsco.parallel`), independent members train at the same time; without one, in this
+        process one after another. `view` sees the jobs start and end (default: the log of `PopulationLog` when
+        one job runs at a time, of `npsco.parallel.LogView` otherwise)."""
+        executor = executor or InlineExecutor()
         self.open()
         if all(m.status == "done" for m in self.members):
             self.log(f"{self.out}: every policy is already trained")
             return self.members
-        Scheduler(executor).run(self, view or LogView(self.log))
+        one_at_a_time = executor.workers == 1
+        self.jobs_show_progress = self.progress and one_at_a_time
+        Scheduler(executor).run(self, view or (PopulationLog(self) if one_at_a_time else LogView(self.log)))
         return self.members
 
-    def ready(self, busy: set[str]):
+    def ready(self, busy: set[str]) -> list[Job]:
         """The jobs that can start now (the `npsco.parallel.Source` protocol); `busy` holds the keys already running."""
-        from npsco.parallel import Job
-
         out = str(self.out.resolve())
-        members = [dataclasses.asdict(m) for m in self.members]
+        members = [m.to_dict() for m in self.members]
         steps = self.config.ppo.num_iterations * self.config.ppo.batch_size
 
         def train(m: Member) -> Job:
-            return Job(key=f"{out}:{m.name}", fn=train_member_job, args=(out, self.config, members, self.r0_default, m.name),
-                       label=m.name, steps=steps, group=out)
+            return Job(key=f"{out}:{m.name}", fn=train_member_job, label=m.name, steps=steps, group=out,
+                       args=(out, self.config, members, self.r0_default, m.name, self.jobs_show_progress))
 
         refs = [m for m in self.members if m.role == "reference"]
         jobs = [train(m) for m in refs if m.status != "done"]
@@ -427,54 +327,66 @@ class Population:
                 jobs.append(train(nxt))
         return [j for j in jobs if j.key not in busy]
 
-    def started(self, job) -> None:
-        member = self._member(job.label)
+    def started(self, job: Job) -> None:
+        member = self.member(job.label)
         if member is not None:
             member.status = "training"
             self.save_manifest()
 
-    def finished(self, job, result) -> str:
-        """Record a worker's result in the manifest; returns a short description of it."""
+    def finished(self, job: Job, result: Any) -> str:
+        """Record a job's result in the manifest; returns a short description of it."""
         if job.label == "threshold":
             self.r0_default = float(result)
             self.save_manifest()
             return f"r0 = {self.r0_default:.4f}"
-        member = Member(**result)
-        self.members[self.members.index(self._member(member.name))] = member
+        member = Member.from_dict(result)
+        self.members[self.members.index(self.member(member.name))] = member
         self.save_manifest()
         ev = member.final_eval or {}
         return f"return {ev.get('return_mean', float('nan')):.2f} +- {ev.get('return_std', float('nan')):.2f}"
 
-    def _member(self, name: str) -> Member | None:
+    def member(self, name: str) -> Member | None:
         return next((m for m in self.members if m.name == name), None)
 
 
-def _worker_population(out: str, config: PopulationConfig, members: list[dict], r0_default: float | None) -> Population:
-    """The population as the parent sees it, in a worker process that must not write the manifest."""
-    pop = Population(out, config, progress=False, log=lambda line: None)
-    pop.members = [Member(**m) for m in members]
-    pop.r0_default = r0_default
-    pop.save_manifest = lambda: None  # the parent process is the manifest's only writer
-    return pop
+class PopulationLog:
+    """The view of a population trained one policy at a time (`npsco population`): what each policy is when it
+    starts, its return and (maze) goals when done; the threshold as it is computed."""
 
+    def __init__(self, pop: Population):
+        self.pop = pop
 
-def train_member_job(out: str, config: PopulationConfig, members: list[dict], r0_default: float | None,
-                     name: str) -> dict[str, Any]:
-    """Worker job: train the member `name` of the population at `out` (from scratch, with its seed) and evaluate it;
-    returns its manifest record."""
-    pop = _worker_population(out, config, members, r0_default)
-    member = pop._member(name)
-    method = None if member.role == "reference" else pop._method_for(member)
-    pop._train(member, method, position=pop.members.index(member) + 1, total=len(pop.members))
-    return dataclasses.asdict(member)
+    def event(self, kind: str, job: Job, detail: str = "") -> None:
+        pop, log = self.pop, self.pop.log
+        if kind in ("retry", "error"):
+            log(f"{kind:>5s} {job.label}: {detail}")
+        elif job.label == "threshold":
+            if kind == "start":
+                log(f"computing the default threshold from {sum(m.role == 'reference' for m in pop.members)} "
+                    f"references ...")
+            else:
+                metric = pop.config.method.metric
+                metric = "" if metric == "deterministic" else f", {metric} metric"
+                log(f"r0 (mean pairwise distance of the references{metric}) = {pop.r0_default:.4f}")
+        elif kind == "start":
+            member = pop.member(job.label)
+            if member.role == "reference":
+                what = "reference PPO"
+            elif pop.config.method.method == "ppo":
+                what = f"novel {member.method} (another seed, no novelty constraint)"
+            else:
+                what = (f"novel {member.method} (vs {len(prior_members(pop.members, member))} policies, "
+                        f"r0={pop.threshold_for(member):.4g})")
+            log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}, seed {member.seed}")
+        else:
+            final = pop.member(job.label).final_eval
+            line = f"    return {final['return_mean']:.2f} +- {final['return_std']:.2f}"
+            if "goals" in final:
+                line += "  goals: " + ", ".join(f"{k} {v}" for k, v in final["goals"].items() if v)
+            log(line)
 
-
-def threshold_job(out: str, config: PopulationConfig, members: list[dict]) -> float:
-    """Worker job: compute the default threshold from the trained references (writes `threshold.json`); returns r0."""
-    pop = _worker_population(out, config, members, None)
-    pop._ensure_threshold([m for m in pop.members if m.role == "reference"])
-    return pop.r0_default
-
+    def tick(self) -> None:
+        pass
 
 
 def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
@@ -491,29 +403,7 @@ def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -
     `"r0_scales: [1.0] in the run, [0.5] now"`."""
     method = str((current.get("method") or {}).get("method", "ipd"))
     defaults = _without_unread_knobs(PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict(), method)
-    stored, current = _without_unread_knobs(stored, method), _without_unread_knobs(current, method)
-    out: list[str] = []
-
-    def short(value: Any) -> str:  # a value as the message shows it: a long one (a whole settings table) by its size
-        text = repr(value)
-        if len(text) <= 40:
-            return text
-        return f"{type(value).__name__} of {len(value)}" if hasattr(value, "__len__") else "..."
-
-    def walk(old: dict, new: dict, default: dict, prefix: str) -> None:
-        for key in sorted(set(old) - set(new)):
-            out.append(f"{prefix}{key}: {short(old[key])} in the run, not a setting now")
-        for key, value in new.items():
-            if key not in old:
-                if key not in default or default[key] != value:
-                    out.append(f"{prefix}{key}: not recorded in the run, {short(value)} now")
-            elif isinstance(value, dict) and isinstance(old[key], dict):
-                walk(old[key], value, default.get(key) if isinstance(default.get(key), dict) else {}, f"{prefix}{key}.")
-            elif old[key] != value:
-                out.append(f"{prefix}{key}: {short(old[key])} in the run, {short(value)} now")
-
-    walk(stored, current, defaults, "")
-    return out
+    return differences(_without_unread_knobs(stored, method), _without_unread_knobs(current, method), defaults)
 
 
 def _without_unread_knobs(config: dict[str, Any], method: str) -> dict[str, Any]:
@@ -523,14 +413,6 @@ def _without_unread_knobs(config: dict[str, Any], method: str) -> dict[str, Any]
     if not isinstance(settings, dict):
         return config
     return {**config, "method": {k: v for k, v in settings.items() if method_reads(method, k)}}
-
-
-def load_manifest(run: str | Path) -> dict[str, Any]:
-    """The manifest of a population run directory, with a clear error if there is none."""
-    path = Path(run) / "manifest.json"
-    if not path.exists():
-        raise NpscoError(f"{run}: not a population run directory (no manifest.json)")
-    return read_json(path)
 
 
 def summary_lines(members: Sequence[Member]) -> list[str]:

@@ -470,3 +470,23 @@ def test_a_reference_profile_with_an_absolute_r0_is_refused(tmp_path, capsys):
     assert main([*TINY, "--r0", "0.3", "--mset", "r0_profile=reference", "--out", str(tmp_path / "x")]) == 2
     assert "cannot be combined with an absolute --r0" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_job_trains_without_writing_the_manifest_and_the_population_records_it(tmp_path):
+    """The jobs (in a worker process, or inline) see a snapshot of the population and return what they did; the
+    population alone writes the manifest."""
+    from npsco.parallel import Job
+    from npsco.population_jobs import train_member_job
+
+    ppo = apply_overrides(preset(MAZE_ID), ["total_timesteps=1024", "num_steps=32", "update_epochs=2",
+                                            "eval_episodes=5"])
+    config = PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"), refs=1, novel=0)
+    pop = Population(tmp_path / "pop", config, progress=False, log=lambda _: None)
+    pop.open()
+    before = (pop.out / "manifest.json").read_bytes()
+    record = train_member_job(str(pop.out), config, [m.to_dict() for m in pop.members], None, "ref0")
+    assert (pop.out / "manifest.json").read_bytes() == before  # the job wrote its run directory, not the manifest
+    assert record["status"] == "done" and record["final_eval"]["episodes"] == 100
+    assert (pop.out / "refs" / "ref0" / "policy.safetensors").exists() and pop.members[0].status == "pending"
+    pop.finished(Job(key="ref0", fn=train_member_job, args=(), label="ref0"), record)
+    assert manifest(pop.out)["members"][0] == record

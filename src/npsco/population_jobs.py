@@ -1,0 +1,139 @@
+"""The work of a population run as jobs for `npsco.parallel`'s scheduler: train one member (`train_member_job`), or
+compute the default threshold from the trained references (`threshold_job`).
+
+A job sees the population as the parent process saw it when the job was made (`PopulationSnapshot`): it reads the run
+directory and writes the member's own run directory (or `threshold.json`), and returns its result; the parent process
+alone writes the manifest (`npsco.population.Population.finished`). The same jobs run in worker processes and, for a
+population trained one policy after another, in the parent process itself (`npsco.parallel.InlineExecutor`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from npsco.algos import make_method
+from npsco.algos.hooks import Method
+from npsco.algos.trainer import Trainer
+from npsco.evaluation import run_episodes
+from npsco.io import atomic_write_json, read_json
+from npsco.manifest import Chain, Member, check_borrowed
+from npsco.novelty.references import ReferenceSet
+from npsco.novelty.threshold import default_threshold
+from npsco.policy import Policy, load_policy
+
+if TYPE_CHECKING:  # annotations only: npsco.population imports this module
+    from npsco.population import PopulationConfig
+
+FINAL_EVAL_SEED = 10_000
+"""Seed of a member's final evaluation (episode i on an env seeded 10000 + i): episodes training never saw."""
+
+
+def chains_of(config: PopulationConfig) -> list[Chain]:
+    """The novel chains of a population: one per threshold multiple, or the method alone (plain PPO seeds, an
+    absolute `--r0`, or the multiple 1 alone)."""
+    m = config.method
+    if m.method == "ppo" or m.r0 is not None or config.r0_scales == (1.0,):
+        return [Chain(m.method)]
+    return [Chain(m.method, s) for s in config.r0_scales]
+
+
+def prior_members(members: list[Member], member: Member) -> list[Member]:
+    """What a novel member must differ from: the references, and the policies before it in its chain."""
+    return [m for m in members if m.role == "reference"
+            or (m.chain == member.chain and m.index is not None and m.index < member.index)]
+
+
+def threshold_of(config: PopulationConfig, r0_default: float | None, member: Member) -> float:
+    """A novel member's threshold: the absolute `--r0`, else its chain's multiple of the default r0."""
+    if config.method.r0 is not None:
+        return float(config.method.r0)
+    return r0_default * (member.chain.multiple if member.chain is not None else 1.0)
+
+
+@dataclass
+class PopulationSnapshot:
+    """A population as a job sees it: the parent's members and default r0 when the job was made (copies). It has no
+    way to write the manifest."""
+
+    out: Path
+    config: PopulationConfig
+    members: list[Member]
+    r0_default: float | None
+
+    @classmethod
+    def from_records(cls, out: str | Path, config: PopulationConfig, members: list[dict[str, Any]],
+                     r0_default: float | None) -> "PopulationSnapshot":
+        return cls(Path(out), config, [Member.from_dict(m) for m in members], r0_default)
+
+    def member(self, name: str) -> Member:
+        return next(m for m in self.members if m.name == name)
+
+    def policy(self, member: Member) -> Policy:
+        check_borrowed(member, self.out / member.checkpoint)
+        return load_policy(self.out / member.checkpoint)
+
+    def method_for(self, member: Member) -> Method:
+        """The novelty method a novel member trains with (recording its references and threshold in `member`)."""
+        if self.config.method.method == "ppo":  # more PPO seeds: no references, no threshold
+            return make_method(self.config.method, ReferenceSet([]), None, self.config.ppo.env_id)
+        prior = prior_members(self.members, member)
+        member.references = [m.name for m in prior]
+        member.threshold = threshold_of(self.config, self.r0_default, member)
+        refs = ReferenceSet([self.policy(m) for m in prior], member.references)
+        profile = None
+        if self.config.method.r0_profile == "reference":
+            profile = np.asarray(read_json(self.out / "threshold.json")["profile"])
+        return make_method(self.config.method, refs, member.threshold, self.config.ppo.env_id, profile)
+
+    def train(self, member: Member, progress: bool = False) -> Member:
+        """Train `member` from scratch with its seed (an earlier attempt's folder is deleted first), then evaluate it
+        (deterministic episodes seeded `FINAL_EVAL_SEED`); returns it done. KeyboardInterrupt on Ctrl-C."""
+        method = None if member.role == "reference" else self.method_for(member)
+        run_dir = self.out / member.path
+        if run_dir.exists():  # an interrupted earlier attempt: restart it from scratch, same seed
+            shutil.rmtree(run_dir)
+        cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
+        t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
+        trainer = Trainer(cfg, method, run_dir, metadata={"population": {
+            "name": member.name, "role": member.role, "chain": None if member.chain is None else member.chain.name,
+            "index": member.index}})
+        result = trainer.train(progress=progress)
+        if result.interrupted:
+            raise KeyboardInterrupt
+        final = run_episodes(result.policy, self.config.final_episodes, seed=FINAL_EVAL_SEED,
+                             max_episode_steps=cfg.max_episode_steps)
+        member.final_eval = final.summary()
+        member.eval_curve = [[e["global_step"], e["eval/return_mean"]] for e in result.eval_curve]
+        member.wall_seconds = round(time.perf_counter() - t0, 1)
+        member.status = "done"
+        return member
+
+    def compute_threshold(self) -> float:
+        """The default r0 from the trained references (the mean pairwise distance); writes `threshold.json`."""
+        refs = [m for m in self.members if m.role == "reference"]
+        method = self.config.method
+        th = default_threshold([self.policy(m) for m in refs], [m.name for m in refs],
+                               episodes=self.config.distance_episodes, seed=0,
+                               max_episode_steps=self.config.ppo.max_episode_steps, metric=method.metric,
+                               discount=method.novelty_discount)
+        atomic_write_json(self.out / "threshold.json", th.to_dict())
+        return th.r0
+
+
+def train_member_job(out: str, config: PopulationConfig, members: list[dict[str, Any]], r0_default: float | None,
+                     name: str, progress: bool = False) -> dict[str, Any]:
+    """Job: train the member `name` of the population at `out` and evaluate it; returns its manifest record."""
+    snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
+    return snapshot.train(snapshot.member(name), progress).to_dict()
+
+
+def threshold_job(out: str, config: PopulationConfig, members: list[dict[str, Any]]) -> float:
+    """Job: compute the default threshold from the trained references (writes `threshold.json`); returns r0."""
+    return PopulationSnapshot.from_records(out, config, members, None).compute_threshold()
