@@ -1,21 +1,25 @@
-"""The `npsco` command: one subcommand per job. Errors the user can fix print one line and exit 2 (`--debug` for a
-traceback); Ctrl-C exits 130 after saving what was in training.
+"""The `npsco` command: argument parsing, and one function per command that calls into the library. Errors the user
+can fix print one line and exit 2 (`--debug` for a traceback); Ctrl-C exits 130 after saving what was in training.
 
-Each command imports the modules it needs inside its function: `npsco --help` and every command load only their
-own (torch alone takes seconds to import)."""
+Each command imports the library modules it needs inside its function ("lazy"): `npsco --help` and every command
+load only their own (torch alone takes seconds to import)."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Callable
 
+from npsco import __version__
 from npsco.algos.registry import NOVELTY_METHODS
+from npsco.config import ENV_BACKENDS, MAZE_ID, METHODS, PRESETS
 from npsco.errors import NpscoError
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+EXPERIMENT_METHODS = NOVELTY_METHODS  # every registered method but PPO (which trains the references)
 
 
 def command(name: str):
@@ -25,92 +29,37 @@ def command(name: str):
     return register
 
 
-def _env_name(env_id: str) -> str:
-    from npsco.tasks import task_name
-
-    return task_name(env_id)
-
-
-def _print_json(obj) -> None:
-    print(json.dumps(obj, indent=2))
-
-
-# ------------------------------------------------------------------------------------------------------------- train
-def _env_backend_override(args: argparse.Namespace) -> list[str]:
-    """`--env-backend B` as the override `env_backend=B` (before the `--set` ones, which win)."""
-    backend = getattr(args, "env_backend", None)
-    return [f"env_backend={backend}"] if backend is not None else []
+def _is_population_run(path: str) -> bool:
+    return (Path(path) / "manifest.json").exists()
 
 
 @command("train")
 def cmd_train(args: argparse.Namespace) -> int:
-    from npsco.algos.ppo import train
-    from npsco.config import apply_overrides, preset
-    from npsco.io import atomic_write_json, fresh_dir, read_json
+    from npsco.settings import ppo_settings  # lazy: see the module docstring
+    from npsco.training import train_policy  # lazy: see the module docstring (torch)
 
-    from npsco.envs.make import with_package
-
-    cfg = preset(with_package(args.env, args.env_package), args.preset)
-    cfg = apply_overrides(cfg, [f"seed={args.seed}"] + ([f"total_timesteps={args.steps}"] if args.steps is not None else [])
-                          + _env_backend_override(args) + args.set)
-    cfg.validate()
-    from npsco.envs.make import check_env_backend, check_task
-
-    check_task(cfg.env_id)
-    check_env_backend(cfg.env_id, cfg.env_backend)
-    out = Path(args.out or f"runs/train/{_env_name(cfg.env_id)}-seed{cfg.seed}")
-    config = {"command": "train", "preset": args.preset, "ppo": cfg.to_dict()}
-    stored = read_json(out / "config.json") if (out / "config.json").exists() else None
-    if out.exists() and any(out.iterdir()) and not (isinstance(stored, dict) and stored.get("command") == "train"):
-        # never empty a folder that is not an npsco train run (a population run, the current directory, ...)
-        raise NpscoError(f"{out} exists and is not an npsco train run directory; choose another --out")
-    if stored is not None and not args.force:
-        if stored != config:
-            raise NpscoError(f"{out} holds a run with a different configuration; choose another --out or pass --force")
-        if (out / "policy.safetensors").exists():
-            print(f"{out}: already trained with this configuration (policy.safetensors); --force retrains")
-            return 0
-    # every training starts in an empty folder (a rerun after an interruption, or --force): no file of an earlier
-    # attempt or of another configuration (policy, checkpoints, metrics, TensorBoard events) stays beside the new ones
-    fresh_dir(out)
-    atomic_write_json(out / "config.json", config)
-    print(f"training PPO on {cfg.env_id} (preset {args.preset}, seed {cfg.seed}, {cfg.total_timesteps} steps) -> {out}")
-    result = train(cfg, run_dir=out, progress=not args.no_progress, tensorboard=not args.no_tensorboard)
-    if result.interrupted:
-        print(f"interrupted: the policy in training is saved at {out / 'checkpoints' / 'interrupted.safetensors'}")
-        return 130
-    if result.eval_curve:
-        last = result.eval_curve[-1]
-        print(f"final deterministic evaluation: {last['eval/return_mean']:.2f} +- {last['eval/return_std']:.2f} "
-              f"({cfg.eval_episodes} episodes)")
-    print(f"policy: {out / 'policy.safetensors'}   metrics: {out / 'metrics.jsonl'}   tensorboard: {out / 'tensorboard'}")
-    return 0
-
-
-# ---------------------------------------------------------------------------------------------------------- evaluate
-def _is_population_run(path: str) -> bool:
-    return (Path(path) / "manifest.json").exists()
+    cfg = ppo_settings(args.env, args.preset, args.seed, args.steps, args.env_backend, args.set, args.env_package)
+    result = train_policy(cfg, args.preset, args.out, force=args.force, progress=not args.no_progress,
+                          tensorboard=not args.no_tensorboard)
+    return 130 if result is not None and result.interrupted else 0
 
 
 @command("evaluate")
 def cmd_evaluate(args: argparse.Namespace) -> int:
     if any(_is_population_run(t) for t in args.targets):
-        return _evaluate_runs(args)
+        from npsco.evaluation.evaluate import evaluate_and_write  # here: each command loads only its own modules
+
+        stats, written = evaluate_and_write(args.targets, args.episodes, args.seed, reuse=not args.force, out=args.out)
+        _print_statistics(stats)
+        print("results: " + ", ".join(str(p) for p in written))
+        return 0
     if len(args.targets) > 1:
         raise NpscoError("give one checkpoint, or one or more population run directories")
-    from npsco.evaluation import run_episodes
-    from npsco.io import atomic_write_json
-    from npsco.policy import load_policy, resolve_checkpoint
+    from npsco.evaluation.episodes import evaluate_checkpoint  # lazy: see the module docstring
 
-    path = resolve_checkpoint(args.targets[0])
-    policy = load_policy(path)
-    episodes = args.episodes or (100 if policy.metadata["env_id"].startswith("npsco/") else 10)
-    res = run_episodes(policy, episodes, seed=args.seed, max_episode_steps=policy.metadata.get("config", {}).get("max_episode_steps"))
-    summary = {"checkpoint": str(path), "env_id": policy.metadata["env_id"], "deterministic": True, **res.summary(),
-               "returns": [float(r) for r in res.returns]}
-    out = Path(args.out) if args.out else path.with_suffix(".eval.json")
-    atomic_write_json(out, summary)
-    line = f"{policy.metadata['env_id']}: return {summary['return_mean']:.2f} +- {summary['return_std']:.2f} over {episodes} deterministic episodes"
+    summary, out = evaluate_checkpoint(args.targets[0], args.episodes, args.seed, args.out)
+    line = (f"{summary['env_id']}: return {summary['return_mean']:.2f} +- {summary['return_std']:.2f} over "
+            f"{summary['episodes']} deterministic episodes")
     if "goals" in summary:
         line += "; goals " + ", ".join(f"{k} {v}" for k, v in summary["goals"].items() if v)
     print(line)
@@ -118,22 +67,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate_runs(args: argparse.Namespace) -> int:
-    """`npsco evaluate RUN...`: every policy of each population run -> RUN/evaluation/ (or one combined table in --out)."""
-    from npsco.evaluation.evaluate import combine, evaluate_runs, evaluation_dir, write_evaluation
-    from npsco.report.build import fmt, pm
+def _print_statistics(stats: dict) -> None:
+    """The per-group table of `npsco evaluate RUN...` on the terminal."""
+    from npsco.report.build import fmt, pm  # lazy: see the module docstring
 
-    missing = [t for t in args.targets if not _is_population_run(t)]
-    if missing:
-        raise NpscoError(f"{missing[0]}: not a population run directory (no manifest.json); evaluate checkpoints one "
-                         f"at a time")
-    docs = evaluate_runs(args.targets, args.episodes, args.seed, reuse=not args.force, write=args.out is None)
-    if args.out:
-        doc = docs[0] if len(docs) == 1 else combine(docs)
-        written = write_evaluation(doc, args.out)
-    else:
-        written = [evaluation_dir(d["run"]) / name for d in docs for name in ("evaluation.json", "evaluation.csv")]
-    stats = (docs[0] if len(docs) == 1 else combine(docs))["statistics"]
     print(f"{'method':>14s} {'task':>20s} {'n':>3s}  {'reward':>20s}  {'success':>7s}  {'final':>5s}  "
           f"{'rel. novelty':>14s}  {'/ pairwise':>14s}")
     for s in stats["per_task"]:
@@ -142,17 +79,12 @@ def _evaluate_runs(args: argparse.Namespace) -> int:
               f"{pm(s['relative_novelty_paper']):>14s}  {pm(s['relative_novelty']):>14s}")
     print("success: the paper's (novel policies: at some training evaluation) and on the final policies; relative "
           "novelty: the paper's (/ PPO mean novelty) and / PPO mean pairwise distance")
-    print("results: " + ", ".join(str(p) for p in written))
-    return 0
 
 
-# ------------------------------------------------------------------------------------------------------------ report
 @command("report")
 def cmd_report(args: argparse.Namespace) -> int:
-    import shlex
-
-    from npsco.report.build import build_report
-    from npsco.sweep import population_dirs
+    from npsco.report.build import build_report  # lazy: see the module docstring
+    from npsco.sweep import population_dirs  # lazy: see the module docstring
 
     runs = [str(p) for r in args.runs for p in population_dirs(r)]
     flags = [f"--episodes {args.episodes}" if args.episodes else "", f"--seed {args.seed}" if args.seed else "",
@@ -171,13 +103,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------------------ render
 @command("render")
 def cmd_render(args: argparse.Namespace) -> int:
-    from npsco.policy import load_policy, resolve_checkpoint
-    from npsco.report.behaviour import episode_frames, filmstrip_image, save_animation, save_image
+    from npsco.policy import load_policy, resolve_checkpoint  # lazy: see the module docstring
+    from npsco.report.behaviour import (episode_frames, filmstrip_image, save_animation,  # lazy: module docstring
+                                        save_image)
 
     path = resolve_checkpoint(args.checkpoint)
     policy = load_policy(path)
     start = tuple(args.start) if args.start else None
-    if start is not None and not policy.metadata["env_id"].startswith("npsco/"):
+    if start is not None and policy.metadata["env_id"] != MAZE_ID:
         raise NpscoError("--start applies to the Four Reward Maze only")
     frames = episode_frames(policy, args.frames, args.every, seed=args.seed, start=start, size=args.size,
                             animation=args.gif)
@@ -195,8 +128,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------------------ import
 @command("import")
 def cmd_import(args: argparse.Namespace) -> int:
-    from npsco.envs.make import with_package
-    from npsco.importers.convert import import_policy
+    from npsco.envs.make import with_package  # lazy: see the module docstring
+    from npsco.importers.convert import import_policy  # lazy: see the module docstring
 
     out = Path(args.out or f"runs/imported/{Path(args.source).stem}")
     result = import_policy(args.source, with_package(args.env, args.env_package), out, fmt=args.source_format,
@@ -211,71 +144,23 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-# -------------------------------------------------------------------------------------------------------- experiment
-EXPERIMENT_METHODS = NOVELTY_METHODS  # every registered method but PPO (which trains the references)
-
-
-def experiment_grid(args: argparse.Namespace) -> dict:
-    """The sweep grid (docs/sweep.md) of `npsco experiment`: the task's PPO references, then every method's novel
-    policies against them; IPD also at the --ablation multiples of r0 (Fig. 4)."""
-    methods = list(dict.fromkeys(args.methods))
-    bad = [m for m in methods if m not in EXPERIMENT_METHODS]
-    if bad:
-        raise NpscoError(f"--methods: unknown {', '.join(bad)}; choose from {', '.join(EXPERIMENT_METHODS)}")
-    from npsco.envs.make import with_package
-
-    tasks = [with_package(env, getattr(args, "env_package", None)) for env in dict.fromkeys(args.env)]
-    grid = {"name": "experiment", "tasks": tasks, "methods": ["ppo", *methods],
-            "refs": args.refs, "novel": args.novel, "preset": args.preset,
-            "ppo": dict(item.split("=", 1) for item in args.set if "=" in item)}
-    if len(grid["ppo"]) != len(args.set):
-        raise NpscoError("--set expects key=value")
-    if args.steps is not None:
-        grid["steps"] = args.steps
-    if args.ablation:
-        if "ipd" not in methods:
-            raise NpscoError("--ablation varies IPD's threshold: add ipd to --methods")
-        grid["method"] = {"ipd": {"r0_scales": ["default", *args.ablation]}}  # "default": the task's multiple
-    return grid
-
 
 @command("experiment")
 def cmd_experiment(args: argparse.Namespace) -> int:
     """PPO references, every method's novel policies against them (a sweep, in parallel), then the report."""
-    import shlex
+    from npsco.grid import experiment_grid  # lazy: see the module docstring
+    from npsco.sweep import run_experiment  # lazy: see the module docstring
 
-    from npsco.parallel import make_executor
-    from npsco.report.build import build_report
-    from npsco.sweep import Progress, Sweep, parse_grid, population_dirs, summary_lines
-
-    out = Path(args.out)
-    grid = parse_grid(experiment_grid(args), "experiment", where="npsco experiment")
-    sweep = Sweep(grid, out)
-    print(f"experiment in {out}: {grid.refs} PPO references per task, {grid.novel} novel policies per method and "
-          f"threshold for {', '.join(grid.methods[1:]) or 'no method'}; {sum(s.policies for s in sweep.specs)} "
-          f"policies in {len(sweep.specs)} population runs", flush=True)
-    with make_executor("local", args.workers) as executor:
-        print(f"backend: {executor.describe()}", flush=True)
-        try:
-            sweep.run(executor, Progress(sweep))
-        finally:
-            if sweep.pops:
-                print("\n".join(summary_lines(sweep)), flush=True)
-    runs = [str(p) for p in population_dirs(out)]
-    if args.no_report:
-        print(f"trained; next: npsco report {out} --out {out / 'report'}")
-        return 0
-    command = f"npsco report {shlex.quote(str(out))} --out {shlex.quote(str(out / 'report'))}"
-    command += f" --episodes {args.episodes}" if args.episodes else ""
-    path = build_report(runs, out / "report", episodes=args.episodes, seed=0, command=command)
-    print(f"\nexperiment done; report: {path}  (HTML: {path.with_suffix('.html')})")
+    grid = experiment_grid(args.env, args.methods, args.refs, args.novel, args.preset, args.set, args.steps,
+                           args.ablation, args.env_package)
+    run_experiment(grid, Path(args.out), workers=args.workers, episodes=args.episodes, report=not args.no_report,
+                   log=lambda line: print(line, flush=True))
     return 0
 
 
-# -------------------------------------------------------------------------------------------------------- population
 def population_config(args: argparse.Namespace):
     """The `PopulationConfig` of `npsco population`'s options."""
-    from npsco.population import population_settings
+    from npsco.population import population_settings  # lazy: see the module docstring (torch)
 
     return population_settings(
         args.env, method=args.method, refs=args.refs, novel=args.novel, seed=args.seed, preset_name=args.preset,
@@ -286,54 +171,27 @@ def population_config(args: argparse.Namespace):
 
 @command("population")
 def cmd_population(args: argparse.Namespace) -> int:
-    from npsco.population import train_population
+    from npsco.population import train_population  # lazy: see the module docstring (torch)
 
     train_population(population_config(args), args.out, progress=not args.no_progress)
     return 0
 
 
-# ------------------------------------------------------------------------------------------------------------- sweep
 @command("sweep")
 def cmd_sweep(args: argparse.Namespace) -> int:
-    import shlex
+    from npsco.sweep import train_sweep  # lazy: see the module docstring
 
-    from npsco.parallel import make_executor
-    from npsco.population import NOVEL_SEED_OFFSET
-    from npsco.sweep import Progress, Sweep, load_grid, summary_lines
-
-    grid = load_grid(args.grid)
-    out = Path(args.out or f"runs/sweep/{grid.name}")
-    sweep = Sweep(grid, out, grid_file=args.grid)
-    print(f"sweep {grid.name!r} in {out}: {len(grid.tasks)} task(s) x {len(grid.methods)} method(s), "
-          f"{len(sweep.specs)} population runs, {sum(s.policies for s in sweep.specs)} policies")
-    if args.dry_run:
-        for s in sweep.specs:
-            seed = s.config.ppo.seed + (0 if s.refs_of is None else NOVEL_SEED_OFFSET)
-            seeds = f"seeds {seed}..{seed + (s.config.refs if s.refs_of is None else s.config.novel) - 1}"
-            what = (f"{s.config.refs} PPO references ({seeds})" if s.refs_of is None else
-                    f"{s.config.novel} x {', '.join(s.chains)} ({seeds}; references of {s.refs_of})")
-            print(f"  {s.path}: {what}, {s.config.ppo.total_timesteps:,} steps each")
-        return 0
-    try:
-        with make_executor(args.backend, args.workers, args.address) as executor:
-            print(f"backend: {executor.describe()}", flush=True)
-            sweep.run(executor, Progress(sweep))
-    finally:
-        if sweep.pops:
-            print("\n".join(summary_lines(sweep)))
-            print(f"sweep manifest: {out / 'sweep.json'}")
-    print(f"next: npsco report {shlex.quote(str(out))} --out {shlex.quote(str(out / 'report'))}   "
-          f"(a sweep folder stands for its population runs)")
+    train_sweep(args.grid, args.out, backend=args.backend, workers=args.workers, address=args.address,
+                dry_run=args.dry_run, log=lambda line: print(line, flush=True))
     return 0
 
 
-# --------------------------------------------------------------------------------------------------------- threshold
 @command("threshold")
 def cmd_threshold(args: argparse.Namespace) -> int:
-    from npsco.io import atomic_write_json
-    from npsco.manifest import policy_files
-    from npsco.novelty.threshold import default_distance_episodes, default_threshold
-    from npsco.policy import load_policy
+    from npsco.io import atomic_write_json  # lazy: see the module docstring
+    from npsco.manifest import policy_files  # lazy: see the module docstring
+    from npsco.novelty.threshold import default_distance_episodes, default_threshold  # lazy: the module docstring
+    from npsco.policy import load_policy  # lazy: see the module docstring
 
     paths, names = policy_files(args.policies)
     policies = [load_policy(p) for p in paths]
@@ -352,9 +210,6 @@ def cmd_threshold(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------------------------ parser
 def build_parser() -> argparse.ArgumentParser:
-    from npsco import __version__
-    from npsco.config import ENV_BACKENDS, MAZE_ID, PRESETS
-
     ENV_BACKEND_HELP = ("vector-env backend, the same as --set env_backend=B: auto (default), sync, async, or envpool "
                         "(MuJoCo only; pip install envpool; see docs/environments.md)")
 
@@ -458,7 +313,6 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--preset", default="default", choices=PRESETS)
     x.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
     x.add_argument("--no-report", action="store_true", help="train only")
-    from npsco.config import METHODS
 
     pp = sub.add_parser("population", help="train R PPO references then K novel policies",
                         description="The paper's workflow: R PPO references (seeds S..S+R-1), the threshold r0, then K "

@@ -10,10 +10,11 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+from npsco.algos.registry import NOVELTY_METHODS
 from npsco.config import METHODS, PRESETS, MethodConfig, PPOConfig, apply_overrides, default_r0_scale, preset
-from npsco.envs.make import check_env_id
+from npsco.envs.make import check_env_id, with_package
 from npsco.errors import NpscoError
 from npsco.population import PopulationConfig
 from npsco.population_jobs import chains_of
@@ -232,3 +233,26 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
             specs.append(PopulationSpec(task=env, method=m, path=f"{task_name(env)}/{m}", config=config, refs_of=refs_path))
     return specs
 
+
+# ------------------------------------------------------------------------------------------------- npsco experiment
+def experiment_grid(envs: Sequence[str], methods: Sequence[str], refs: int, novel: int, preset_name: str = "default",
+                    overrides: Sequence[str] = (), steps: int | None = None, ablation: Sequence[float] = (),
+                    env_package: str | None = None) -> Grid:
+    """The grid of `npsco experiment` (docs/sweep.md): each task's PPO references, then every method's novel policies
+    against them; IPD also at the `ablation` multiples of r0 (Fig. 4)."""
+    methods = list(dict.fromkeys(methods))
+    bad = [m for m in methods if m not in NOVELTY_METHODS]
+    if bad:
+        raise NpscoError(f"--methods: unknown {', '.join(bad)}; choose from {', '.join(NOVELTY_METHODS)}")
+    tasks = [with_package(env, env_package) for env in dict.fromkeys(envs)]
+    grid = {"name": "experiment", "tasks": tasks, "methods": ["ppo", *methods], "refs": refs, "novel": novel,
+            "preset": preset_name, "ppo": dict(item.split("=", 1) for item in overrides if "=" in item)}
+    if len(grid["ppo"]) != len(overrides):
+        raise NpscoError("--set expects key=value")
+    if steps is not None:
+        grid["steps"] = steps
+    if ablation:
+        if "ipd" not in methods:
+            raise NpscoError("--ablation varies IPD's threshold: add ipd to --methods")
+        grid["method"] = {"ipd": {"r0_scales": ["default", *ablation]}}  # "default": the task's multiple
+    return parse_grid(grid, "experiment", where="npsco experiment")

@@ -17,6 +17,7 @@ are skipped.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -25,11 +26,12 @@ from typing import Callable, TextIO
 from npsco.errors import NpscoError
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
 from npsco.io import atomic_write_json, read_json
-from npsco.parallel import Scheduler
-from npsco.population import Population
+from npsco.parallel import Scheduler, make_executor
+from npsco.population import NOVEL_SEED_OFFSET, Population
+from npsco.report.build import build_report
 
 __all__ = ["Grid", "PopulationSpec", "Progress", "Sweep", "load_grid", "parse_grid", "plan", "population_dirs",
-           "summary_lines"]
+           "run_experiment", "run_sweep", "plan_lines", "summary_lines", "train_sweep"]
 
 
 # ------------------------------------------------------------------------------------------------------- the sweep
@@ -265,3 +267,73 @@ def summary_lines(sweep: Sweep) -> list[str]:
         lines.append(line)
     return lines
 
+
+def plan_lines(sweep: Sweep) -> list[str]:
+    """`npsco sweep --dry-run`: one line per population run, what it trains and with which seeds."""
+    lines = []
+    for s in sweep.specs:
+        seed = s.config.ppo.seed + (0 if s.refs_of is None else NOVEL_SEED_OFFSET)
+        seeds = f"seeds {seed}..{seed + (s.config.refs if s.refs_of is None else s.config.novel) - 1}"
+        what = (f"{s.config.refs} PPO references ({seeds})" if s.refs_of is None else
+                f"{s.config.novel} x {', '.join(s.chains)} ({seeds}; references of {s.refs_of})")
+        lines.append(f"  {s.path}: {what}, {s.config.ppo.total_timesteps:,} steps each")
+    return lines
+
+
+def run_sweep(sweep: Sweep, backend: str = "local", workers: int | None = None, address: str | None = None,
+              log: Callable[[str], None] = print) -> None:
+    """Train a sweep on a new executor (`npsco.parallel.make_executor`) with the live `Progress` view; whatever the
+    outcome, one line per population (`summary_lines`) follows."""
+    try:
+        with make_executor(backend, workers, address) as executor:
+            log(f"backend: {executor.describe()}")
+            sweep.run(executor, Progress(sweep))
+    finally:
+        if sweep.pops:
+            log("\n".join(summary_lines(sweep)))
+
+
+def report_command(out: str | Path) -> str:
+    """The `npsco report` command of a sweep folder (it stands for its population runs)."""
+    return f"npsco report {shlex.quote(str(out))} --out {shlex.quote(str(Path(out) / 'report'))}"
+
+
+def train_sweep(grid_file: str | Path, out: str | Path | None = None, backend: str = "local",
+                workers: int | None = None, address: str | None = None, dry_run: bool = False,
+                log: Callable[[str], None] = print) -> Sweep:
+    """`npsco sweep GRID`: train the grid file's population runs in `out` (default `runs/sweep/NAME`), or with
+    `dry_run` only check the grid and log the plan."""
+    grid = load_grid(grid_file)
+    out = Path(out or f"runs/sweep/{grid.name}")
+    sweep = Sweep(grid, out, grid_file=grid_file, log=log)
+    log(f"sweep {grid.name!r} in {out}: {len(grid.tasks)} task(s) x {len(grid.methods)} method(s), "
+        f"{len(sweep.specs)} population runs, {sum(s.policies for s in sweep.specs)} policies")
+    if dry_run:
+        log("\n".join(plan_lines(sweep)))
+        return sweep
+    try:
+        run_sweep(sweep, backend, workers, address, log=log)
+    finally:
+        if sweep.pops:
+            log(f"sweep manifest: {out / 'sweep.json'}")
+    log(f"next: {report_command(out)}   (a sweep folder stands for its population runs)")
+    return sweep
+
+
+def run_experiment(grid: Grid, out: Path, workers: int | None = None, episodes: int | None = None,
+                   report: bool = True, log: Callable[[str], None] = print) -> Path | None:
+    """`npsco experiment`: train the experiment's grid (`npsco.grid.experiment_grid`) as a sweep in `out` on a local
+    process pool, then write its report in `out/report`; returns report.md's path (None without `report`)."""
+    sweep = Sweep(grid, out, log=log)
+    log(f"experiment in {out}: {grid.refs} PPO references per task, {grid.novel} novel policies per method and "
+        f"threshold for {', '.join(grid.methods[1:]) or 'no method'}; {sum(s.policies for s in sweep.specs)} "
+        f"policies in {len(sweep.specs)} population runs")
+    run_sweep(sweep, "local", workers, log=log)
+    runs = [str(p) for p in population_dirs(out)]
+    if not report:
+        log(f"trained; next: npsco report {out} --out {out / 'report'}")
+        return None
+    command = report_command(out) + (f" --episodes {episodes}" if episodes else "")
+    path = build_report(runs, out / "report", episodes=episodes, seed=0, command=command)
+    log(f"\nexperiment done; report: {path}  (HTML: {path.with_suffix('.html')})")
+    return path

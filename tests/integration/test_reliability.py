@@ -34,7 +34,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from npsco.algos.hooks import Method, StepOutcome  # noqa: E402
 from npsco.algos.trainer import Trainer  # noqa: E402
 from npsco.cli import main  # noqa: E402
-from npsco.config import MAZE_ID, preset  # noqa: E402
+from npsco.config import MAZE_ID, apply_overrides, preset  # noqa: E402
 from npsco.errors import NpscoError  # noqa: E402
 from npsco.io import atomic_write_json, atomic_write_text  # noqa: E402
 from npsco.logger import MetricsLogger, read_metrics  # noqa: E402
@@ -88,7 +88,9 @@ def make_inputs(root: Path) -> None:
         "members": [{"name": "ref0", "role": "reference", "method": "ppo", "seed": 0, "path": "refs/ref0",
                      "status": "done"}]})
     # run directories holding another configuration, and a folder that is not a run directory
-    atomic_write_json(root / "other_train" / "config.json", {"command": "train", "preset": "default", "ppo": {}})
+    other = apply_overrides(preset(MAZE_ID), ["total_timesteps=2048", "eval_episodes=2", "learning_rate=5e-4"])
+    atomic_write_json(root / "other_train" / "config.json", {"command": "train", "preset": "default",
+                                                             "ppo": other.to_dict()})
     atomic_write_json(root / "other_pop" / "config.json", {"refs": 7})
     atomic_write_text(root / "notes" / "notes.txt", "my notes\n")
     # a pickle renamed .safetensors whose unpickling would create DIR/pwned

@@ -163,7 +163,26 @@ def test_rerun_with_a_different_config_is_refused(maze_run, capsys):
     assert main(["train", *TINY_MAZE, "--set", "learning_rate=5e-4", "--out", str(maze_run)]) == 2
     err = one_line_error(capsys)
     assert err.startswith("npsco train: error: ") and "different configuration" in err and "--force" in err
+    assert "ppo.learning_rate: 0.001 in the run, 0.0005 now" in err  # the difference is named
     assert (maze_run / "config.json").read_text() == config
+
+
+def test_a_run_made_before_a_setting_existed_matches_at_its_default(maze_run, tmp_path, capsys):
+    """A config.json written by an npsco without `update_backend`: the rerun finds it trained, unless the new setting
+    is given another value than its default."""
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("policy.safetensors", "metrics.jsonl"):
+        (old / name).write_bytes((maze_run / name).read_bytes())
+    config = json.loads((maze_run / "config.json").read_text())
+    default = config["ppo"].pop("update_backend")
+    (old / "config.json").write_text(json.dumps(config))
+    capsys.readouterr()
+    assert train(old) == 0
+    assert "already trained" in capsys.readouterr().out
+    other = "torch" if default == "numpy" else "numpy"
+    assert train(old, "--set", f"update_backend={other}") == 2
+    assert f"ppo.update_backend: not recorded in the run, {other!r} now" in one_line_error(capsys)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,72 @@
+"""`npsco train`: one PPO policy in a run directory of its own.
+
+    OUT/config.json     the command, preset and PPO settings; a rerun with the same settings finds the policy trained
+                        (a setting npsco gained since the run was made matches at its default)
+    OUT/...             what `npsco.algos.ppo.train` writes: policy.safetensors, metrics.jsonl, checkpoints/, ...
+
+Every training starts in an empty folder (a rerun after an interruption, or `force`): no file of an earlier attempt or
+of another configuration stays beside the new ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from npsco.algos.ppo import train
+from npsco.algos.trainer import TrainResult
+from npsco.config import PPOConfig
+from npsco.errors import NpscoError
+from npsco.io import atomic_write_json, fresh_dir, read_json
+from npsco.settings import differences, ppo_defaults
+from npsco.tasks import task_name
+
+
+def default_train_dir(cfg: PPOConfig) -> Path:
+    """`runs/train/TASK-seedS`."""
+    return Path(f"runs/train/{task_name(cfg.env_id)}-seed{cfg.seed}")
+
+
+def train_record(cfg: PPOConfig, preset_name: str) -> dict[str, Any]:
+    """What `config.json` holds."""
+    return {"command": "train", "preset": preset_name, "ppo": cfg.to_dict()}
+
+
+def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) -> bool:
+    """Check `out` against `record` (`train_record`); True when the run there is already trained with it (nothing to
+    do). Refuses a folder that is not an npsco train run, and one of another configuration unless `force`."""
+    stored = read_json(out / "config.json") if (out / "config.json").exists() else None
+    if out.exists() and any(out.iterdir()) and not (isinstance(stored, dict) and stored.get("command") == "train"):
+        # never empty a folder that is not an npsco train run (a population run, the current directory, ...)
+        raise NpscoError(f"{out} exists and is not an npsco train run directory; choose another --out")
+    if stored is None or force:
+        return False
+    changed = differences(stored, record, {"ppo": ppo_defaults()})
+    if changed:
+        raise NpscoError(f"{out} holds a run with a different configuration: " + "; ".join(changed[:6])
+                         + ("; ..." if len(changed) > 6 else "") + "; choose another --out or pass --force")
+    return (out / "policy.safetensors").exists()
+
+
+def train_policy(cfg: PPOConfig, preset_name: str, out: str | Path | None = None, force: bool = False,
+                 progress: bool = True, tensorboard: bool = True,
+                 log: Callable[[str], None] = print) -> TrainResult | None:
+    """`npsco train`: train `cfg` into `out` (default `default_train_dir`), or find it trained there (returns None)."""
+    out = Path(out) if out else default_train_dir(cfg)
+    record = train_record(cfg, preset_name)
+    if prepare_train_dir(out, record, force):
+        log(f"{out}: already trained with this configuration (policy.safetensors); --force retrains")
+        return None
+    fresh_dir(out)
+    atomic_write_json(out / "config.json", record)
+    log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.total_timesteps} steps) -> {out}")
+    result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard)
+    if result.interrupted:
+        log(f"interrupted: the policy in training is saved at {out / 'checkpoints' / 'interrupted.safetensors'}")
+        return result
+    if result.eval_curve:
+        last = result.eval_curve[-1]
+        log(f"final deterministic evaluation: {last['eval/return_mean']:.2f} +- {last['eval/return_std']:.2f} "
+            f"({cfg.eval_episodes} episodes)")
+    log(f"policy: {out / 'policy.safetensors'}   metrics: {out / 'metrics.jsonl'}   tensorboard: {out / 'tensorboard'}")
+    return result
