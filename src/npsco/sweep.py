@@ -114,7 +114,8 @@ class Sweep:
     # ---------------------------------------------------------------------------------- npsco.parallel.Source
     def ready(self, busy: set[str]) -> list:
         jobs = []
-        for spec in self.specs:  # references first: they unblock the most work
+        # every task's references first (they unblock the most work), then the methods' populations in grid order
+        for spec in sorted(self.specs, key=lambda spec: spec.refs_of is not None):
             pop = self._population(spec)
             if pop is not None:
                 jobs += pop.ready(busy)

@@ -244,3 +244,23 @@ def test_threshold_multiples_default_to_each_task_own_and_an_absolute_r0_needs_n
     assert chains[("Hopper-v5", "cpo")] == ["cpo"]  # r0 = 0.3, absolute
     with pytest.raises(NpscoError, match="or \"default\""):
         parse_grid({**grid, "r0_scales": ["twice"]}, "test")
+
+
+def test_every_tasks_references_are_offered_before_any_methods_jobs(tmp_path, monkeypatch):
+    # the scheduler starts jobs in the order `ready` lists them: references first unblocks the most work (and gives
+    # every task its PPO row early), whatever the order of the tasks in the grid
+    path = tmp_path / "two.toml"
+    path.write_text('tasks = ["npsco/FourRewardMaze-v0", "Pendulum-v1"]\nmethods = ["ppo", "ipd", "wsr"]\nrefs = 2\n'
+                    'novel = 1\nsteps = 2048\n')
+    sweep = Sweep(load_grid(path), tmp_path / "sweep")
+
+    class Ready:  # a population whose every job is ready: its path stands for its jobs
+        def __init__(self, spec):
+            self.path = spec.path
+
+        def ready(self, busy):
+            return [self.path]
+
+    monkeypatch.setattr(sweep, "_population", Ready)
+    assert sweep.ready(set()) == ["FourRewardMaze-v0/ppo", "Pendulum-v1/ppo", "FourRewardMaze-v0/ipd",
+                                  "FourRewardMaze-v0/wsr", "Pendulum-v1/ipd", "Pendulum-v1/wsr"]
