@@ -11,6 +11,7 @@ import dataclasses
 import inspect
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from npsco.algos.registry import METHODS as _REGISTRY
@@ -111,7 +112,7 @@ class PPOConfig:
         """Rollout + update iterations in the run."""
         return self.total_timesteps // self.batch_size
 
-    def validate(self) -> "PPOConfig":
+    def validate(self) -> PPOConfig:
         """Refuse inconsistent settings with a clear message; returns self."""
         checks = [
             (self.total_timesteps > 0, "total_timesteps must be > 0"),
@@ -143,13 +144,13 @@ class PPOConfig:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PPOConfig":
+    def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
         """Inverse of `to_dict`; unknown keys are refused."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
             raise NpscoError(f"unknown PPO config field(s): {', '.join(unknown)}")
-        kwargs = {k: tuple(v) if k in ("actor_hidden", "critic_hidden") else v for k, v in data.items()}
+        kwargs: dict[str, Any] = {k: tuple(v) if k in ("actor_hidden", "critic_hidden") else v for k, v in data.items()}
         return cls(**kwargs)
 
 
@@ -206,10 +207,10 @@ def field_docs(cls: type = PPOConfig) -> dict[str, str]:
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
-                docs[node.target.id] = re.sub(r"\s+", " ", nxt.value.value).strip()
+    for node, nxt in pairwise(body):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            docs[node.target.id] = re.sub(r"\s+", " ", nxt.value.value).strip()
     return docs
 
 
@@ -334,7 +335,7 @@ class MethodConfig:
     """CPO: limit d of the constraint J_C <= d, with J_C the batch's mean per-step cost r0 - min_j d_j(s_t); 0 means
     "mean novelty >= r0"."""
 
-    def validate(self) -> "MethodConfig":
+    def validate(self) -> MethodConfig:
         checks = [
             (self.method in METHODS, f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}"),
             (self.r0 is None or (isinstance(self.r0, (int, float)) and self.r0 > 0 and self.r0 < float("inf")),

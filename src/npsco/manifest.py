@@ -47,7 +47,7 @@ class Chain:
         return 1.0 if self.scale is None else self.scale
 
     @classmethod
-    def parse(cls, name: str) -> "Chain":
+    def parse(cls, name: str) -> Chain:
         """The chain named `name` (inverse of `name`); a name whose multiple does not read as a number is a chain of
         that whole name without a scale."""
         method, mark, scale = name.partition(CHAIN_SCALE_MARK)
@@ -108,7 +108,7 @@ class Member:
         return record
 
     @classmethod
-    def from_dict(cls, record: dict[str, Any]) -> "Member":
+    def from_dict(cls, record: dict[str, Any]) -> Member:
         """Inverse of `to_dict`; keys this npsco does not know (a later version's) are left out."""
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in record.items() if k in known}

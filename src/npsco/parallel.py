@@ -23,10 +23,12 @@ import contextlib
 import logging
 import multiprocessing
 import os
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from types import TracebackType
+from typing import Any, Protocol
 
 from npsco.algos.registry import METHODS
 from npsco.errors import NpscoError
@@ -69,7 +71,7 @@ def _init_worker() -> None:
 
 
 @contextlib.contextmanager
-def _environment(values: dict[str, str]):
+def _environment(values: dict[str, str]) -> Iterator[None]:
     """Set environment variables for the duration of the block, then restore them."""
     old = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
@@ -83,22 +85,44 @@ def _environment(values: dict[str, str]):
                 os.environ[k] = v
 
 
-class _Executor:
-    """What both executors share: `with make_executor(...) as ex:` closes it, cancelling running jobs on an error."""
+class Executor:
+    """What the scheduler asks of an executor (inline, local process pool, Ray). `with make_executor(...) as ex:`
+    closes it, cancelling running jobs on an error."""
 
     workers: int
+    """How many jobs may run at the same time."""
+
+    def describe(self) -> str:
+        """One line for logs and `sweep.json`."""
+        raise NotImplementedError
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """Start `fn(*args)`; its future."""
+        raise NotImplementedError
+
+    def worker_died(self, exc: BaseException) -> bool:
+        """Whether a job failed with `exc` because its worker process died (then it may be retried)."""
+        raise NotImplementedError
+
+    def recover(self, future: Future) -> None:
+        """Make the executor usable again after `future`'s worker died."""
+        raise NotImplementedError
+
+    def forget(self, future: Future) -> None:
+        """Drop what the executor keeps of a finished `future`."""
+        raise NotImplementedError
 
     def close(self, cancel: bool = False) -> None:
         raise NotImplementedError
 
-    def __enter__(self):
+    def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close(cancel=exc_type is not None)
 
 
-class InlineExecutor(_Executor):
+class InlineExecutor(Executor):
     """One worker: this process. `submit` runs the job to its end and returns its finished future; an exception the
     job raises propagates from `submit`, as from a plain call (there is nothing else running to wait for)."""
 
@@ -126,7 +150,7 @@ class InlineExecutor(_Executor):
         pass
 
 
-class LocalExecutor(_Executor):
+class LocalExecutor(Executor):
     """A process pool on this machine; every job runs in a fresh process (`max_tasks_per_child=1`)."""
 
     name = "local"
@@ -174,7 +198,7 @@ class LocalExecutor(_Executor):
         self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
 
 
-class RayExecutor(_Executor):
+class RayExecutor(Executor):
     """Ray tasks with `num_cpus=1`: on the cluster at `address`, or on a local Ray instance with `workers` CPUs."""
 
     name = "ray"
@@ -230,16 +254,14 @@ class RayExecutor(_Executor):
     def close(self, cancel: bool = False) -> None:
         if cancel:
             for ref in self._refs.values():
-                try:
+                with contextlib.suppress(Exception):  # already finished or gone
                     self._ray.cancel(ref, force=True)
-                except Exception:  # pragma: no cover - already finished or gone
-                    pass
         self._refs.clear()
         if self._started_here:
             self._ray.shutdown()
 
 
-def make_executor(backend: str = "local", workers: int | None = None, address: str | None = None):
+def make_executor(backend: str = "local", workers: int | None = None, address: str | None = None) -> Executor:
     """The executor for `--backend` (`local` or `ray`)."""
     if workers is not None and workers < 1:
         raise NpscoError(f"--workers must be >= 1, got {workers}")
@@ -275,7 +297,7 @@ class View(Protocol):
 class Scheduler:
     """Runs the jobs of a `Source` on an executor, at most `executor.workers` at a time."""
 
-    def __init__(self, executor, max_retries: int = MAX_RETRIES, tick_seconds: float = 1.0):
+    def __init__(self, executor: Executor, max_retries: int = MAX_RETRIES, tick_seconds: float = 1.0):
         self.executor, self.max_retries, self.tick_seconds = executor, max_retries, tick_seconds
 
     def run(self, source: Source, view: View | None = None) -> None:

@@ -50,7 +50,8 @@ def differences(stored: dict[str, Any], current: dict[str, Any], defaults: dict[
                 if key not in default or default[key] != value:
                     out.append(f"{prefix}{key}: not recorded in the run, {short(value)} now")
             elif isinstance(value, dict) and isinstance(old[key], dict):
-                walk(old[key], value, default.get(key) if isinstance(default.get(key), dict) else {}, f"{prefix}{key}.")
+                below = default.get(key)
+                walk(old[key], value, below if isinstance(below, dict) else {}, f"{prefix}{key}.")
             elif old[key] != value:
                 out.append(f"{prefix}{key}: {short(old[key])} in the run, {short(value)} now")
 

@@ -64,7 +64,7 @@ def iqm(x: np.ndarray | Sequence[float], axis: int | None = None) -> np.ndarray 
     return float(result) if np.ndim(result) == 0 else result
 
 
-def _with_axis(statistic: Statistic) -> Callable[..., np.ndarray]:
+def _with_axis(statistic: Statistic) -> Statistic:
     """Return ``statistic`` as a reduction that accepts ``axis`` (as scipy's vectorised bootstrap calls it)."""
     try:
         takes_axis = "axis" in inspect.signature(statistic).parameters
@@ -151,7 +151,7 @@ def stratified_bootstrap_ci(
     if not resampled or np.all(pooled == pooled[0]):
         return Estimate(point, point, point)
 
-    def pooled_statistic(*task_samples: np.ndarray, axis: int = -1) -> np.ndarray:
+    def pooled_statistic(*task_samples: np.ndarray, axis: int = -1) -> np.ndarray | float:
         batch_shape = np.shape(task_samples[0])[:-1]
         constant = np.broadcast_to(fixed, batch_shape + fixed.shape)
         return reduce(np.concatenate([*task_samples, constant], axis=-1), axis=-1)

@@ -10,8 +10,9 @@ of another configuration stays beside the new ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from npsco.algos.ppo import train
 from npsco.algos.trainer import TrainResult

@@ -187,6 +187,8 @@ def cpo_step(
     if A <= 1e-10 * q:
         A = 0.0
     # Lambda_a = {lam >= 0: lam c + r > 0} and Lambda_b = {lam >= 0: lam c + r <= 0} as closed intervals, or None.
+    lambda_a: tuple[float, float] | None
+    lambda_b: tuple[float, float] | None
     if c > 0:
         lambda_a = (max(0.0, -r / c), math.inf)
         lambda_b = (0.0, -r / c) if r < 0 else None
@@ -245,7 +247,7 @@ def flat_grad(
         grads = list(loss_or_grads)
         if len(grads) != len(params):
             raise ValueError(f"{len(grads)} gradients for {len(params)} parameters")
-    return torch.cat([(torch.zeros_like(p) if gr is None else gr).reshape(-1) for gr, p in zip(grads, params)])
+    return torch.cat([(torch.zeros_like(p) if gr is None else gr).reshape(-1) for gr, p in zip(grads, params, strict=True)])
 
 
 def get_flat_params(params: Iterable[Tensor]) -> Tensor:

@@ -43,7 +43,7 @@ critics train with PPO's Adam minibatch epochs on their value losses. No entropy
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -69,6 +69,7 @@ def nearest_distance(own: torch.Tensor, ref_actions: torch.Tensor, own_std: torc
     sqrt(||a - mu_j*(s)||^2 + ||std - std_j*||^2) (`wasserstein2`); `own` is the new policy's action term (N, A)."""
     sq = ((own - ref_actions) ** 2).sum(-1)
     if own_std is not None:
+        assert ref_std is not None, "own_std needs ref_std"
         sq = sq + ((own_std - ref_std) ** 2).sum(-1)
     return torch.sqrt(sq.clamp_min(1e-12))
 
@@ -110,7 +111,7 @@ class CPOProblem:
         logprob, _, _ = self.agent.evaluate(self.obs, self.actions)
         ratio = torch.exp(logprob - self.old_logprob)
         cost_model = (ratio * self.adv_c).mean()
-        if self.direct_cost is not None:
+        if self.direct_cost is not None and self.old_direct is not None:  # both or neither
             cost_model = cost_model + (self.direct_cost() - self.old_direct)
         return (ratio * self.adv_r).mean(), cost_model
 
@@ -155,6 +156,7 @@ class CPO(NoveltyMethod):
         # what the direct term needs: the nearest reference's action (and std) at s_t, and a_t if it is compared
         nearest = d.argmin(axis=1)
         self._nearest["actions"].append(self.references.mean_actions(step.obs)[nearest, np.arange(len(nearest))])
+        assert self.references.std is not None  # a CPO run has references
         self._nearest["std"].append(self.references.std[nearest])
         self._nearest["executed"].append(step.action)
         center = self.cost_center if self.cost_center is not None else self._cost_sum / self._cost_n
@@ -197,7 +199,7 @@ class CPO(NoveltyMethod):
         x, info = cpo_step(g, b, c, Hinv_g, Hinv_b, cfg.cpo_max_kl)
 
         theta_old = get_flat_params(problem.params)
-        surr_r, surr_c = surr_r.item(), surr_c.item()
+        r_old, c_old = surr_r.item(), surr_c.item()
         accepted, kl, d_r, d_c, trials = False, 0.0, 0.0, 0.0, 0
         for i in range(cfg.cpo_backtrack_iters):
             trials = i + 1
@@ -205,7 +207,7 @@ class CPO(NoveltyMethod):
             with torch.no_grad():
                 new_r, new_c = problem.surrogates()
                 kl = problem.kl().item()
-            d_r, d_c = new_r.item() - surr_r, new_c.item() - surr_c
+            d_r, d_c = new_r.item() - r_old, new_c.item() - c_old
             improves = d_r >= 0 or info.case <= 1  # without a feasible point, only the cost counts
             if all(map(math.isfinite, (kl, d_r, d_c))) and kl <= cfg.cpo_max_kl and d_c <= max(0.0, -c) and improves:
                 accepted = True

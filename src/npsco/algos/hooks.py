@@ -8,8 +8,9 @@ step of the rollout (and `end_episodes` after a step that ended episodes), `upda
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np

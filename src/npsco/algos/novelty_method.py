@@ -72,6 +72,7 @@ class NoveltyMethod(Method):
     def novelty(self, step: StepInfo) -> tuple[np.ndarray, np.ndarray]:
         action = step.mean_action if self.config.novelty_action == "mean" else step.action
         std = step.action_std if self.config.metric == "wasserstein2" else None
+        assert self.tracker is not None, "bind() first"
         d, u = self.tracker.update(step.obs, action, std)
         self.constrained = step.episode_step > self.t_start  # the envs past t_S, where the constraint applies
         # per step only keep u and where the constraint applies; the statistics are computed once per iteration
@@ -82,6 +83,7 @@ class NoveltyMethod(Method):
 
     def end_episodes(self, done: np.ndarray) -> None:
         self._episode_u.extend(self._last_u[done].tolist())
+        assert self.tracker is not None, "bind() first"
         self.tracker.reset(done)
 
     def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -20,6 +21,9 @@ from torch import nn
 from npsco.algos.rollout import Batch
 from npsco.config import PPOConfig
 from npsco.policy import LOG_SQRT_2PI, ActorCritic
+
+Layers = list[tuple[np.ndarray, np.ndarray]]
+"""An MLP's (W, b) per layer: numpy views of its parameters, or of their gradients."""
 
 
 @functools.cache
@@ -38,7 +42,15 @@ def _mlp_linears(module: nn.Module) -> list[nn.Linear] | None:
     for i, m in enumerate(layers):
         if type(m) is not (nn.Linear if i % 2 == 0 else nn.Tanh):
             return None
-    return layers[::2]
+    return cast(list[nn.Linear], layers[::2])
+
+
+def _linears(module: nn.Module) -> list[nn.Linear]:
+    """`_mlp_linears`, for a module that `NumpyPPOUpdate.unsupported` accepted."""
+    linears = _mlp_linears(module)
+    if linears is None:
+        raise ValueError("NumpyPPOUpdate needs tanh MLPs (see NumpyPPOUpdate.unsupported)")
+    return linears
 
 
 class NumpyPPOUpdate:
@@ -78,11 +90,11 @@ class NumpyPPOUpdate:
 
     def __init__(self, cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Adam, streams: tuple[str, ...]):
         self.cfg, self.agent, self.optimizer, self.streams = cfg, agent, optimizer, streams
-        actor = _mlp_linears(agent.actor_mean)
-        critics = {s: _mlp_linears(agent.critics[s]) for s in streams}
+        actor = _linears(agent.actor_mean)
+        critics = {s: _linears(agent.critics[s]) for s in streams}
         # The parameters that get gradients: the actor, the log-std and the critics of the trained streams (a critic
         # outside the streams gets no gradient in the torch loop either, so Adam leaves it alone).
-        self.params: list[nn.Parameter] = [t for lin in actor for t in (lin.weight, lin.bias)] + [agent.actor_logstd]
+        self.params: list[torch.Tensor] = [t for lin in actor for t in (lin.weight, lin.bias)] + [agent.actor_logstd]
         for s in streams:
             self.params += [t for lin in critics[s] for t in (lin.weight, lin.bias)]
         sizes = [p.numel() for p in self.params]
@@ -96,18 +108,18 @@ class NumpyPPOUpdate:
         self.steps = np.empty(len(self.params), np.float64)
         views = [self._view(buf) for buf in (self.flat, self.grad)]
         k = 2 * len(actor)
-        self.actor = list(zip(views[0][0:k:2], views[0][1:k:2]))
-        self.actor_grad = list(zip(views[1][0:k:2], views[1][1:k:2]))
+        self.actor = list(zip(views[0][0:k:2], views[0][1:k:2], strict=True))
+        self.actor_grad = list(zip(views[1][0:k:2], views[1][1:k:2], strict=True))
         self.log_std, self.log_std_grad = views[0][k], views[1][k]
         self.critics, self.critics_grad, start = {}, {}, k + 1
         for s in streams:
             end = start + 2 * len(critics[s])
-            self.critics[s] = list(zip(views[0][start:end:2], views[0][start + 1:end:2]))
-            self.critics_grad[s] = list(zip(views[1][start:end:2], views[1][start + 1:end:2]))
+            self.critics[s] = list(zip(views[0][start:end:2], views[0][start + 1:end:2], strict=True))
+            self.critics_grad[s] = list(zip(views[1][start:end:2], views[1][start + 1:end:2], strict=True))
             start = end
 
     def _view(self, buf: np.ndarray) -> list[np.ndarray]:
-        return [buf[a:b].reshape(p.shape) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:])]
+        return [buf[a:b].reshape(p.shape) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:], strict=True)]
 
     # ------------------------------------------------------------------------------------ moving state in and out
     def _load(self) -> None:
@@ -152,7 +164,7 @@ class NumpyPPOUpdate:
         return acts
 
     @staticmethod
-    def _backward(layers, grads, acts: list[np.ndarray], g: np.ndarray) -> None:
+    def _backward(layers: Layers, grads: Layers, acts: list[np.ndarray], g: np.ndarray) -> None:
         """Write d loss / d (W, b) of every layer into `grads`, given g = d loss / d output."""
         for i in range(len(layers) - 1, -1, -1):
             gw, gb = grads[i]
@@ -163,7 +175,8 @@ class NumpyPPOUpdate:
                 h = acts[i]
                 g *= 1.0 - h * h
 
-    def loss_and_grad(self, obs, actions, old_logprob, adv, values, returns) -> np.ndarray:
+    def loss_and_grad(self, obs: np.ndarray, actions: np.ndarray, old_logprob: np.ndarray, adv: np.ndarray,
+                      values: dict[str, np.ndarray], returns: dict[str, np.ndarray]) -> np.ndarray:
         """The PPO loss of one minibatch: writes its gradient into `self.grad`; returns the five statistics
         (policy loss, value loss, entropy, approx KL, clip fraction). `values`/`returns` map stream -> array."""
         cfg = self.cfg
@@ -239,18 +252,20 @@ class NumpyPPOUpdate:
         tmp *= np.float32(1 - beta2)
         v += tmp
         self.steps += 1
+        step_size: np.float32 | np.ndarray  # float32, one value per parameter or one per element
+        bc2_sqrt: float | np.ndarray
         if np.all(self.steps == self.steps[0]):
             t = self.steps[0]
-            step_size, bc2_sqrt = lr / (1 - beta1**t), math.sqrt(1 - beta2**t)
+            step_size, bc2_sqrt = np.float32(lr / (1 - beta1**t)), math.sqrt(1 - beta2**t)
         else:  # parameters stepped a different number of times (a method stepped only some of them)
             counts = np.diff(self.offsets)
             step_size = np.repeat(lr / (1 - beta1**self.steps), counts).astype(np.float32)
             bc2_sqrt = np.repeat(np.sqrt(1 - beta2**self.steps), counts).astype(np.float32)
         np.sqrt(v, out=tmp)
-        tmp /= bc2_sqrt if np.isscalar(bc2_sqrt) else bc2_sqrt
+        tmp /= bc2_sqrt
         tmp += np.float32(eps)
         np.divide(m, tmp, out=tmp)
-        tmp *= np.float32(step_size) if np.isscalar(step_size) else step_size
+        tmp *= step_size
         self.flat -= tmp
 
     def run(self, batch: Batch, minibatches: Callable[[], Sequence[torch.Tensor]],
@@ -289,4 +304,4 @@ class NumpyPPOUpdate:
         self._store()
         means = np.mean(stats, axis=0)
         names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
-        return {f"losses/{k}": float(v) for k, v in zip(names, means)}
+        return {f"losses/{k}": float(v) for k, v in zip(names, means, strict=True)}

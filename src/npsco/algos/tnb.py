@@ -16,6 +16,8 @@ update is TNB's, else it is plain PPO (`Trainer.ppo_update`, whose critic loss s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from torch import nn
@@ -38,7 +40,7 @@ def ctnb_violated(margin_sum: float, active_steps: int, slack: float) -> bool:
     return active_steps > 0 and margin_sum / active_steps < -slack
 
 
-def _add_to_grads(params: list[torch.Tensor], flat: torch.Tensor) -> None:
+def _add_to_grads(params: Sequence[torch.Tensor], flat: torch.Tensor) -> None:
     """param.grad += the slice of the 1-D `flat` that belongs to param (laid out as `flat_grad`)."""
     offset = 0
     for p in params:

@@ -10,19 +10,21 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, cast
 
 import numpy as np
 import torch
+from gymnasium.spaces import Box
 from torch import nn
 from tqdm import tqdm
 
 from npsco.algos.hooks import Method, StepInfo, StepOutcome, TrainingSetup
 from npsco.algos.maths import compute_gae, explained_variance, normalize_advantages, policy_loss, value_loss
 from npsco.algos.numpy_update import NumpyPPOUpdate
-from npsco.algos.rollout import Batch, RewardScaler, RolloutBuffer, RolloutSummary
+from npsco.algos.rollout import Batch, RewardScaler, RolloutBuffer
 from npsco.config import PPOConfig
 from npsco.envs.make import final_observations, make_vector_env
 from npsco.errors import NpscoError
@@ -69,8 +71,10 @@ class Trainer:
 
         self.envs = make_vector_env(cfg.env_id, cfg.num_envs, cfg.env_backend, cfg.max_episode_steps)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
-        if len(act_space.shape) != 1 or not np.all(np.isfinite(act_space.low)):
+        if not isinstance(act_space, Box) or len(act_space.shape) != 1 or not np.all(np.isfinite(act_space.low)):
             raise NpscoError(f"{cfg.env_id}: npsco needs a bounded continuous (Box) action space, got {act_space}")
+        if not isinstance(obs_space, Box):
+            raise NpscoError(f"{cfg.env_id}: npsco needs a Box observation space, got {obs_space}")
         self.obs_space, self.action_space = obs_space, act_space
         self.act_low, self.act_high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
         self.agent = ActorCritic(
@@ -192,11 +196,11 @@ class Trainer:
     def critic_loss(self, batch: Batch, mb: torch.Tensor, obs: torch.Tensor | None = None) -> torch.Tensor:
         """Sum over streams of the (clipped) value losses on minibatch `mb`."""
         obs = batch.obs[mb] if obs is None else obs
-        return sum(
+        return cast(torch.Tensor, sum(
             value_loss(self.agent.value(obs, s), batch.values[s][mb], batch.returns[s][mb], self.cfg.clip_coef,
                        self.cfg.clip_vloss)
             for s in self.streams
-        )
+        ))
 
     def ppo_update(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
         """`update_epochs` passes of minibatch Adam steps on the clipped surrogate + value losses - entropy bonus.
@@ -242,7 +246,7 @@ class Trainer:
             if cfg.target_kl is not None and float(stats[-1][3]) > cfg.target_kl:
                 break
         means = torch.stack(stats).double().mean(0).tolist()
-        return {f"losses/{k}": float(v) for k, v in zip(names, means)}
+        return {f"losses/{k}": float(v) for k, v in zip(names, means, strict=True)}
 
     # -------------------------------------------------------------------------------------------------- the loop
     def policy(self) -> Policy:
@@ -268,7 +272,7 @@ class Trainer:
         return {"eval/return_mean": float(res.returns.mean()), "eval/return_std": float(res.returns.std()),
                 "eval/length_mean": float(res.lengths.mean())}
 
-    def train(self, progress: bool = True, on_iteration: Callable[["Trainer", dict], None] | None = None) -> TrainResult:
+    def train(self, progress: bool = True, on_iteration: Callable[[Trainer, dict], None] | None = None) -> TrainResult:
         """Run all iterations; saves the final policy to `run_dir/policy.safetensors` when a run dir is set.
 
         Ctrl-C stops cleanly after saving the policy in training to `run_dir/checkpoints/interrupted.safetensors`.

@@ -5,6 +5,7 @@ same transitions as ``SyncVectorEnv`` of ``FourRewardMaze`` with same-step autor
 """
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import gymnasium as gym
@@ -163,7 +164,7 @@ def _draw(trajectory: np.ndarray, size: int) -> np.ndarray:
 
     segments = [
         np.linspace(start, end, int(np.ceil(np.linalg.norm(end - start) * scale)) + 1)
-        for start, end in zip(trajectory[:-1], trajectory[1:])
+        for start, end in pairwise(trajectory)
     ]
     _stamp(image, np.concatenate([trajectory[:1], *segments]), scale, radius=1, colour=(40, 40, 40))
     _stamp(image, trajectory[-1:], scale, radius=3, colour=(220, 30, 30))
@@ -259,11 +260,13 @@ class FourRewardMazeVec(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         }
         return self._positions.copy(), rewards, terminations, truncations, infos
 
-    def _rng(self, i: int) -> np.random.Generator:
+    def _rng(self, i: int | np.integer) -> np.random.Generator:
         """Generator of environment i, created from fresh entropy on first use (as gymnasium.Env.np_random)."""
-        if self._rngs[i] is None:
-            self._rngs[i], _ = seeding.np_random()
-        return self._rngs[i]
+        rng = self._rngs[i]
+        if rng is None:
+            rng, _ = seeding.np_random()
+            self._rngs[i] = rng
+        return rng
 
     def _checked_reset_mask(self, reset_mask: Any) -> np.ndarray:
         return checked_reset_mask(reset_mask, self.num_envs)

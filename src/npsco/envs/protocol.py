@@ -3,7 +3,8 @@ same-step autoreset, and `reset(options={"reset_mask": mask})` resetting only th
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -3,9 +3,10 @@ kept for novelty measurements; and the evaluation of one checkpoint (`npsco eval
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,11 +33,13 @@ class Episodes:
 
     def trajectory(self, i: int) -> np.ndarray:
         """Every observation of episode i, the final one included (for pictures of the path)."""
+        if self.final_obs is None:
+            raise ValueError("trajectory() needs the episodes' states: run them with record_states=True")
         return np.concatenate([self.states[i], self.final_obs[i][None]], axis=0)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """JSON-ready summary: mean, std, min, max of the returns, the mean length, and goal counts on the maze."""
-        out = {
+        out: dict[str, Any] = {
             "episodes": int(self.returns.size),
             "seed": self.seed,
             "return_mean": float(self.returns.mean()),

@@ -5,17 +5,26 @@ evaluated together (sharing the measurements of the references they borrow) and 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 import npsco
 from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
-from npsco.evaluation.measure import (FIG2_START, MAX_DIVERSITY_STATES, MeasureCache, action_distance_matrix,
-                                      diversity_states, mean_reference_distance, measure_policy, novelty_against)
+from npsco.evaluation.measure import (
+    FIG2_START,
+    MAX_DIVERSITY_STATES,
+    MeasureCache,
+    action_distance_matrix,
+    diversity_states,
+    mean_reference_distance,
+    measure_policy,
+    novelty_against,
+)
 from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
@@ -66,7 +75,7 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
 
     primary = primary_scale(info.config, info.env_id)
     rows = []
-    for i, (m, x) in enumerate(zip(info.members, measurements)):
+    for i, (m, x) in enumerate(zip(info.members, measurements, strict=True)):
         summary = x.episodes.summary()
         maze: dict[str, Any] = {}
         if x.fig2_trajectory is not None:
@@ -86,7 +95,7 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
     names = [m.name for m in info.members]
     return {
         "format": EVALUATION_FORMAT, "format_version": EVALUATION_VERSION,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "npsco_version": npsco.__version__,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"), "npsco_version": npsco.__version__,
         "run": str(info.path), "env_id": info.env_id, "fingerprint": _fingerprint(info, episodes, seed),
         "settings": {"episodes": episodes, "seed": seed, "deterministic": True, "distance": "deterministic",
                      "max_diversity_states": MAX_DIVERSITY_STATES, "fig2_start": list(FIG2_START)},

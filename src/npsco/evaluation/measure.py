@@ -42,6 +42,7 @@ def measure_policy(policy: Policy, episodes: int, seed: int, max_episode_steps: 
     if policy.metadata["env_id"] == MAZE_ID:
         one = run_episodes(policy, 1, seed=seed, max_episode_steps=max_episode_steps, record_states=True,
                            start=FIG2_START)
+        assert one.goals is not None  # the maze records goals
         trajectory, goal = one.trajectory(0), int(one.goals[0])
     return Measurement(policy=policy, episodes=res, states=np.concatenate(res.states, axis=0),
                        fig2_trajectory=trajectory, fig2_goal=goal)

@@ -86,7 +86,7 @@ class EvaluationRow:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EvaluationRow":
+    def from_dict(cls, data: Mapping[str, Any]) -> EvaluationRow:
         """A row of an evaluation document (keys of other versions are left out)."""
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 

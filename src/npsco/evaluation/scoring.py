@@ -4,13 +4,20 @@ the statistics per group and task (mean +- std, IQM with bootstrap CIs) and acro
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from npsco.evaluation.rows import EvaluationRow, group_sort_key
-from npsco.stats import (bootstrap_ci, iqm, mean_std, relative_novelty, stratified_bootstrap_ci, success_baseline,
-                         success_flags)
+from npsco.stats import (
+    bootstrap_ci,
+    iqm,
+    mean_std,
+    relative_novelty,
+    stratified_bootstrap_ci,
+    success_baseline,
+    success_flags,
+)
 
 
 def score_rows(rows: Sequence[EvaluationRow], ppo_mean_distance: float | None) -> list[EvaluationRow]:
@@ -33,8 +40,9 @@ def score_rows(rows: Sequence[EvaluationRow], ppo_mean_distance: float | None) -
     ppo_novelty = mean_or_none([r.novelty for r in rows if r.role == "reference"])
 
     def relative(novelty: float | None, ppo: float | None) -> float | None:
-        usable = novelty is not None and ppo is not None and ppo > 0
-        return float(relative_novelty(novelty, ppo)) if usable else None
+        if novelty is None or ppo is None or ppo <= 0:
+            return None
+        return float(relative_novelty(novelty, ppo))
 
     out = []
     for row in rows:
@@ -51,7 +59,7 @@ def score_rows(rows: Sequence[EvaluationRow], ppo_mean_distance: float | None) -
     return out
 
 
-def metric_summary(values, seed: int = 0) -> dict | None:
+def metric_summary(values: Iterable[float | None], seed: int = 0) -> dict | None:
     """n, mean +- std (population std, as the paper), IQM with a 95% percentile-bootstrap CI of finite values."""
     x = np.array([v for v in values if v is not None and np.isfinite(v)], dtype=float)
     if x.size == 0:
@@ -80,7 +88,7 @@ def statistics(rows: Sequence[EvaluationRow]) -> dict:
         })
     aggregate = []
     for group in sorted({r.group for r in rows}, key=group_sort_key):
-        scores = {}
+        scores: dict[str, list[float]] = {}
         for r in rows:
             if r.group == group and r.success_baseline and r.success_baseline > 0:
                 scores.setdefault(r.task, []).append(r.return_mean / r.success_baseline)

@@ -75,7 +75,7 @@ def _space_type(space: Any) -> str:
 
 def check_spaces(data: dict, path: Path) -> None:
     """Refuse what npsco policies cannot act on: non-Box actions, image or dict observations."""
-    act, obs = data.get("action_space"), data.get("observation_space")
+    act, obs = data.get("action_space") or {}, data.get("observation_space") or {}
     kind = _space_type(act)
     if kind != "Box":
         raise NpscoError(f"{path}: {kind} actions are not supported (npsco policies act in continuous Box spaces)")
@@ -138,7 +138,8 @@ def _actor_critic(data: dict, state: dict, path: Path, version: str) -> Imported
     layers = (sequential(state, "mlp_extractor.shared_net") + sequential(state, "mlp_extractor.policy_net")
               + [(state["action_net.weight"], state["action_net.bias"])])
     log_std = state.get("log_std")
-    kwargs = data.get("policy_kwargs") if isinstance(data.get("policy_kwargs"), dict) else {}
+    kwargs = data.get("policy_kwargs")
+    kwargs = kwargs if isinstance(kwargs, dict) else {}
     lost, output = [], "tanh" if kwargs.get("squash_output") else "linear"
     if log_std is None:
         raise NpscoError(f"{path}: the policy has no log_std: discrete actions are not supported")

@@ -16,7 +16,7 @@ Definitions, with ``mu(s)`` a policy's deterministic (mean) action and ``sigma(s
 """
 
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -60,9 +60,10 @@ def per_state_distance(actions_a: Actions, actions_b: Actions, metric: Metric = 
     ``"deterministic"`` takes action arrays ``(..., A)``; ``"wasserstein2"`` takes ``(mean, std)`` pairs of them.
     """
     if metric == "deterministic":
-        return deterministic_distance(actions_a, actions_b)
+        return deterministic_distance(cast(ArrayLike, actions_a), cast(ArrayLike, actions_b))
     if metric == "wasserstein2":
-        (mean_a, std_a), (mean_b, std_b) = actions_a, actions_b
+        (mean_a, std_a), (mean_b, std_b) = cast(tuple[ArrayLike, ArrayLike], actions_a), cast(
+            tuple[ArrayLike, ArrayLike], actions_b)
         return wasserstein2_distance(mean_a, std_a, mean_b, std_b)
     raise ValueError(f"unknown metric {metric!r}; expected 'deterministic' or 'wasserstein2'")
 

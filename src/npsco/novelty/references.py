@@ -9,8 +9,9 @@ of the episode: the quantity IPD constrains, WSR/TNB reward and CPO costs.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
+import gymnasium as gym
 import numpy as np
 
 from npsco.errors import NpscoError
@@ -99,7 +100,7 @@ class _Group:
             np.minimum(np.maximum(xt, -self.obs_clip, out=xt), self.obs_clip, out=xt)
             x = np.matmul(self.w1, xt)
             x += self.b1
-        for w, buf in zip(self.hidden, later):
+        for w, buf in zip(self.hidden, later, strict=True):
             _kernels.tanh_rows(x.reshape(m, -1), buf.reshape(m, -1))  # buf[:, :-1] = tanh(x); its last row stays ones
             x = np.matmul(w, buf)
         np.minimum(np.maximum(x, self.low, out=x), self.high, out=x)
@@ -135,9 +136,10 @@ class ReferenceSet:
     def __len__(self) -> int:
         return len(self.policies)
 
-    def check_compatible(self, observation_space, action_space, env_id: str = "the environment") -> None:
+    def check_compatible(self, observation_space: gym.spaces.Box, action_space: gym.spaces.Box,
+                         env_id: str = "the environment") -> None:
         """Refuse references whose observation or action space differs from the environment's, naming both."""
-        for name, p in zip(self.names, self.policies):
+        for name, p in zip(self.names, self.policies, strict=True):
             for what, mine, theirs in (("observation", p.observation_space, observation_space),
                                        ("action", p.action_space, action_space)):
                 same = mine.shape == theirs.shape and np.allclose(mine.low, theirs.low) and np.allclose(mine.high, theirs.high)
@@ -173,13 +175,14 @@ class ReferenceSet:
             raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
         diff = self._mean_actions_t(np.asarray(obs, np.float32))  # a fresh (M, A, N) array: work in place
         diff -= np.asarray(action).T
-        sq = np.vecdot(diff, diff, axis=1)  # (M, N)
+        sq = np.vecdot(diff, diff, axis=1)  # type: ignore[call-overload]  # (M, N); numpy's stubs lack gufunc `axis`
         if metric == "wasserstein2":
+            assert std is not None  # checked above
             sq += ((self.std - std[None]) ** 2).sum(-1)[:, None]
         return np.sqrt(sq, out=sq).T
 
 
-def _describe(space) -> str:
+def _describe(space: gym.spaces.Box) -> str:
     low, high = np.unique(space.low), np.unique(space.high)
     bounds = f"[{low[0]:g}, {high[0]:g}]" if low.size == 1 and high.size == 1 else "(varied bounds)"
     return f"Box{tuple(space.shape)} {bounds}"

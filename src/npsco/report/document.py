@@ -52,7 +52,7 @@ class Video:
 class Row:
     """Blocks side by side in HTML (e.g. a video next to its filmstrip); one after the other in Markdown."""
 
-    items: list["Image | Video"] = field(default_factory=list)
+    items: list[Image | Video] = field(default_factory=list)
     caption: str | None = None
 
 
@@ -172,10 +172,10 @@ def to_html(blocks: list[Block], title: str, base: str | Path, embed: bool = Tru
         elif isinstance(b, Table):
             align = b.align or "l" + "r" * (len(b.header) - 1)
             cls = [' class="r"' if a == "r" else "" for a in align]
-            out.append("<table><thead><tr>" + "".join(f"<th{c}>{_inline(h)}</th>" for c, h in zip(cls, b.header))
+            out.append("<table><thead><tr>" + "".join(f"<th{c}>{_inline(h)}</th>" for c, h in zip(cls, b.header, strict=True))
                        + "</tr></thead><tbody>")
             for row in b.rows:
-                out.append("<tr>" + "".join(f"<td{c}>{_inline(v)}</td>" for c, v in zip(cls, row)) + "</tr>")
+                out.append("<tr>" + "".join(f"<td{c}>{_inline(v)}</td>" for c, v in zip(cls, row, strict=True)) + "</tr>")
             out.append("</tbody></table>")
         elif isinstance(b, (Image, Video)):
             caption = f"<figcaption>{_inline(b.caption)}</figcaption>" if b.caption else ""

@@ -123,7 +123,8 @@ def novelty_reward_figure(data: Mapping[str, Mapping[str, tuple[np.ndarray, np.n
         ax.set_xlabel("relative novelty")
         if index == 0:
             ax.set_ylabel("reward")
-    fig.legend([handles[m] for m in methods], methods, loc="outside right upper")
+    # matplotlib's stubs type legend handles as Artists; an errorbar's container is drawn as one
+    fig.legend([handles[m] for m in methods], methods, loc="outside right upper")  # type: ignore[call-overload]
     return fig
 
 
@@ -147,7 +148,7 @@ def threshold_ablation_figure(data: Mapping[str, Mapping[str, np.ndarray]]) -> F
             patch_artist=True,
             medianprops={"color": "black"},
         )
-        for label, box in zip(labels, boxes["boxes"]):
+        for label, box in zip(labels, boxes["boxes"], strict=True):
             box.set_facecolor("0.8" if label == "PPO" else "C0")
             box.set_alpha(0.7)
         ax.set_title(task)
@@ -228,7 +229,7 @@ def filmstrip_figure(strips: Mapping[str, np.ndarray], width_inches: float = 10.
     heights = [width_inches * np.shape(image)[0] / np.shape(image)[1] for image in strips.values()]
     fig = Figure(figsize=(width_inches, sum(heights) + 0.35 * len(strips)), layout="constrained")
     axes = fig.subplots(len(strips), 1, squeeze=False, height_ratios=heights)[:, 0]
-    for ax, (label, image) in zip(axes, strips.items()):
+    for ax, (label, image) in zip(axes, strips.items(), strict=True):
         ax.imshow(image)
         ax.set_title(label, loc="left", fontsize=10)
         ax.set_axis_off()
