@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     # Imported lazily so that `import npsco` (and the CLI's --help) stays fast: policy.py imports torch.
     if name in ("load_policy", "Policy"):
-        from npsco import policy
+        from npsco import policy  # lazy: policy.py imports torch
 
         return getattr(policy, name)
     raise AttributeError(f"module 'npsco' has no attribute {name!r}")

@@ -3,12 +3,16 @@ renamed over the target, so an interrupted run never leaves a half-written file 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from npsco.errors import NpscoError
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -37,10 +41,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     _fsync_dir(path.parent)
 
@@ -57,16 +59,12 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 def file_sha256(path: str | os.PathLike) -> str:
     """The SHA-256 of a file's bytes, in hex."""
-    import hashlib
-
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_json(path: str | os.PathLike) -> Any:
     """Read a JSON file, turning a missing or malformed file into an NpscoError that names it."""
-    from npsco.errors import NpscoError
-
     path = Path(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))

@@ -8,6 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from npsco.errors import NpscoError
+
 
 class MetricsLogger:
     """Appends one JSON object per iteration to `metrics.jsonl` (flushed each time) and mirrors scalars to TensorBoard."""
@@ -19,14 +21,14 @@ class MetricsLogger:
         if run_dir is not None:
             run_dir = Path(run_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
-            self._file = open(run_dir / "metrics.jsonl", "w", encoding="utf-8")
+            self._file = open(run_dir / "metrics.jsonl", "w", encoding="utf-8")  # noqa: SIM115  (closed by close())
             if tensorboard:
-                from torch.utils.tensorboard import SummaryWriter
+                from torch.utils.tensorboard import SummaryWriter  # lazy: tensorboard is slow to import
 
                 self._tb = SummaryWriter(str(run_dir / "tensorboard"))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        row = {"global_step": int(step)}
+        row: dict[str, float | None] = {"global_step": int(step)}
         row.update({k: _clean(v) for k, v in metrics.items()})
         self.rows.append(row)
         if self._file is not None:
@@ -54,8 +56,6 @@ def _clean(v: Any) -> float | None:
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a `metrics.jsonl` file. Only a torn last line (no newline: a crash in the middle of writing it) is
     skipped; any other line that is not a JSON object raises an NpscoError naming the file and line."""
-    from npsco.errors import NpscoError
-
     text = Path(path).read_text(encoding="utf-8")
     lines = text.split("\n")
     torn = lines.pop()  # "" when the file ends with a newline; else the last line, cut short or not

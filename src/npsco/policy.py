@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from safetensors.numpy import load as load_safetensors
+from safetensors.numpy import save as save_safetensors
 from torch import nn
 from torch.distributions import Normal
 
@@ -108,9 +111,9 @@ def squash(u: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     return low + (0.5 * (np.tanh(u) + 1.0) * (high - low))
 
 
-def linear_layers(module: nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
+def linear_layers(module: nn.Module) -> list[tuple[np.ndarray, np.ndarray]]:
     """(W, b) numpy *views* of the Linear layers of an MLP (they follow in-place optimiser updates)."""
-    return [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in module if isinstance(m, nn.Linear)]
+    return [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in module.children() if isinstance(m, nn.Linear)]
 
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -266,7 +269,7 @@ class Policy:
 
     # ------------------------------------------------------------------ construction and files
     @classmethod
-    def from_agent(cls, agent: ActorCritic, action_space: gym.spaces.Box, metadata: dict[str, Any]) -> "Policy":
+    def from_agent(cls, agent: ActorCritic, action_space: gym.spaces.Box, metadata: dict[str, Any]) -> Policy:
         linears = [m for m in agent.actor_mean if isinstance(m, nn.Linear)]
         return cls(
             weights=[(lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy()) for lin in linears],
@@ -292,8 +295,6 @@ class Policy:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the checkpoint atomically to `path` (a `.safetensors` file)."""
-        from safetensors.numpy import save
-
         meta = dict(self.metadata)
         meta.update(format=FORMAT, format_version=self.format_version,
                     architecture={"actor_hidden": [int(w.shape[0]) for w, _ in self.weights[:-1]],
@@ -301,10 +302,10 @@ class Policy:
                                   "log_std": "none" if self.deterministic_only else "state-independent"},
                     obs_norm={"enabled": self.norm_obs, "clip": self.obs_clip, "eps": OBS_NORM_EPS},
                     action_clip=True)
-        meta.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        meta.setdefault("created", datetime.now(UTC).isoformat(timespec="seconds"))
         self.metadata = meta
         path = Path(path)
-        atomic_write_bytes(path, save(self.tensors(), metadata={"npsco": json.dumps(meta, allow_nan=False)}))
+        atomic_write_bytes(path, save_safetensors(self.tensors(), metadata={"npsco": json.dumps(meta, allow_nan=False)}))
         return path
 
 
@@ -328,12 +329,10 @@ def load_policy(path: str | os.PathLike) -> Policy:
     `path` is a `.safetensors` checkpoint written by npsco, or a folder holding `policy.safetensors`. The returned
     policy takes raw observations: `mean_action(obs)`, `act(obs, deterministic=False)`, `action_std`, `metadata`.
     """
-    from safetensors.numpy import load
-
     p = resolve_checkpoint(path)
     raw = p.read_bytes()
     try:
-        tensors = load(raw)
+        tensors = load_safetensors(raw)
         header_len = int.from_bytes(raw[:8], "little")
         header = json.loads(raw[8 : 8 + header_len])
     except Exception as e:  # noqa: BLE001  (any parse failure of an untrusted file is a refusal, never a crash)
@@ -371,7 +370,7 @@ def _policy_from_tensors(p: Path, tensors: dict[str, np.ndarray], meta: dict[str
         raise NpscoError(f"{p}: unknown architecture (activation {activation!r}, output {output!r}, log_std "
                          f"{log_std!r}; this npsco knows {ACTIVATIONS}, {OUTPUTS}, {LOG_STDS})")
     sizes = [obs_dim, *hidden, act_dim]
-    expected = {f"actor.{i}.weight": (sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1)}
+    expected: dict[str, tuple[int, ...]] = {f"actor.{i}.weight": (sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1)}
     expected.update({f"actor.{i}.bias": (sizes[i + 1],) for i in range(len(sizes) - 1)})
     expected.update({"obs_norm.mean": (obs_dim,), "obs_norm.var": (obs_dim,),
                      "action.low": (act_dim,), "action.high": (act_dim,)})

@@ -24,16 +24,18 @@ with the same episode ends (tests/integration/test_envpool_backend.py).
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.spaces import Box
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from npsco.config import MUJOCO_TASKS
-from npsco.errors import NpscoError
 from npsco.envs.protocol import checked_reset_mask, per_env_seeds
+from npsco.errors import NpscoError
 
 ENVPOOL_TASKS = tuple(f"{task}-{v}" for task in MUJOCO_TASKS for v in ("v4", "v5"))
 ENVPOOL_VERSION = "1.2.5"  # the version pinned by the `envpool` extra of pyproject.toml
@@ -52,15 +54,23 @@ def check_envpool_task(env_id: str) -> None:
 def import_envpool() -> Any:
     """The envpool module, or an NpscoError that says how to install it."""
     try:
-        import envpool
+        import envpool  # an optional dependency (npsco[envpool]), imported when the backend is used
     except ImportError as exc:
         raise NpscoError(f"env_backend envpool needs the envpool package, which is not installed: {INSTALL_HINT}") from exc
     return envpool
 
 
+def env_id_of(env: gym.Env) -> str:
+    """The id of an env made by `gym.make` (which always gives it a spec)."""
+    if env.spec is None:
+        raise ValueError(f"{env} has no spec: make it with gym.make")
+    return env.spec.id
+
+
 def _task_options(env: gym.Env, spec_config: dict[str, Any]) -> dict[str, Any]:
     """envpool options equal to the Gymnasium env's settings (refused where envpool cannot express them)."""
-    u = env.unwrapped
+    u: Any = env.unwrapped  # a MuJoCo env: its settings are attributes that Gymnasium's types do not name
+    task = env_id_of(env)
     xml = os.path.basename(u.fullpath)
     if spec_config.get("xml_file") != xml:
         raise NpscoError(f"envpool's {spec_config.get('xml_file')} is not Gymnasium's model file {xml}")
@@ -80,12 +90,12 @@ def _task_options(env: gym.Env, spec_config: dict[str, Any]) -> dict[str, Any]:
         if "healthy_z_max" in spec_config:
             options["healthy_z_max"] = z_max
         elif z_max != np.inf:
-            raise NpscoError(f"envpool has no healthy_z_max for {env.spec.id}; Gymnasium's is {z_max}")
+            raise NpscoError(f"envpool has no healthy_z_max for {task}; Gymnasium's is {z_max}")
         if hasattr(u, "_healthy_state_range"):  # Hopper
             options["healthy_state_min"], options["healthy_state_max"] = map(float, u._healthy_state_range)
     unknown = sorted(set(options) - set(spec_config))
     if unknown:
-        raise NpscoError(f"envpool's {env.spec.id} has no option(s) {', '.join(unknown)}")
+        raise NpscoError(f"envpool's {task} has no option(s) {', '.join(unknown)}")
     return options
 
 
@@ -101,7 +111,7 @@ class EnvPoolVectorEnv(VectorEnv):
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         gym_env = gym.make(env_id)
         try:
-            self.max_episode_steps = int(max_episode_steps or gym_env.spec.max_episode_steps)
+            self.max_episode_steps = int(max_episode_steps or getattr(gym_env.spec, "max_episode_steps", None) or 0)
             if self.max_episode_steps < 1:
                 raise ValueError(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
             spec_config = dict(self._envpool.make_spec(env_id).config._asdict())
@@ -113,8 +123,10 @@ class EnvPoolVectorEnv(VectorEnv):
                 "max_episode_steps": self.max_episode_steps + 1,  # the time limit is this class's (docstring)
                 **_task_options(gym_env, spec_config),
             }
-            self.single_observation_space = gym_env.observation_space
-            self.single_action_space = gym_env.action_space
+            if not isinstance(gym_env.observation_space, Box) or not isinstance(gym_env.action_space, Box):
+                raise NpscoError(f"{env_id}: envpool's tasks have Box spaces, Gymnasium's here do not")
+            self.single_observation_space: Box = gym_env.observation_space
+            self.single_action_space: Box = gym_env.action_space
         finally:
             gym_env.close()
         self.env_id = env_id
@@ -158,8 +170,9 @@ class EnvPoolVectorEnv(VectorEnv):
         self._elapsed[ids] = 0
 
     def _per_env_seeds(self, seed: int | Sequence[int]) -> list[int]:
-        seeds = per_env_seeds(seed, self.num_envs)
-        if None in seeds:
+        given = per_env_seeds(seed, self.num_envs)
+        seeds = [s for s in given if s is not None]
+        if len(seeds) != len(given):
             raise ValueError("envpool needs a seed for every sub-env, not None")
         if min(seeds) < 0 or max(seeds) > _MAX_SEED:
             raise ValueError(f"envpool seeds must lie in [0, {_MAX_SEED}] (int32); got {min(seeds)}..{max(seeds)}")

@@ -8,6 +8,8 @@ resets only the masked sub-envs (IPD uses it to end an episode early). The optio
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
@@ -15,8 +17,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from npsco.config import ENV_BACKENDS, MAZE_ID
+from npsco.envs.envpool_backend import EnvPoolVectorEnv, check_envpool_task, import_envpool
+from npsco.envs.maze import FourRewardMazeVec
 from npsco.errors import NpscoError
-
 
 DEFAULT_EPISODE_STEPS = 1000
 """Time limit of a `module:Class` task (as MuJoCo's); `--set max_episode_steps=N` changes it."""
@@ -32,9 +35,7 @@ def with_package(env_id: str, package: str | None) -> str:
     return f"{package}:{env_id}"
 
 
-def _import_module(module: str, env_id: str):
-    import importlib
-
+def _import_module(module: str, env_id: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as e:
@@ -62,8 +63,6 @@ def env_spec(env_id: str) -> str | gym.envs.registration.EnvSpec:
 
 def check_env_id(env_id: str) -> None:
     """Refuse an unknown or unsupported environment id with a message that says what to use instead."""
-    import npsco.envs  # noqa: F401  (registers the maze)
-
     if ":" in env_id:
         env_spec(env_id)
         return
@@ -104,8 +103,6 @@ def check_task(env_id: str) -> None:
 def check_env_backend(env_id: str, backend: str) -> None:
     """Refuse the envpool backend for a task it cannot run, or when envpool is not installed, before a run starts."""
     if backend == "envpool":
-        from npsco.envs.envpool_backend import check_envpool_task, import_envpool
-
         check_envpool_task(env_id)
         import_envpool()
 
@@ -135,12 +132,8 @@ def make_vector_env(
     if backend not in ENV_BACKENDS:
         raise NpscoError(f"unknown env backend {backend!r}; choose one of {', '.join(ENV_BACKENDS)}")
     if backend == "envpool":
-        from npsco.envs.envpool_backend import EnvPoolVectorEnv
-
         return EnvPoolVectorEnv(env_id, num_envs, max_episode_steps)
     if env_id == MAZE_ID and backend == "auto":
-        from npsco.envs.maze import FourRewardMazeVec
-
         return FourRewardMazeVec(num_envs, **({} if max_episode_steps is None else {"max_steps": max_episode_steps}))
     fns = [lambda: make_env(env_id, max_episode_steps) for _ in range(num_envs)]
     cls = gym.vector.AsyncVectorEnv if backend == "async" else gym.vector.SyncVectorEnv

@@ -5,12 +5,16 @@ from __future__ import annotations
 import hashlib
 import io
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 
+from npsco.envs.make import check_task_spaces, make_env
 from npsco.errors import NpscoError
 from npsco.policy import OBS_NORM_EPS, Policy, space_metadata
 
@@ -62,8 +66,6 @@ def sha256(path: Path) -> str:
 def torch_state_dict(data: bytes, source: str) -> dict[str, np.ndarray]:
     """A `torch.save`d state dict as float32 numpy arrays, read with `weights_only=True` (PyTorch's restricted
     unpickler: tensors and plain containers only; a file that names any other code is refused)."""
-    import torch
-
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001  (includes pickle payloads that weights_only refuses)
@@ -76,11 +78,10 @@ def torch_state_dict(data: bytes, source: str) -> dict[str, np.ndarray]:
 
 def task_spaces(env_id: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
     """The observation and action spaces of the task, checked to be what npsco policies handle (flat Box spaces)."""
-    from npsco.envs.make import check_task_spaces, make_env
-
     env = make_env(env_id)
     try:
         check_task_spaces(env_id, env.observation_space, env.action_space)
+        assert isinstance(env.observation_space, gym.spaces.Box) and isinstance(env.action_space, gym.spaces.Box)
         return env.observation_space, env.action_space
     finally:
         env.close()
@@ -90,15 +91,13 @@ def build_policy(actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, 
                  norm_file: Path | None = None) -> Policy:
     """The npsco policy of an imported actor on task `env_id` (`norm` read from `norm_file`); refuses weights whose
     sizes do not fit the task."""
-    from datetime import datetime, timezone
-
     obs_space, act_space = task_spaces(env_id)
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     w_in, w_out = actor.layers[0][0].shape[1], actor.layers[-1][0].shape[0]
     if (w_in, w_out) != (obs_dim, act_dim):
         raise NpscoError(f"{file}: the network maps {w_in} observations to {w_out} actions, but {env_id} has "
                          f"{obs_dim} observations and {act_dim} actions (wrong --env?)")
-    for k, ((w, b), (w_next, _)) in enumerate(zip(actor.layers, actor.layers[1:])):
+    for k, ((w, b), (w_next, _)) in enumerate(pairwise(actor.layers)):
         if w.shape[0] != w_next.shape[1] or b.shape != (w.shape[0],):
             raise NpscoError(f"{file}: layer {k} ({w.shape}) does not feed layer {k + 1} ({w_next.shape})")
     if norm is not None and (norm.mean.shape != (obs_dim,) or norm.var.shape != (obs_dim,)):
@@ -116,7 +115,7 @@ def build_policy(actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, 
         "training": {"global_step": int(actor.global_step), "iteration": 0},
         "imported": {**actor.source, "file": str(file.resolve()), "sha256": sha256(file),
                      "obs_norm_file": str(norm_file.resolve()) if norm is not None and norm_file else None,
-                     "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "lost": actor.lost},
+                     "imported_at": datetime.now(UTC).isoformat(timespec="seconds"), "lost": actor.lost},
     }
     return Policy(
         weights=[(np.ascontiguousarray(w, np.float32), np.ascontiguousarray(b, np.float32)) for w, b in actor.layers],

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from npsco.envs.make import check_env_id
 from npsco.errors import NpscoError
+from npsco.importers.cleanrl import read_cleanrl, read_obs_norm
+from npsco.importers.common import build_policy
+from npsco.importers.sb3 import is_sb3_zip, read_sb3
+from npsco.importers.vecnormalize import read_vecnormalize
 from npsco.policy import Policy
 
 FORMATS = ("auto", "sb3", "cleanrl")
@@ -25,8 +30,6 @@ class ImportResult:
 
 def detect_format(path: Path) -> str:
     """`sb3` for a zip with SB3's entries, else `cleanrl` (a `torch.save` file)."""
-    from npsco.importers.sb3 import is_sb3_zip
-
     return "sb3" if is_sb3_zip(path) else "cleanrl"
 
 
@@ -34,12 +37,6 @@ def import_policy(source: str | Path, env_id: str, out: str | Path, fmt: str = "
                   vecnormalize: str | Path | None = None, obs_norm: str | Path | None = None,
                   seed: int = 0) -> ImportResult:
     """Import `source` (an SB3 zip or a CleanRL checkpoint) as a policy of task `env_id` into folder `out`."""
-    from npsco.envs.make import check_env_id
-    from npsco.importers.cleanrl import read_cleanrl, read_obs_norm
-    from npsco.importers.common import build_policy
-    from npsco.importers.sb3 import read_sb3
-    from npsco.importers.vecnormalize import read_vecnormalize
-
     source = Path(source)
     if not source.is_file():
         raise NpscoError(f"{source}: no such file")

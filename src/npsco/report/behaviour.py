@@ -13,11 +13,16 @@ import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
+from PIL import Image
 
 from npsco.config import MAZE_ID
+from npsco.envs.make import check_env_id, env_spec
 from npsco.errors import NpscoError
+from npsco.io import atomic_write_bytes
 from npsco.policy import Policy
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -57,29 +62,21 @@ def default_size(env_id: str) -> int:
     return 160 if env_id == MAZE_ID else 240
 
 
-def make_render_env(env_id: str, size: int, max_episode_steps: int | None = None):
+def make_render_env(env_id: str, size: int, max_episode_steps: int | None = None) -> gym.Env:
     """A single environment that renders `size` x `size` RGB frames."""
-    import gymnasium as gym
-
-    from npsco.envs.make import check_env_id
-
-    from npsco.envs.make import env_spec
-
     check_env_id(env_id)
     if env_id == MAZE_ID:
-        kwargs = {"render_size": size} | ({"max_steps": max_episode_steps} if max_episode_steps else {})
+        kwargs: dict[str, Any] = {"render_size": size} | ({"max_steps": max_episode_steps} if max_episode_steps else {})
         return gym.make(env_id, render_mode="rgb_array", **kwargs)
-    limit = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
+    limit: dict[str, Any] = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
     try:  # MuJoCo renders at the size asked for
         return gym.make(env_spec(env_id), render_mode="rgb_array", width=size, height=size, **limit)
     except TypeError:  # other tasks render at their own size (`fit_frame` scales the frames)
         return gym.make(env_spec(env_id), render_mode="rgb_array", **limit)
 
 
-def fit_frame(image, size: int) -> np.ndarray:
+def fit_frame(image: Any, size: int) -> np.ndarray:
     """A rendered frame as (H, W, 3) uint8 whose longer side is `size` pixels (unchanged when it already is)."""
-    from PIL import Image
-
     if image is None:
         raise NpscoError("the environment rendered nothing (does it support render_mode='rgb_array'?)")
     image = np.ascontiguousarray(np.asarray(image)[..., :3], dtype=np.uint8)
@@ -146,7 +143,7 @@ def episode_frames(policy: Policy, frames: int | None = None, every: int | None 
 def filmstrip_image(frames: Frames, columns: int | None = None, pad: int = 2) -> np.ndarray:
     """The frames side by side, each with a thin grey border; with `columns` the strip keeps that width (white cells
     after an early end)."""
-    from npsco.report.figures import filmstrip
+    from npsco.report.figures import filmstrip  # lazy: matplotlib, which `npsco render` needs only for filmstrips
 
     framed = []
     for image in frames.images:
@@ -159,8 +156,6 @@ def filmstrip_image(frames: Frames, columns: int | None = None, pad: int = 2) ->
 
 def png_bytes(image: np.ndarray) -> bytes:
     """An (H, W, 3) uint8 image as PNG bytes."""
-    from PIL import Image
-
     buffer = io.BytesIO()
     Image.fromarray(np.asarray(image, dtype=np.uint8)).save(buffer, format="PNG", optimize=True)
     return buffer.getvalue()
@@ -168,8 +163,6 @@ def png_bytes(image: np.ndarray) -> bytes:
 
 def gif_bytes(images: list[np.ndarray], fps: float = 10.0) -> bytes:
     """Frames as a looping animated GIF (Pillow)."""
-    from PIL import Image
-
     pictures = [Image.fromarray(np.asarray(i, dtype=np.uint8)) for i in images]
     buffer = io.BytesIO()
     pictures[0].save(buffer, format="GIF", save_all=True, append_images=pictures[1:],
@@ -179,15 +172,11 @@ def gif_bytes(images: list[np.ndarray], fps: float = 10.0) -> bytes:
 
 def save_image(image: np.ndarray, path: str | os.PathLike) -> Path:
     """Write an image as PNG, atomically."""
-    from npsco.io import atomic_write_bytes
-
     atomic_write_bytes(path, png_bytes(image))
     return Path(path)
 
 
 def save_animation(images: list[np.ndarray], path: str | os.PathLike, fps: float = 10.0) -> Path:
     """Write frames as an animated GIF, atomically."""
-    from npsco.io import atomic_write_bytes
-
     atomic_write_bytes(path, gif_bytes(images, fps))
     return Path(path)

@@ -8,12 +8,17 @@ with the evaluation's own episodes and seed (the same numbers the evaluation giv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
 
 import numpy as np
 
+from npsco.evaluation.measure import measure_policy
 from npsco.evaluation.rows import group_sort_key
+from npsco.io import read_json
+from npsco.novelty.references import ReferenceSet
+from npsco.policy import load_policy
 
 
 @dataclass
@@ -49,9 +54,9 @@ def known_distances(checkpoints: list[str], docs: list[dict]) -> np.ndarray:
         by_name = {r["name"]: r["checkpoint"] for r in doc["policies"]}
         block = doc.get("action_distance_matrix") or {}
         names = block.get("names") or []
-        for a, row in zip(names, block.get("matrix") or []):
-            for b, value in zip(names, row):
-                i, j = where.get(by_name.get(a)), where.get(by_name.get(b))
+        for a, row in zip(names, block.get("matrix") or [], strict=True):
+            for b, value in zip(names, row, strict=True):
+                i, j = where.get(by_name.get(a, "")), where.get(by_name.get(b, ""))
                 if i is not None and j is not None and value is not None:
                     matrix[i, j] = value
     return matrix
@@ -61,10 +66,6 @@ def task_distances(task: str, rows: list[dict], docs: list[dict], cache: dict | 
                    log: Callable[[str], None] = print) -> DistanceMatrix:
     """The full D of a task's policies: the evaluations' entries, and the missing rows measured (`cache` shares the
     evaluation's measurements, keyed as `npsco.evaluation.evaluate.evaluate_run` keys them)."""
-    from npsco.evaluation.measure import measure_policy  # here: torch and numba load only to measure
-    from npsco.novelty.references import ReferenceSet
-    from npsco.policy import load_policy
-
     mine = [r for r in rows if r["task"] == task]
     mine = [mine[i] for i in policy_order(mine)]
     checkpoints = [r["checkpoint"] for r in mine]
@@ -90,9 +91,5 @@ def task_distances(task: str, rows: list[dict], docs: list[dict], cache: dict | 
 
 def _max_episode_steps(run: str) -> int | None:
     """The time limit the run trained and was evaluated with (its config.json), as `evaluate_run` reads it."""
-    from pathlib import Path
-
-    from npsco.io import read_json
-
     path = Path(run) / "config.json"
     return ((read_json(path).get("ppo") or {}) if path.exists() else {}).get("max_episode_steps")

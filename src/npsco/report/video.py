@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from npsco.errors import NpscoError
+from npsco.report.behaviour import save_animation
 
 VIDEO_FORMATS = ("auto", "mp4", "gif")
 """`auto`: MP4 when imageio-ffmpeg is installed, else GIF."""
@@ -22,7 +23,7 @@ VIDEO_FORMATS = ("auto", "mp4", "gif")
 def mp4_available() -> bool:
     """Whether an H.264 encoder is at hand (the ffmpeg binary of the imageio-ffmpeg wheel)."""
     try:
-        import imageio_ffmpeg
+        import imageio_ffmpeg  # an optional dependency (npsco[video])
 
         return Path(imageio_ffmpeg.get_ffmpeg_exe()).exists()
     except (ImportError, RuntimeError):
@@ -48,7 +49,7 @@ def even_frames(images: list[np.ndarray]) -> list[np.ndarray]:
 
 def write_mp4(images: list[np.ndarray], path: Path, fps: float) -> None:
     """Encode frames as H.264 MP4 (yuv420p, `faststart` so that browsers play it before it is fully read)."""
-    import imageio_ffmpeg
+    import imageio_ffmpeg  # an optional dependency (npsco[video]); mp4_available() said it is there
 
     frames = even_frames(images)
     h, w = frames[0].shape[:2]
@@ -68,8 +69,6 @@ def write_mp4(images: list[np.ndarray], path: Path, fps: float) -> None:
 
 def save_video(images: list[np.ndarray], path_stem: str | os.PathLike, fps: float, fmt: str = "auto") -> Path:
     """Write frames as `PATH_STEM.mp4` or `PATH_STEM.gif` (see `resolve_format`), atomically; returns the path."""
-    from npsco.report.behaviour import save_animation
-
     if not images:
         raise ValueError("no frames")
     fmt = resolve_format(fmt)
