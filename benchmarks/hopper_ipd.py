@@ -48,7 +48,7 @@ def settings(run: str) -> str:
 def summarize(run: str, name: str, results: Path = RESULTS) -> None:
     from npsco.evaluation.evaluate import evaluate_runs, write_evaluation
     from npsco.io import atomic_write_text, read_json
-    from npsco.report.build import population_command
+    from npsco.report.provenance import population_command
 
     doc = evaluate_runs([run], episodes=10, seed=0, reuse=True, write=True)[0]
     lines = [

@@ -1,29 +1,39 @@
 """The `npsco` command: argument parsing, and one function per command that calls into the library. Errors the user
 can fix print one line and exit 2 (`--debug` for a traceback); Ctrl-C exits 130 after saving what was in training.
 
-Each command imports the library modules it needs inside its function ("lazy"): `npsco --help` and every command
-load only their own (torch alone takes seconds to import)."""
+Each command imports the library modules that load torch, gymnasium, scipy, numba or matplotlib inside its function
+("lazy", the comment names what it spares): `npsco --help` and every command load only their own (torch alone takes
+seconds to import)."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from npsco import __version__
 from npsco.algos.registry import NOVELTY_METHODS
 from npsco.config import ENV_BACKENDS, MAZE_ID, METHODS, PRESETS
 from npsco.errors import NpscoError
+from npsco.io import atomic_write_json
+from npsco.manifest import policy_files
+from npsco.tasks import default_distance_episodes
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+if TYPE_CHECKING:  # annotations only: the module loads gymnasium
+    from npsco.population_config import PopulationConfig
+
+Command = Callable[[argparse.Namespace], int]
+COMMANDS: dict[str, Command] = {}
 
 EXPERIMENT_METHODS = NOVELTY_METHODS  # every registered method but PPO (which trains the references)
 
 
-def command(name: str):
-    def register(fn):
+def command(name: str) -> Callable[[Command], Command]:
+    """Register the decorated function as the `npsco NAME` command."""
+    def register(fn: Command) -> Command:
         COMMANDS[name] = fn
         return fn
     return register
@@ -35,8 +45,8 @@ def _is_population_run(path: str) -> bool:
 
 @command("train")
 def cmd_train(args: argparse.Namespace) -> int:
-    from npsco.settings import ppo_settings  # lazy: see the module docstring
-    from npsco.training import train_policy  # lazy: see the module docstring (torch)
+    from npsco.settings import ppo_settings  # lazy: gymnasium
+    from npsco.training import train_policy  # lazy: torch
 
     cfg = ppo_settings(args.env, args.preset, args.seed, args.steps, args.env_backend, args.set, args.env_package)
     result = train_policy(cfg, args.preset, args.out, force=args.force, progress=not args.no_progress,
@@ -47,7 +57,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 @command("evaluate")
 def cmd_evaluate(args: argparse.Namespace) -> int:
     if any(_is_population_run(t) for t in args.targets):
-        from npsco.evaluation.evaluate import evaluate_and_write  # here: each command loads only its own modules
+        from npsco.evaluation.evaluate import evaluate_and_write  # lazy: torch, scipy, numba
 
         stats, written = evaluate_and_write(args.targets, args.episodes, args.seed, reuse=not args.force, out=args.out)
         _print_statistics(stats)
@@ -55,7 +65,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     if len(args.targets) > 1:
         raise NpscoError("give one checkpoint, or one or more population run directories")
-    from npsco.evaluation.episodes import evaluate_checkpoint  # lazy: see the module docstring
+    from npsco.evaluation.episodes import evaluate_checkpoint  # lazy: torch
 
     summary, out = evaluate_checkpoint(args.targets[0], args.episodes, args.seed, args.out)
     line = (f"{summary['env_id']}: return {summary['return_mean']:.2f} +- {summary['return_std']:.2f} over "
@@ -69,7 +79,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _print_statistics(stats: dict) -> None:
     """The per-group table of `npsco evaluate RUN...` on the terminal."""
-    from npsco.report.build import fmt, pm  # lazy: see the module docstring
+    from npsco.report.data import fmt, pm  # lazy: torch (npsco.evaluation)
 
     print(f"{'method':>14s} {'task':>20s} {'n':>3s}  {'reward':>20s}  {'success':>7s}  {'final':>5s}  "
           f"{'rel. novelty':>14s}  {'/ pairwise':>14s}")
@@ -83,8 +93,8 @@ def _print_statistics(stats: dict) -> None:
 
 @command("report")
 def cmd_report(args: argparse.Namespace) -> int:
-    from npsco.report.build import build_report  # lazy: see the module docstring
-    from npsco.sweep import population_dirs  # lazy: see the module docstring
+    from npsco.report.build import build_report  # lazy: torch, scipy, numba, matplotlib
+    from npsco.sweep import population_dirs  # lazy: torch
 
     runs = [str(p) for r in args.runs for p in population_dirs(r)]
     flags = [f"--episodes {args.episodes}" if args.episodes else "", f"--seed {args.seed}" if args.seed else "",
@@ -103,9 +113,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------------------ render
 @command("render")
 def cmd_render(args: argparse.Namespace) -> int:
-    from npsco.policy import load_policy, resolve_checkpoint  # lazy: see the module docstring
-    from npsco.report.behaviour import (episode_frames, filmstrip_image, save_animation,  # lazy: module docstring
-                                        save_image)
+    from npsco.policy import load_policy, resolve_checkpoint  # lazy: torch
+    from npsco.report.behaviour import episode_frames, filmstrip_image, save_animation, save_image  # lazy: torch
 
     path = resolve_checkpoint(args.checkpoint)
     policy = load_policy(path)
@@ -128,8 +137,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------------------ import
 @command("import")
 def cmd_import(args: argparse.Namespace) -> int:
-    from npsco.envs.make import with_package  # lazy: see the module docstring
-    from npsco.importers.convert import import_policy  # lazy: see the module docstring
+    from npsco.envs.make import with_package  # lazy: gymnasium
+    from npsco.importers.convert import import_policy  # lazy: torch
 
     out = Path(args.out or f"runs/imported/{Path(args.source).stem}")
     result = import_policy(args.source, with_package(args.env, args.env_package), out, fmt=args.source_format,
@@ -148,8 +157,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 @command("experiment")
 def cmd_experiment(args: argparse.Namespace) -> int:
     """PPO references, every method's novel policies against them (a sweep, in parallel), then the report."""
-    from npsco.grid import experiment_grid  # lazy: see the module docstring
-    from npsco.sweep import run_experiment  # lazy: see the module docstring
+    from npsco.grid import experiment_grid  # lazy: torch
+    from npsco.sweep import run_experiment  # lazy: torch
 
     grid = experiment_grid(args.env, args.methods, args.refs, args.novel, args.preset, args.set, args.steps,
                            args.ablation, args.env_package)
@@ -158,9 +167,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     return 0
 
 
-def population_config(args: argparse.Namespace):
+def population_config(args: argparse.Namespace) -> PopulationConfig:
     """The `PopulationConfig` of `npsco population`'s options."""
-    from npsco.population import population_settings  # lazy: see the module docstring (torch)
+    from npsco.population_config import population_settings  # lazy: gymnasium
 
     return population_settings(
         args.env, method=args.method, refs=args.refs, novel=args.novel, seed=args.seed, preset_name=args.preset,
@@ -171,7 +180,7 @@ def population_config(args: argparse.Namespace):
 
 @command("population")
 def cmd_population(args: argparse.Namespace) -> int:
-    from npsco.population import train_population  # lazy: see the module docstring (torch)
+    from npsco.population import train_population  # lazy: torch
 
     train_population(population_config(args), args.out, progress=not args.no_progress)
     return 0
@@ -179,7 +188,7 @@ def cmd_population(args: argparse.Namespace) -> int:
 
 @command("sweep")
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from npsco.sweep import train_sweep  # lazy: see the module docstring
+    from npsco.sweep import train_sweep  # lazy: torch
 
     train_sweep(args.grid, args.out, backend=args.backend, workers=args.workers, address=args.address,
                 dry_run=args.dry_run, log=lambda line: print(line, flush=True))
@@ -188,10 +197,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 @command("threshold")
 def cmd_threshold(args: argparse.Namespace) -> int:
-    from npsco.io import atomic_write_json  # lazy: see the module docstring
-    from npsco.manifest import policy_files  # lazy: see the module docstring
-    from npsco.novelty.threshold import default_distance_episodes, default_threshold  # lazy: the module docstring
-    from npsco.policy import load_policy  # lazy: see the module docstring
+    from npsco.novelty.threshold import default_threshold  # lazy: torch
+    from npsco.policy import load_policy  # lazy: torch
 
     paths, names = policy_files(args.policies)
     policies = [load_policy(p) for p in paths]
@@ -200,7 +207,7 @@ def cmd_threshold(args: argparse.Namespace) -> int:
     metric = "" if args.metric == "deterministic" else f", {args.metric} metric"
     print(f"r0 = {th.r0:.6f}  (mean pairwise distance of {len(policies)} policies{metric})")
     width = max(len(n) for n in names)
-    for n, row in zip(names, th.matrix):
+    for n, row in zip(names, th.matrix, strict=True):
         print(f"{n:>{width}s} " + " ".join(f"{v:7.4f}" for v in row))
     if args.out:
         atomic_write_json(args.out, th.to_dict())

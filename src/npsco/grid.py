@@ -8,15 +8,17 @@ import dataclasses
 import json
 import re
 import tomllib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from npsco.algos.registry import NOVELTY_METHODS
 from npsco.config import METHODS, PRESETS, MethodConfig, PPOConfig, apply_overrides, default_r0_scale, preset
 from npsco.envs.make import check_env_id, with_package
 from npsco.errors import NpscoError
-from npsco.population import PopulationConfig
+from npsco.population_config import PopulationConfig
 from npsco.population_jobs import chains_of
 from npsco.tasks import task_name
 
@@ -162,14 +164,17 @@ def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _scales(value: Any, fail: Callable[[str], NpscoError], key: str, env: str | None = None) -> list[float | str]:
-    """A grid's threshold multiples, checked; with `env`, "default" replaced by that task's default multiple."""
+def _scales(value: Any, fail: Callable[[str], NpscoError], key: str) -> list[float | str]:
+    """A grid's threshold multiples, checked: numbers > 0 or "default"."""
     if not isinstance(value, list) or not value or not all(
             v == "default" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0) for v in value):
         raise fail(f"{key!r} must be a non-empty list of numbers > 0 (or \"default\": the task's), got {value!r}")
-    if env is None:
-        return [v if v == "default" else float(v) for v in value]
-    return list(dict.fromkeys(default_r0_scale(env) if v == "default" else float(v) for v in value))
+    return [v if v == "default" else float(v) for v in value]
+
+
+def _task_scales(value: Any, fail: Callable[[str], NpscoError], key: str, env: str) -> list[float]:
+    """`_scales` for one task: "default" replaced by the task's default multiple, repeats dropped."""
+    return list(dict.fromkeys(default_r0_scale(env) if v == "default" else float(v) for v in _scales(value, fail, key)))
 
 
 def _settings(table: dict[str, Any], fixed: dict[str, str], fail: Callable[[str], NpscoError],
@@ -193,9 +198,11 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
     def fail(message: str) -> NpscoError:
         return NpscoError(f"{where}: {message}")
 
-    def checked(what: str, build: Callable[[], Any]) -> Any:
+    @contextmanager
+    def checked(what: str) -> Iterator[None]:
+        """An NpscoError raised inside the block, as the grid's error about `what`."""
         try:
-            return build()
+            yield
         except NpscoError as e:
             raise fail(f"{what}: {e}") from None
 
@@ -204,32 +211,38 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
 
     specs: list[PopulationSpec] = []
     for env in grid.tasks:
-        checked(f"task {env!r}", lambda: check_env_id(env))
+        with checked(f"task {env!r}"):
+            check_env_id(env)
         task_table = dict(grid.task.get(env, {}))
         steps = task_table.pop("steps", grid.steps)
         task_method = task_table.pop("method", {})
         sets = [f"seed={grid.seed}"] + ([f"total_timesteps={int(steps)}"] if steps is not None else [])
         sets += _settings(grid.ppo, _PPO_FIXED, fail, "ppo")
         sets += _settings(task_table, _PPO_FIXED, fail, f'task."{env}"')
-        ppo: PPOConfig = checked(f"task {env!r}", lambda: apply_overrides(preset(env, grid.preset), sets).validate())
+        with checked(f"task {env!r}"):
+            ppo: PPOConfig = apply_overrides(preset(env, grid.preset), sets).validate()
         refs_path = f"{task_name(env)}/ppo"
         refs_config = PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"), refs=grid.refs, novel=0,
                                        eval_episodes=grid.eval_episodes, threshold_episodes=grid.threshold_episodes)
-        specs.append(PopulationSpec(task=env, method="ppo", path=refs_path, config=checked(refs_path, refs_config.validate)))
+        with checked(refs_path):
+            refs_config.validate()
+        specs.append(PopulationSpec(task=env, method="ppo", path=refs_path, config=refs_config))
         for m in grid.methods:
             if m == "ppo":
                 continue  # the references are the task's PPO policies
             # the most specific wins: [method], [method.M], [task."ENV".method], [task."ENV".method.M]
             table = {**scalars(grid.method), **grid.method.get(m, {}), **scalars(task_method), **task_method.get(m, {})}
             raw_scales = table.pop("r0_scales", grid.r0_scales)
-            method = checked(f"method {m}", lambda: apply_overrides(
-                MethodConfig(method=m), _settings(table, _METHOD_FIXED, fail, f"method.{m}")).validate())
+            with checked(f"method {m}"):
+                method = apply_overrides(MethodConfig(method=m), _settings(table, _METHOD_FIXED, fail, f"method.{m}"))
+                method.validate()
             # an absolute r0 replaces the default threshold: no multiple unless the grid gives one
             scales = (None if method.r0 is not None and raw_scales == ["default"] else
-                      tuple(_scales(raw_scales, fail, f"method.{m}.r0_scales", env)))
+                      tuple(_task_scales(raw_scales, fail, f"method.{m}.r0_scales", env)))
             config = PopulationConfig(ppo=ppo, method=method, refs=grid.refs, novel=grid.novel, r0_scales=scales,
                                       eval_episodes=grid.eval_episodes, threshold_episodes=grid.threshold_episodes)
-            checked(f"{task_name(env)}/{m}", config.validate)
+            with checked(f"{task_name(env)}/{m}"):
+                config.validate()
             specs.append(PopulationSpec(task=env, method=m, path=f"{task_name(env)}/{m}", config=config, refs_of=refs_path))
     return specs
 
@@ -245,7 +258,7 @@ def experiment_grid(envs: Sequence[str], methods: Sequence[str], refs: int, nove
     if bad:
         raise NpscoError(f"--methods: unknown {', '.join(bad)}; choose from {', '.join(NOVELTY_METHODS)}")
     tasks = [with_package(env, env_package) for env in dict.fromkeys(envs)]
-    grid = {"name": "experiment", "tasks": tasks, "methods": ["ppo", *methods], "refs": refs, "novel": novel,
+    grid: dict[str, Any] = {"name": "experiment", "tasks": tasks, "methods": ["ppo", *methods], "refs": refs, "novel": novel,
             "preset": preset_name, "ppo": dict(item.split("=", 1) for item in overrides if "=" in item)}
     if len(grid["ppo"]) != len(overrides):
         raise NpscoError("--set expects key=value")

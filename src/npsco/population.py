@@ -12,115 +12,38 @@ Everything lands in one run directory, described by `manifest.json` (written ato
 
 Running the same command again resumes: finished policies are never trained again; a policy whose training was
 interrupted restarts from scratch with the same seed, so the result is the one an uninterrupted run gives.
+
+The configuration is `npsco.population_config.PopulationConfig`; the jobs are in `npsco.population_jobs`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from npsco.config import MethodConfig, PPOConfig, apply_overrides, default_r0_scale, method_reads
+from npsco.config import method_reads
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, file_sha256, read_json
 from npsco.logger import read_metrics
 from npsco.manifest import MANIFEST_FORMAT, Chain, Member, check_borrowed, read_members
-from npsco.novelty.threshold import default_distance_episodes
-from npsco.parallel import InlineExecutor, Job, LogView, Scheduler, View
+from npsco.parallel import Executor, InlineExecutor, Job, LogView, Scheduler, View
 from npsco.policy import Policy, load_policy, resolve_checkpoint
-from npsco.population_jobs import (FINAL_EVAL_SEED, chains_of, prior_members, threshold_job, threshold_of,
-                                   train_member_job)
-from npsco.settings import differences, ppo_settings
-from npsco.tasks import default_eval_episodes, task_name
+from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
+from npsco.population_jobs import (
+    FINAL_EVAL_SEED,
+    chains_of,
+    prior_members,
+    threshold_job,
+    threshold_of,
+    train_member_job,
+)
+from npsco.tasks import task_name
 
 NOVEL_SEED_OFFSET = 1000
 """The k-th novel policy of every chain trains with seed S + NOVEL_SEED_OFFSET + k, S the population's base seed
 (the PPO `seed` setting); the same seeds across methods."""
-
-
-@dataclass
-class PopulationConfig:
-    """A population run: the task's PPO settings, the references, and the novel chains."""
-
-    ppo: PPOConfig
-    """PPO settings shared by every policy of the population (references and novel ones)."""
-    method: MethodConfig
-    """Method of the novel policies and its knobs."""
-    refs: int = 5
-    """Number of PPO reference policies R (seeds S..S+R-1, S = `ppo.seed`: `--set seed=S` gives an independent replicate)."""
-    novel: int = 5
-    """Number of novel policies K per chain."""
-    r0_scales: tuple[float, ...] | None = None
-    """Thresholds as multiples of the default r0 (the references' mean pairwise distance), one chain each; ignored
-    when `method.r0` is set. None: the task's default multiple, `npsco.config.default_r0_scale` (0.5 on every task);
-    `validate` fills it in, so config.json records the multiples used."""
-    refs_from: str | None = None
-    """Reuse the references of this earlier population run directory instead of training them."""
-    ref_checkpoints: tuple[str, ...] = ()
-    """Use these policy checkpoints (files, or `npsco train` run directories) as the references instead of training
-    them; e.g. PPO policies trained with `npsco train` or by a benchmark."""
-    threshold_episodes: int | None = None
-    """Deterministic episodes per reference for the threshold (None: 50 on the maze, 5 on MuJoCo)."""
-    eval_episodes: int | None = None
-    """Deterministic episodes of each policy's final evaluation (None: 100 on the maze, 10 otherwise)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ppo": self.ppo.to_dict(), "method": self.method.to_dict(), "refs": self.refs, "novel": self.novel,
-                "r0_scales": None if self.r0_scales is None else list(self.r0_scales), "refs_from": self.refs_from,
-                "ref_checkpoints": list(self.ref_checkpoints),
-                "threshold_episodes": self.threshold_episodes, "eval_episodes": self.eval_episodes}
-
-    def validate(self) -> "PopulationConfig":
-        self.ppo.validate()
-        if self.r0_scales is None:  # an absolute --r0 needs no multiple
-            self.r0_scales = (1.0,) if self.method.r0 is not None else (default_r0_scale(self.ppo.env_id),)
-        self.r0_scales = tuple(float(s) for s in self.r0_scales)
-        self.method.validate()
-        if self.refs < 0 or self.novel < 0:
-            raise NpscoError("--refs and --novel must be >= 0")
-        if self.refs_from and self.ref_checkpoints:
-            raise NpscoError("--refs-from and --ref-checkpoints are alternatives; give one")
-        borrowed = bool(self.refs_from or self.ref_checkpoints)
-        if self.method.method != "ppo" and self.novel > 0 and self.method.r0 is None and self.refs < 2 and not borrowed:
-            raise NpscoError("the default threshold needs at least 2 references (--refs >= 2), or give --r0")
-        if self.method.method != "ppo" and self.novel > 0 and self.refs == 0 and not borrowed:
-            raise NpscoError("novel policies need references: --refs >= 1, --refs-from RUN or --ref-checkpoints")
-        if not self.r0_scales or not all(0 < s < float("inf") for s in self.r0_scales):
-            raise NpscoError(f"--r0-scale values must be finite and > 0, got {list(self.r0_scales)}")
-        if self.method.r0 is not None and self.method.r0_profile == "reference":
-            raise NpscoError("r0_profile=reference scales the references' own threshold profile: it cannot be combined "
-                             "with an absolute --r0 (use --r0-scale)")
-        if self.method.r0 is not None and tuple(self.r0_scales) != (1.0,):
-            raise NpscoError("--r0 (an absolute threshold) and --r0-scale (multiples of the default) are "
-                             "alternatives; give one")
-        return self
-
-    @property
-    def final_episodes(self) -> int:
-        return self.eval_episodes or default_eval_episodes(self.ppo.env_id)
-
-    @property
-    def distance_episodes(self) -> int:
-        return self.threshold_episodes or default_distance_episodes(self.ppo.env_id)
-
-
-def population_settings(env: str, method: str = "ipd", refs: int = 5, novel: int = 5, seed: int = 0,
-                        preset_name: str = "default", steps: int | None = None, env_backend: str | None = None,
-                        overrides: Sequence[str] = (), method_overrides: Sequence[str] = (), r0: float | None = None,
-                        r0_scales: Sequence[float] | None = None, t_start: int | None = None,
-                        ipd_rule: str | None = None, refs_from: str | None = None, ref_checkpoints: Sequence[str] = (),
-                        env_package: str | None = None) -> PopulationConfig:
-    """The configuration of `npsco population`'s options: the PPO settings as `npsco.settings.ppo_settings` makes
-    them, the method's from `--r0`, `--t-start`, `--ipd-rule`, then the `--mset` `method_overrides` (later win)."""
-    ppo = ppo_settings(env, preset_name, seed, steps, env_backend, list(overrides), env_package)
-    flags = [f"r0={r0}"] if r0 is not None else []
-    flags += [f"t_start={t_start}"] if t_start is not None else []
-    flags += [f"ipd_rule={ipd_rule}"] if ipd_rule else []
-    method_config = apply_overrides(MethodConfig(method=method), flags + list(method_overrides))
-    return PopulationConfig(ppo=ppo, method=method_config, refs=refs, novel=novel,
-                            r0_scales=None if r0_scales is None else tuple(r0_scales), refs_from=refs_from,
-                            ref_checkpoints=tuple(ref_checkpoints))
 
 
 def default_population_dir(config: PopulationConfig) -> Path:
@@ -286,7 +209,7 @@ class Population:
         return threshold_of(self.config, self.r0_default, member)
 
     # ------------------------------------------------------------------------------------------------- training
-    def run(self, executor=None, view: View | None = None) -> list[Member]:
+    def run(self, executor: Executor | None = None, view: View | None = None) -> list[Member]:
         """Train every member not yet done, then return the members.
 
         With an `executor` (see `npsco.parallel`), independent members train at the same time; without one, in this
@@ -328,9 +251,8 @@ class Population:
         return [j for j in jobs if j.key not in busy]
 
     def started(self, job: Job) -> None:
-        member = self.member(job.label)
-        if member is not None:
-            member.status = "training"
+        if job.label != "threshold":
+            self.member(job.label).status = "training"
             self.save_manifest()
 
     def finished(self, job: Job, result: Any) -> str:
@@ -345,8 +267,12 @@ class Population:
         ev = member.final_eval or {}
         return f"return {ev.get('return_mean', float('nan')):.2f} +- {ev.get('return_std', float('nan')):.2f}"
 
-    def member(self, name: str) -> Member | None:
-        return next((m for m in self.members if m.name == name), None)
+    def member(self, name: str) -> Member:
+        """The member called `name` (a KeyError if there is none)."""
+        found = next((m for m in self.members if m.name == name), None)
+        if found is None:
+            raise KeyError(f"{self.out}: no member {name!r}")
+        return found
 
 
 class PopulationLog:
@@ -380,6 +306,7 @@ class PopulationLog:
             log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}, seed {member.seed}")
         else:
             final = pop.member(job.label).final_eval
+            assert final is not None  # a trained member is evaluated
             line = f"    return {final['return_mean']:.2f} +- {final['return_std']:.2f}"
             if "goals" in final:
                 line += "  goals: " + ", ".join(f"{k} {v}" for k, v in final["goals"].items() if v)
@@ -387,32 +314,6 @@ class PopulationLog:
 
     def tick(self) -> None:
         pass
-
-
-def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
-    """Whether a run directory's `config.json` (`stored`) describes the configuration `current`.
-
-    A setting missing from `stored` (one that npsco gained after the run started) matches when `current` has that
-    setting's default value, so upgrading npsco does not stop a run from resuming; any other difference does.
-    """
-    return not configuration_differences(stored, current)
-
-
-def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """The settings in which `stored` and `current` differ (see `same_configuration`), e.g.
-    `"r0_scales: [1.0] in the run, [0.5] now"`."""
-    method = str((current.get("method") or {}).get("method", "ipd"))
-    defaults = _without_unread_knobs(PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict(), method)
-    return differences(_without_unread_knobs(stored, method), _without_unread_knobs(current, method), defaults)
-
-
-def _without_unread_knobs(config: dict[str, Any], method: str) -> dict[str, Any]:
-    """`config` without the method settings that `method` never reads (`npsco.config.method_reads`): another method's
-    knob, or a change of its default, does not stop a run from resuming."""
-    settings = config.get("method")
-    if not isinstance(settings, dict):
-        return config
-    return {**config, "method": {k: v for k, v in settings.items() if method_reads(method, k)}}
 
 
 def summary_lines(members: Sequence[Member]) -> list[str]:

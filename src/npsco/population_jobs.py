@@ -14,7 +14,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,9 +27,7 @@ from npsco.manifest import Chain, Member, check_borrowed
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.threshold import default_threshold
 from npsco.policy import Policy, load_policy
-
-if TYPE_CHECKING:  # annotations only: npsco.population imports this module
-    from npsco.population import PopulationConfig
+from npsco.population_config import PopulationConfig
 
 FINAL_EVAL_SEED = 10_000
 """Seed of a member's final evaluation (episode i on an env seeded 10000 + i): episodes training never saw."""
@@ -39,6 +37,8 @@ def chains_of(config: PopulationConfig) -> list[Chain]:
     """The novel chains of a population: one per threshold multiple, or the method alone (plain PPO seeds, an
     absolute `--r0`, or the multiple 1 alone)."""
     m = config.method
+    if config.r0_scales is None:
+        raise ValueError("chains_of needs a validated configuration (validate() fills in r0_scales)")
     if m.method == "ppo" or m.r0 is not None or config.r0_scales == (1.0,):
         return [Chain(m.method)]
     return [Chain(m.method, s) for s in config.r0_scales]
@@ -46,14 +46,17 @@ def chains_of(config: PopulationConfig) -> list[Chain]:
 
 def prior_members(members: list[Member], member: Member) -> list[Member]:
     """What a novel member must differ from: the references, and the policies before it in its chain."""
+    before = member.index if member.index is not None else 0  # a reference's prior members: the references
     return [m for m in members if m.role == "reference"
-            or (m.chain == member.chain and m.index is not None and m.index < member.index)]
+            or (m.chain == member.chain and m.index is not None and m.index < before)]
 
 
 def threshold_of(config: PopulationConfig, r0_default: float | None, member: Member) -> float:
     """A novel member's threshold: the absolute `--r0`, else its chain's multiple of the default r0."""
     if config.method.r0 is not None:
         return float(config.method.r0)
+    if r0_default is None:
+        raise ValueError("the default threshold r0 is not computed yet")
     return r0_default * (member.chain.multiple if member.chain is not None else 1.0)
 
 
@@ -69,7 +72,7 @@ class PopulationSnapshot:
 
     @classmethod
     def from_records(cls, out: str | Path, config: PopulationConfig, members: list[dict[str, Any]],
-                     r0_default: float | None) -> "PopulationSnapshot":
+                     r0_default: float | None) -> PopulationSnapshot:
         return cls(Path(out), config, [Member.from_dict(m) for m in members], r0_default)
 
     def member(self, name: str) -> Member:

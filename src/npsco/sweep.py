@@ -20,13 +20,14 @@ import dataclasses
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Any, TextIO
 
 from npsco.errors import NpscoError
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
 from npsco.io import atomic_write_json, read_json
-from npsco.parallel import Scheduler, make_executor
+from npsco.parallel import Executor, Job, Scheduler, View, make_executor
 from npsco.population import NOVEL_SEED_OFFSET, Population
 from npsco.report.build import build_report
 
@@ -112,7 +113,7 @@ class Sweep:
             "wall_seconds": round(time.time() - self.started_at, 1), "populations": rows})
 
     # ---------------------------------------------------------------------------------- npsco.parallel.Source
-    def ready(self, busy: set[str]) -> list:
+    def ready(self, busy: set[str]) -> list[Job]:
         jobs = []
         # every task's references first (they unblock the most work), then the methods' populations in grid order
         for spec in sorted(self.specs, key=lambda spec: spec.refs_of is not None):
@@ -121,16 +122,16 @@ class Sweep:
                 jobs += pop.ready(busy)
         return jobs
 
-    def started(self, job) -> None:
+    def started(self, job: Job) -> None:
         self.pops[self.by_group(job.group).path].started(job)
 
-    def finished(self, job, result) -> str:
+    def finished(self, job: Job, result: Any) -> str:
         detail = self.pops[self.by_group(job.group).path].finished(job, result)
         self.save()
         return detail
 
     # ----------------------------------------------------------------------------------------------------- run
-    def run(self, executor, view=None) -> None:
+    def run(self, executor: Executor, view: View | None = None) -> None:
         """Train everything not yet trained on `executor`; `sweep.json` records the outcome."""
         self.open()
         self.backend = executor.describe()
@@ -177,7 +178,7 @@ class Progress:
         self.drawn = 0
         self.last_draw = 0.0
 
-    def _label(self, job) -> str:
+    def _label(self, job: Job) -> str:
         return f"{self.sweep.by_group(job.group).path} {job.label}"
 
     def rate(self) -> str:
@@ -193,7 +194,7 @@ class Progress:
             done, total = done + d, total + t
         return done, total, sum(len(v - {"threshold"}) for v in self.running.values())
 
-    def event(self, kind: str, job, detail: str = "") -> None:
+    def event(self, kind: str, job: Job, detail: str = "") -> None:
         group = self.running.setdefault(job.group, set())
         if kind == "start":
             group.add(job.label)
@@ -240,9 +241,9 @@ class Progress:
             if spec.path not in self.sweep.pops:
                 note = "  (waits for its references)"
             lines.append(f"{spec.path:<{width}s}  {done:>4d}/{total:<4d}  {n_run:>7d}  {total - done - n_run:>7d}{note}")
-        done, total, running = self.totals()
-        lines.append(f"{'all':<{width}s}  {done:>4d}/{total:<4d}  {running:>7d}  "
-                     f"{total - done - running:>7d}  {_clock(time.time() - self.start)}, {self.rate()}")
+        done, total, n_run = self.totals()
+        lines.append(f"{'all':<{width}s}  {done:>4d}/{total:<4d}  {n_run:>7d}  "
+                     f"{total - done - n_run:>7d}  {_clock(time.time() - self.start)}, {self.rate()}")
         return lines
 
 

@@ -25,7 +25,8 @@ from npsco.errors import NpscoError
 from npsco.io import atomic_write_json
 from npsco.logger import read_metrics
 from npsco.policy import load_policy
-from npsco.population import Population, PopulationConfig, configuration_differences, same_configuration
+from npsco.population import Population
+from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
 
 # 2 iterations of 16 envs x 32 steps per policy, 2 epochs per update: the workflow, not learning, is under test
 TINY = ["population", "--refs", "2", "--novel", "2", "--steps", "1024", "--set", "num_steps=32",
@@ -203,7 +204,7 @@ def test_resume_after_sigkill_retrains_nothing_done_and_equals_an_uninterrupted_
             e["threshold"], e["references"], e["final_eval"], e["eval_curve"]), n
         a = load_policy(out / m["path"] / "policy.safetensors")
         b = load_policy(reference_run / e["path"] / "policy.safetensors")
-        for (wa, ba), (wb, bb) in zip(a.weights, b.weights):
+        for (wa, ba), (wb, bb) in zip(a.weights, b.weights, strict=True):
             np.testing.assert_array_equal(wa, wb)
             np.testing.assert_array_equal(ba, bb)
         np.testing.assert_array_equal(a.obs_mean, b.obs_mean)
@@ -365,7 +366,7 @@ def test_the_python_examples_of_the_docs_run(page, tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------------ npsco threshold
 def printed_r0(capsys) -> float:
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("r0 = "))
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("r0 = "))
     return float(line.split()[2])
 
 

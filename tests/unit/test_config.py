@@ -226,7 +226,7 @@ def test_field_docs_reads_the_string_under_each_field():
 
 def test_default_threshold_multiple_per_task_and_r0_scale_is_not_a_method_setting():
     from npsco.config import MethodConfig, default_r0_scale
-    from npsco.population import PopulationConfig
+    from npsco.population_config import PopulationConfig
 
     assert [default_r0_scale(t) for t in (MAZE_ID, "Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")] == [0.5] * 4
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig()).validate().r0_scales == (0.5,)

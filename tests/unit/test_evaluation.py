@@ -22,7 +22,8 @@ from npsco.evaluation.rows import CSV_COLUMNS, EvaluationRow, group_of, primary_
 from npsco.evaluation.scoring import score_rows, statistics
 from npsco.manifest import Chain
 from npsco.policy import Policy, space_metadata
-from npsco.report.build import fig2_panels, fig3_data, fig4_data, population_command
+from npsco.report.data import fig2_panels, fig3_data, fig4_data
+from npsco.report.provenance import population_command
 
 OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -87,7 +88,7 @@ def erow(**fields) -> EvaluationRow:
 
 def test_score_rows_success_by_median_of_reference_returns_and_relative_novelty():
     refs = [erow(role="reference", return_mean=r, eval_curve=[[1, 0.0]], novelty=n)
-            for r, n in zip((1, 2, 3, 4, 5), (0.2, 0.2, 0.4, 0.4, 0.8))]  # the references' mean novelty: 0.4
+            for r, n in zip((1, 2, 3, 4, 5), (0.2, 0.2, 0.4, 0.4, 0.8), strict=True)]  # the references' mean novelty: 0.4
     novel = [
         erow(role="novel", return_mean=0.0, eval_curve=[[1, 2.0], [2, 3.0]], novelty=0.8),  # reaches 3 exactly
         erow(role="novel", return_mean=9.0, eval_curve=[[1, 2.9], [2, 2.99]], novelty=0.2),  # never reaches 3

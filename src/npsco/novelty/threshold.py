@@ -3,22 +3,23 @@ measured on the states visited by the first policy of the pair (its deterministi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import cast
 
 import numpy as np
 
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
-from npsco.novelty.metrics import mean_pairwise_distance, pairwise_distance_matrix, per_state_distance, running_mean
+from npsco.novelty.metrics import (
+    Metric,
+    mean_pairwise_distance,
+    pairwise_distance_matrix,
+    per_state_distance,
+    running_mean,
+)
+from npsco.novelty.metrics import Policy as PolicyActions
 from npsco.policy import Policy
-
-
-def default_distance_episodes(env_id: str) -> int:
-    """Deterministic episodes per policy for the threshold: 50 on the maze (short episodes), 5 on MuJoCo (1000 steps)."""
-    from npsco.config import task_family
-
-    return 50 if task_family(env_id) == "maze" else 5
 
 
 def visited_states(policy: Policy, episodes: int, seed: int, max_episode_steps: int | None = None) -> np.ndarray:
@@ -31,7 +32,7 @@ def visited_episodes(policy: Policy, episodes: int, seed: int, max_episode_steps
     return run_episodes(policy, episodes, seed=seed, record_states=True, max_episode_steps=max_episode_steps).states
 
 
-def policy_actions(policy: Policy, metric: str):
+def policy_actions(policy: Policy, metric: str) -> PolicyActions:
     """`policy` as the callable `npsco.novelty.metrics` expects: states -> mean actions, or (mean, std) for W2."""
     if metric == "deterministic":
         return policy.mean_action
@@ -96,14 +97,15 @@ def default_threshold(policies: Sequence[Policy], names: Sequence[str] | None = 
         raise NpscoError(f"the default threshold needs at least 2 policies, got {len(policies)}")
     if metric not in ("deterministic", "wasserstein2"):
         raise NpscoError(f"unknown novelty metric {metric!r}")
+    known = cast(Metric, metric)
     env_ids = {p.metadata.get("env_id") for p in policies}
     if len(env_ids) > 1:
         raise NpscoError(f"policies come from different environments: {', '.join(sorted(map(str, env_ids)))}")
     episodes_of = [visited_episodes(p, episodes, seed, max_episode_steps) for p in policies]
     acts = [policy_actions(p, metric) for p in policies]
-    matrix = pairwise_distance_matrix(acts, [np.concatenate(e, axis=0) for e in episodes_of], metric)
+    matrix = pairwise_distance_matrix(acts, [np.concatenate(e, axis=0) for e in episodes_of], known)
     r0 = float(mean_pairwise_distance(matrix))
-    pairs = [[per_state_distance(acts[i](e), acts[j](e), metric) for e in episodes_of[i]]
+    pairs = [[per_state_distance(acts[i](e), acts[j](e), known) for e in episodes_of[i]]
              for i in range(len(policies)) for j in range(len(policies)) if i != j]
     profile = distance_profile(pairs, discount) / r0 if r0 > 0 else None
     names = list(names) if names is not None else [f"policy{i}" for i in range(len(policies))]

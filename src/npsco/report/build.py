@@ -1,8 +1,9 @@
 """`npsco report`: evaluations of population runs -> a Markdown and HTML report with the paper's Table 1, Figs. 2-4,
 training curves, behaviour filmstrips, per-policy results, and the configuration and commands behind every number.
 
-The data steps are pure functions of the evaluation rows (`table1_blocks`, `fig2_panels`, `fig3_data`, `fig4_data`,
-`population_command`, ...); `build_report` runs them, renders the figures and writes the files:
+The data steps are pure functions of the evaluation rows (`npsco.report.data`: `table1_blocks`, `fig2_panels`,
+`fig3_data`, ...; `npsco.report.provenance`: `population_command`, ...); `build_report` runs them, renders the figures
+and writes the files:
 
     OUT/report.md, OUT/report.html     the report (the HTML embeds its images, the Markdown links them)
     OUT/figures/*.png                  the figures; OUT/figures/behaviour/*.png the filmstrips, *.mp4 (or .gif) videos
@@ -13,287 +14,51 @@ The data steps are pure functions of the evaluation rows (`table1_blocks`, `fig2
 from __future__ import annotations
 
 import json
-import os
-import platform
 import shlex
-from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import gymnasium as gym
 import numpy as np
+from matplotlib.figure import Figure
 
 from npsco.errors import NpscoError
+from npsco.evaluation.evaluate import combine, evaluate_runs
 from npsco.evaluation.measure import FIG2_START
-from npsco.evaluation.rows import group_sort_key
+from npsco.evaluation.rows import group_sort_key, rows_to_csv
+from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.manifest import load_manifest
-from npsco.report.document import (Block, Code, Heading, Image, Items, Paragraph, Row, Table, Video, to_html,
-                                   to_markdown)
-
-PACKAGES = ("npsco", "numpy", "scipy", "torch", "gymnasium", "mujoco", "matplotlib", "safetensors", "pillow")
-
-
-# -------------------------------------------------------------------------------------------------- formatting
-def fmt(x: float | None, digits: int | None = None) -> str:
-    """A number with as many decimals as its size deserves (returns of 2000 and of 9.9 both read well)."""
-    if x is None or not np.isfinite(x):
-        return "–"
-    if digits is None:
-        digits = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2
-    return f"{x:.{digits}f}"
-
-
-def pm(summary: dict | None) -> str:
-    return "–" if not summary else f"{fmt(summary['mean'])} ± {fmt(summary['std'])}"
-
-
-def iqm_ci(summary: dict | None) -> str:
-    return "–" if not summary else f"{fmt(summary['iqm'])} [{fmt(summary['iqm_ci_low'])}, {fmt(summary['iqm_ci_high'])}]"
-
-
-def _tasks(rows: list[dict]) -> list[str]:
-    return sorted({r["task"] for r in rows}, key=lambda t: (t != "FourRewardMaze-v0", t))
-
-
-def _groups(rows: list[dict]) -> list[str]:
-    return sorted({r["group"] for r in rows}, key=group_sort_key)
+from npsco.policy import load_policy
+from npsco.report.behaviour import default_clip, default_sampling, episode_frames, filmstrip_image, save_image
+from npsco.report.data import (
+    curve_data,
+    fig2_goals,
+    fig2_panels,
+    fig3_data,
+    fig4_data,
+    fmt,
+    groups_of,
+    novelty_table,
+    policy_table,
+    table1_blocks,
+    tasks_of,
+)
+from npsco.report.distances import task_distances
+from npsco.report.document import Block, Code, Heading, Image, Items, Paragraph, Row, Table, Video, to_html, to_markdown
+from npsco.report.figures import (
+    distance_heatmap_figure,
+    learning_curves_figure,
+    maze_trajectories_figure,
+    novelty_reward_figure,
+    save_figure,
+    threshold_ablation_figure,
+)
+from npsco.report.provenance import package_versions, population_command, portable, relative_command, shown
+from npsco.report.video import resolve_format, save_video
 
 
-# ------------------------------------------------------------------------------------------------------ tables
-TABLE1_HEADER = ["Task", "Method", "policies", "reward", "success (paper: during training)", "success (final policy)",
-                 "relative novelty (paper: / PPO novelty)", "relative novelty (/ PPO pairwise distance)"]
-"""Table 1's columns; the paper's own definitions are labelled `paper` (docs/report.md)."""
-
-
-def rate(value: float | None) -> str:
-    return "–" if value is None else fmt(value, 2)
-
-
-def table1_blocks(stats: dict) -> list[Block]:
-    """Table 1 (per task and method: reward mean ± std, both success rates, both relative novelties) and its IQM
-    [95% CI] companion."""
-    cells = {(s["group"], s["task"]): s for s in stats["per_task"]}
-    tasks = sorted({t for _, t in cells}, key=lambda t: (t != "FourRewardMaze-v0", t))
-    groups = sorted({g for g, _ in cells}, key=group_sort_key)
-    main = Table(header=TABLE1_HEADER, rows=[], align="llrrrrrr")
-    for t in tasks:
-        for g in groups:
-            c = cells.get((g, t))
-            if c:
-                main.rows.append([t, g, str(c["n"]), pm(c["return"]), rate(c["success_rate"]),
-                                  rate(c.get("success_rate_final")), pm(c.get("relative_novelty_paper")),
-                                  pm(c["relative_novelty"])])
-    robust = Table(header=["Method", *[f"{t} reward IQM [95% CI]" for t in tasks], "normalised IQM [95% CI]",
-                           "policies"], rows=[])
-    aggregate = {a["group"]: a for a in stats["aggregate"]}
-    for g in groups:
-        per = [cells.get((g, t)) for t in tasks]
-        a = aggregate.get(g)
-        norm = f"{fmt(a['normalized_return_iqm'], 2)} [{fmt(a['ci_low'], 2)}, {fmt(a['ci_high'], 2)}]" if a else "–"
-        robust.rows.append([g, *[iqm_ci(c["return"]) if c else "–" for c in per], norm,
-                            " / ".join(str(c["n"]) if c else "0" for c in per)])
-    return [main, Paragraph("Interquartile mean (IQM) of the policies' returns with 95% bootstrap confidence "
-                            "intervals (percentile, 2000 resamples); the normalised column pools all tasks, each "
-                            "return divided by its task's success baseline (median PPO return), with a stratified "
-                            "bootstrap over tasks."), robust]
-
-
-def novelty_table(stats: dict) -> Table:
-    table = Table(header=["Method", "Task", "policies", "relative novelty (paper)", "relative novelty (paper) IQM "
-                          "[95% CI]", "relative novelty (/ pairwise)", "state novelty"], rows=[], align="llrrrrr")
-    for s in stats["per_task"]:
-        table.rows.append([s["group"], s["task"], str(s["n"]), pm(s.get("relative_novelty_paper")),
-                           iqm_ci(s.get("relative_novelty_paper")), pm(s["relative_novelty"]),
-                           pm(s["state_novelty"])])
-    return table
-
-
-def goals_text(row: dict) -> str:
-    """Maze: the goals the policy reaches from random starts, most frequent first (e.g. `left 97%, top 3%`)."""
-    shares = [(g, row.get(f"goal_{g}")) for g in ("top", "bottom", "left", "right", "none")]
-    shares = sorted([(g, s) for g, s in shares if s], key=lambda gs: -gs[1])
-    return ", ".join(f"{g} {100 * s:.0f}%" for g, s in shares) or "–"
-
-
-def policy_table(rows: list[dict]) -> Table:
-    maze = any(r.get("goal_from_right") is not None for r in rows)
-    header = ["Policy", "Method", "Task", "seed", "return", "novelty", "relative novelty (paper)",
-              "relative novelty (/ pairwise)", "state novelty", "best training eval", "success (paper)",
-              "success (final)"] + (["goal from (14.5, 8)", "goals (random starts)"] if maze else [])
-    table = Table(header=header, rows=[], align="lllr" + "r" * 6 + "ll" + ("ll" if maze else ""))
-    yes_no = {True: "yes", False: "no", None: "–"}
-    for r in sorted(rows, key=lambda r: (group_sort_key(r["group"]), r["task"], r["name"])):
-        line = [f"{Path(r['run']).name}:{r['name']}", r["group"], r["task"], str(r["seed"]),
-                f"{fmt(r['return_mean'])} ± {fmt(r['return_std'])}", fmt(r["novelty"], 3),
-                fmt(r.get("relative_novelty_paper")), fmt(r["relative_novelty"]), fmt(r["state_novelty"]),
-                fmt(r["best_training_eval"]), yes_no[r["success"]], yes_no[r.get("success_final")]]
-        if maze:
-            line += [r.get("goal_from_right") or "–", goals_text(r) if r.get("goal_from_right") else "–"]
-        table.rows.append(line)
-    return table
-
-
-# ----------------------------------------------------------------------------------------------- figure data
-def fig2_panels(rows: list[dict]) -> dict[str, list[np.ndarray]]:
-    """Fig. 2: per group (PPO references included), the maze trajectories from `FIG2_START`, in policy order."""
-    panels: dict[str, list[np.ndarray]] = {}
-    for g in _groups(rows):
-        trajectories = [np.asarray(r["fig2_trajectory"]) for r in rows
-                        if r["group"] == g and r.get("fig2_trajectory")]
-        if trajectories:
-            panels[g] = trajectories
-    return panels
-
-
-def fig2_goals(rows: list[dict]) -> Table:
-    """Which goal each policy of each group reaches from the Fig. 2 start, and how many distinct goals."""
-    table = Table(header=["Method", "goal of each policy from (14.5, 8)", "distinct goals"], rows=[], align="llr")
-    for g in _groups(rows):
-        goals = [r["goal_from_right"] for r in rows if r["group"] == g and r.get("goal_from_right")]
-        if goals:
-            table.rows.append([g, ", ".join(goals), str(len(set(goals) - {"none"}))])
-    return table
-
-
-def fig3_data(rows: list[dict]) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """Fig. 3: data[task][group] = (relative novelties, returns) of the policies with a relative novelty."""
-    data: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
-    for t in _tasks(rows):
-        for g in _groups(rows):
-            sel = [r for r in rows if r["task"] == t and r["group"] == g and r["relative_novelty"] is not None]
-            if sel:
-                data.setdefault(t, {})[g] = (np.array([r["relative_novelty"] for r in sel]),
-                                             np.array([r["return_mean"] for r in sel]))
-    return data
-
-
-def fig4_data(rows: list[dict]) -> dict[str, dict[str, np.ndarray]]:
-    """Fig. 4: data[task][label] = returns of a method's policies trained at different multiples S of the default r0
-    (the rows' `r0_scale`: chains `METHOD-r0xS`, and 1 for a plain chain at the default threshold), labelled `Sx`
-    (`METHOD Sx` when several methods were ablated), with the PPO references as `PPO`. Empty when no method was
-    trained at two or more thresholds."""
-    data: dict[str, dict[str, np.ndarray]] = {}
-    for t in _tasks(rows):
-        scaled = [r for r in rows if r["task"] == t and r["role"] != "reference" and r.get("r0_scale")]
-        by_method: dict[str, dict[float, list[float]]] = {}
-        for r in scaled:
-            by_method.setdefault(r["method"], {}).setdefault(r["r0_scale"], []).append(r["return_mean"])
-        by_method = {m: s for m, s in by_method.items() if len(s) >= 2}
-        if not by_method:
-            continue
-        panel: dict[str, np.ndarray] = {}
-        refs = [r["return_mean"] for r in rows if r["task"] == t and r["role"] == "reference"]
-        if refs:
-            panel["PPO"] = np.array(refs)
-        for m in sorted(by_method, key=group_sort_key):
-            for scale in sorted(by_method[m]):
-                label = f"{scale:g}x" if len(by_method) == 1 else f"{m} {scale:g}x"
-                panel[label] = np.array(by_method[m][scale])
-        data[t] = panel
-    return data
-
-
-def curve_data(rows: list[dict], task: str) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
-    """Training curves of a task: per group, the (steps, evaluation return) of each policy that has one."""
-    curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for g in _groups(rows):
-        for r in rows:
-            curve = np.asarray(r.get("eval_curve") or [], dtype=float)
-            if r["task"] == task and r["group"] == g and len(curve) and np.all(np.diff(curve[:, 0]) > 0):
-                curves.setdefault(g, []).append((curve[:, 0], curve[:, 1]))
-    return curves
-
-
-# ------------------------------------------------------------------------------------------------- provenance
-def package_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for name in PACKAGES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
-def _diff(base: dict, actual: dict) -> dict:
-    return {k: v for k, v in actual.items() if k in base and base[k] != v}
-
-
-def _value(v) -> str:
-    if isinstance(v, (list, tuple)):
-        return ",".join(str(x) for x in v)
-    return str(v)
-
-
-def population_command(run: str | Path, config: dict) -> str:
-    """The `npsco population` command line equivalent to a run's config.json (the preset that needs the fewest
-    overrides, then --set/--mset for every setting that differs from it)."""
-    from npsco.config import PRESETS, MethodConfig, default_r0_scale, method_reads, preset
-
-    ppo, method = dict(config.get("ppo") or {}), dict(config.get("method") or {})
-    env = ppo.get("env_id")
-    if not env:
-        return f"# {run}: config.json has no PPO configuration"
-    ppo["actor_hidden"] = list(ppo.get("actor_hidden", []))
-    ppo["critic_hidden"] = list(ppo.get("critic_hidden", []))
-    diffs = {p: _diff(preset(env, p).to_dict(), ppo) for p in PRESETS}
-    chosen = min(PRESETS, key=lambda p: len(diffs[p]))
-    args = ["npsco", "population", "--env", env]
-    if chosen != "default":
-        args += ["--preset", chosen]
-    args += ["--method", str(method.get("method", "ipd"))]
-    if config.get("refs_from"):
-        args += ["--refs-from", str(config["refs_from"])]
-    elif config.get("ref_checkpoints"):
-        args += ["--ref-checkpoints", *map(str, config["ref_checkpoints"])]
-    else:
-        args += ["--refs", str(config.get("refs"))]
-    args += ["--novel", str(config.get("novel"))]
-    scales = list(config.get("r0_scales") or [1.0])
-    if method.get("r0") is None and scales != [default_r0_scale(env)]:
-        args += ["--r0-scale", *[f"{s:g}" for s in scales]]
-    extra = dict(diffs[chosen])
-    if "total_timesteps" in extra:
-        args += ["--steps", str(extra.pop("total_timesteps"))]
-    for k, v in extra.items():
-        args += ["--set", f"{k}={_value(v)}"]
-    defaults = MethodConfig().to_dict()
-    flags = {"r0": "--r0", "t_start": "--t-start", "ipd_rule": "--ipd-rule"}
-    for k, v in _diff(defaults, method).items():
-        if k == "method" or not method_reads(str(method.get("method", "ipd")), k):
-            continue
-        args += [flags[k], _value(v)] if k in flags else ["--mset", f"{k}={_value(v)}"]
-    args += ["--out", str(run)]
-    return " ".join(shlex.quote(a) for a in args)
-
-
-# ------------------------------------------------------------------------------------------------------ paths
-def shown(path: str | Path) -> str:
-    """A path as the report shows it: relative to the current folder (where the report is made), never absolute, so
-    that the report names the same runs on another machine."""
-    return os.path.relpath(Path(path).resolve())
-
-
-def relative_command(command: str) -> str:
-    """`command` with every argument that names an existing file or folder written as `shown` does."""
-    def arg(a: str) -> str:
-        return shown(a) if not a.startswith("-") and ("/" in a or Path(a).is_dir()) and Path(a).exists() else a
-
-    return " ".join(shlex.quote(arg(a)) for a in shlex.split(command))
-
-
-def portable(doc: dict) -> dict:
-    """A run's evaluation document with its run, checkpoint paths and command as `shown` writes them."""
-    return {**doc, "run": shown(doc["run"]), "command": relative_command(doc["command"]),
-            "policies": [{**r, "run": shown(r["run"]), "checkpoint": shown(r["checkpoint"])} for r in doc["policies"]]}
-
-
-# ------------------------------------------------------------------------------------------------------ build
-def _figure(fig, out: Path, name: str) -> str:
-    from npsco.report.figures import save_figure
-
+def _figure(fig: Figure, out: Path, name: str) -> str:
     save_figure(fig, out / "figures" / name, dpi=110)
     return f"figures/{name}"
 
@@ -306,14 +71,12 @@ def behaviour_blocks(rows: list[dict], out: Path, seed: int, videos: str | None,
                      log: Callable[[str], None]) -> list[Block]:
     """Per policy, one deterministic episode (the maze from the Fig. 2 start): a video (`videos`: `auto`, `mp4` or
     `gif`; None for none) next to a filmstrip, grouped by task and method. A task that cannot render gets a note."""
-    from npsco.report.video import resolve_format
-
     blocks: list[Block] = []
     chosen = sorted(rows, key=lambda r: (r["task"], group_sort_key(r["group"]), r["name"]))[:limit]
     if not chosen:
         return [Paragraph("No filmstrips (`--no-filmstrips`, or `--max-filmstrips 0`).")]
     video_format = resolve_format(videos) if videos else None
-    for task in _tasks(chosen):
+    for task in tasks_of(chosen):
         try:
             blocks += _task_behaviour(task, [r for r in chosen if r["task"] == task], out, seed, video_format, log)
         except (NpscoError, gym.error.Error, ImportError, RuntimeError, OSError) as e:
@@ -329,12 +92,8 @@ def behaviour_blocks(rows: list[dict], out: Path, seed: int, videos: str | None,
 def _task_behaviour(task: str, rows: list[dict], out: Path, seed: int, video_format: str | None,
                     log: Callable[[str], None]) -> list[Block]:
     """The filmstrips (and videos, in `video_format`) of one task's policies, grouped by method."""
-    from npsco.policy import load_policy
-    from npsco.report.behaviour import default_clip, default_sampling, episode_frames, filmstrip_image, save_image
-    from npsco.report.video import save_video
-
     blocks: list[Block] = []
-    for g in _groups(rows):
+    for g in groups_of(rows):
         blocks.append(Heading(f"{task}: {g}", 3))
         for r in [r for r in rows if r["group"] == g]:
             policy = load_policy(r["checkpoint"])
@@ -368,10 +127,6 @@ def _task_behaviour(task: str, rows: list[dict], out: Path, seed: int, video_for
 def distance_blocks(rows: list[dict], docs: list[dict], out: Path, cache: dict,
                     log: Callable[[str], None]) -> list[Block]:
     """Per task, the heatmap of the action distance between every pair of its policies (and its CSV)."""
-    from npsco.io import atomic_write_text
-    from npsco.report.distances import task_distances
-    from npsco.report.figures import distance_heatmap_figure
-
     blocks: list[Block] = [
         Heading("Who is near whom: action distances"),
         Paragraph("D(row, column): the mean distance between the two policies' executed deterministic actions on the "
@@ -379,7 +134,7 @@ def distance_blocks(rows: list[dict], docs: list[dict], out: Path, cache: dict,
                   "symmetric). Policies are ordered by method and chain; white lines separate the methods. A dark "
                   "row is a policy that acts like the others where it goes; a novel policy should be far (bright) "
                   "from the PPO references and from the policies before it in its chain.")]
-    for task in _tasks(rows):
+    for task in tasks_of(rows):
         d = task_distances(task, rows, docs, cache, log)
         if len(d.labels) < 2:
             continue
@@ -387,7 +142,7 @@ def distance_blocks(rows: list[dict], docs: list[dict], out: Path, cache: dict,
         fig = distance_heatmap_figure(d.matrix, d.labels, d.groups, title=f"{task}: D(row, column)")
         lines = ["policy,group," + ",".join(d.labels)]
         lines += [f"{a},{g}," + ",".join("" if not np.isfinite(v) else repr(round(float(v), 6)) for v in row)
-                  for a, g, row in zip(d.labels, d.groups, d.matrix)]
+                  for a, g, row in zip(d.labels, d.groups, d.matrix, strict=True)]
         atomic_write_text(out / f"{name}.csv", "\n".join(lines) + "\n")
         blocks.append(Image(_figure(fig, out, f"{name}.png"), f"action distances {task}",
                             f"{task}: action distance between all {len(d.labels)} policies (`{name}.csv`)."))
@@ -399,27 +154,19 @@ def trained_members(run: str | Path) -> int:
     return sum(m.get("status") == "done" for m in load_manifest(run).get("members", []))
 
 
-def build_report(runs: list[str | Path], out: str | Path, episodes: int | None = None, seed: int = 0,
+def build_report(runs: Sequence[str | Path], out: str | Path, episodes: int | None = None, seed: int = 0,
                  reuse: bool = True, filmstrips: bool = True, videos: str | None = "auto",
                  max_filmstrips: int | None = None, command: str | None = None,
                  log: Callable[[str], None] = print) -> Path:
     """Evaluate `runs` (reusing up-to-date evaluations) and write the report into `out`; returns report.md's path.
 
     `videos`: `auto` (MP4 when imageio-ffmpeg is installed, else GIF), `mp4`, `gif`, or None for none."""
-    from npsco.evaluation.evaluate import combine, evaluate_runs  # here: scipy loads only when a report is built
-    from npsco.evaluation.rows import rows_to_csv
-    from npsco.io import atomic_write_json, atomic_write_text, read_json
-    from npsco.report.figures import (learning_curves_figure, maze_trajectories_figure, novelty_reward_figure,
-                                      threshold_ablation_figure)
-
     out = Path(out)
     untrained = [str(r) for r in runs if not trained_members(r)]
     runs = [r for r in runs if str(r) not in untrained]
     if not runs:
         raise NpscoError("no trained policy in the runs given: nothing to report")
     if videos:
-        from npsco.report.video import resolve_format
-
         resolve_format(videos)  # an impossible format is refused before any evaluation
     cache: dict = {}
     docs = [portable(d) for d in evaluate_runs(runs, episodes, seed, reuse=reuse, write=True, log=log, cache=cache)]
@@ -431,7 +178,7 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
 
     blocks: list[Block] = [
         Heading("npsco report", 1),
-        Paragraph(f"Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} by "
+        Paragraph(f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} by "
                   f"`{command}`, from {len(docs)} population run(s) with {len(rows)} policies: "
                   + ", ".join(f"`{d['run']}`" for d in docs) + ". Paths here are relative to the folder the report "
                   "was made in, so the report and its runs can move together."),
@@ -502,7 +249,7 @@ def build_report(runs: list[str | Path], out: str | Path, episodes: int | None =
                                 "population with e.g. `--r0-scale 0.5 1 2` and give its run to `npsco report`."))
 
     blocks.append(Heading("Training curves"))
-    for t in _tasks(rows):
+    for t in tasks_of(rows):
         curves = curve_data(rows, t)
         if curves:
             fig = learning_curves_figure(curves, ylabel=f"{t}: evaluation return")

@@ -1,0 +1,125 @@
+"""The configuration of a population run (`PopulationConfig`): the PPO settings shared by its policies, the novel
+policies' method, R, K and the threshold multiples; `population_settings` makes it from `npsco population`'s options.
+`configuration_differences` compares a run directory's recorded `config.json` with a new configuration (resume).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from npsco.config import MethodConfig, PPOConfig, apply_overrides, default_r0_scale, method_reads
+from npsco.errors import NpscoError
+from npsco.settings import differences, ppo_settings
+from npsco.tasks import default_distance_episodes, default_eval_episodes
+
+
+@dataclass
+class PopulationConfig:
+    """A population run: the task's PPO settings, the references, and the novel chains."""
+
+    ppo: PPOConfig
+    """PPO settings shared by every policy of the population (references and novel ones)."""
+    method: MethodConfig
+    """Method of the novel policies and its knobs."""
+    refs: int = 5
+    """Number of PPO reference policies R (seeds S..S+R-1, S = `ppo.seed`: `--set seed=S` gives an independent replicate)."""
+    novel: int = 5
+    """Number of novel policies K per chain."""
+    r0_scales: tuple[float, ...] | None = None
+    """Thresholds as multiples of the default r0 (the references' mean pairwise distance), one chain each; ignored
+    when `method.r0` is set. None: the task's default multiple, `npsco.config.default_r0_scale` (0.5 on every task);
+    `validate` fills it in, so config.json records the multiples used."""
+    refs_from: str | None = None
+    """Reuse the references of this earlier population run directory instead of training them."""
+    ref_checkpoints: tuple[str, ...] = ()
+    """Use these policy checkpoints (files, or `npsco train` run directories) as the references instead of training
+    them; e.g. PPO policies trained with `npsco train` or by a benchmark."""
+    threshold_episodes: int | None = None
+    """Deterministic episodes per reference for the threshold (None: 50 on the maze, 5 on MuJoCo)."""
+    eval_episodes: int | None = None
+    """Deterministic episodes of each policy's final evaluation (None: 100 on the maze, 10 otherwise)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ppo": self.ppo.to_dict(), "method": self.method.to_dict(), "refs": self.refs, "novel": self.novel,
+                "r0_scales": None if self.r0_scales is None else list(self.r0_scales), "refs_from": self.refs_from,
+                "ref_checkpoints": list(self.ref_checkpoints),
+                "threshold_episodes": self.threshold_episodes, "eval_episodes": self.eval_episodes}
+
+    def validate(self) -> PopulationConfig:
+        self.ppo.validate()
+        if self.r0_scales is None:  # an absolute --r0 needs no multiple
+            self.r0_scales = (1.0,) if self.method.r0 is not None else (default_r0_scale(self.ppo.env_id),)
+        self.r0_scales = tuple(float(s) for s in self.r0_scales)
+        self.method.validate()
+        if self.refs < 0 or self.novel < 0:
+            raise NpscoError("--refs and --novel must be >= 0")
+        if self.refs_from and self.ref_checkpoints:
+            raise NpscoError("--refs-from and --ref-checkpoints are alternatives; give one")
+        borrowed = bool(self.refs_from or self.ref_checkpoints)
+        if self.method.method != "ppo" and self.novel > 0 and self.method.r0 is None and self.refs < 2 and not borrowed:
+            raise NpscoError("the default threshold needs at least 2 references (--refs >= 2), or give --r0")
+        if self.method.method != "ppo" and self.novel > 0 and self.refs == 0 and not borrowed:
+            raise NpscoError("novel policies need references: --refs >= 1, --refs-from RUN or --ref-checkpoints")
+        if not self.r0_scales or not all(0 < s < float("inf") for s in self.r0_scales):
+            raise NpscoError(f"--r0-scale values must be finite and > 0, got {list(self.r0_scales)}")
+        if self.method.r0 is not None and self.method.r0_profile == "reference":
+            raise NpscoError("r0_profile=reference scales the references' own threshold profile: it cannot be combined "
+                             "with an absolute --r0 (use --r0-scale)")
+        if self.method.r0 is not None and tuple(self.r0_scales) != (1.0,):
+            raise NpscoError("--r0 (an absolute threshold) and --r0-scale (multiples of the default) are "
+                             "alternatives; give one")
+        return self
+
+    @property
+    def final_episodes(self) -> int:
+        return self.eval_episodes or default_eval_episodes(self.ppo.env_id)
+
+    @property
+    def distance_episodes(self) -> int:
+        return self.threshold_episodes or default_distance_episodes(self.ppo.env_id)
+
+
+def population_settings(env: str, method: str = "ipd", refs: int = 5, novel: int = 5, seed: int = 0,
+                        preset_name: str = "default", steps: int | None = None, env_backend: str | None = None,
+                        overrides: Sequence[str] = (), method_overrides: Sequence[str] = (), r0: float | None = None,
+                        r0_scales: Sequence[float] | None = None, t_start: int | None = None,
+                        ipd_rule: str | None = None, refs_from: str | None = None, ref_checkpoints: Sequence[str] = (),
+                        env_package: str | None = None) -> PopulationConfig:
+    """The configuration of `npsco population`'s options: the PPO settings as `npsco.settings.ppo_settings` makes
+    them, the method's from `--r0`, `--t-start`, `--ipd-rule`, then the `--mset` `method_overrides` (later win)."""
+    ppo = ppo_settings(env, preset_name, seed, steps, env_backend, list(overrides), env_package)
+    flags = [f"r0={r0}"] if r0 is not None else []
+    flags += [f"t_start={t_start}"] if t_start is not None else []
+    flags += [f"ipd_rule={ipd_rule}"] if ipd_rule else []
+    method_config = apply_overrides(MethodConfig(method=method), flags + list(method_overrides))
+    return PopulationConfig(ppo=ppo, method=method_config, refs=refs, novel=novel,
+                            r0_scales=None if r0_scales is None else tuple(r0_scales), refs_from=refs_from,
+                            ref_checkpoints=tuple(ref_checkpoints))
+
+
+def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether a run directory's `config.json` (`stored`) describes the configuration `current`.
+
+    A setting missing from `stored` (one that npsco gained after the run started) matches when `current` has that
+    setting's default value, so upgrading npsco does not stop a run from resuming; any other difference does.
+    """
+    return not configuration_differences(stored, current)
+
+
+def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The settings in which `stored` and `current` differ (see `same_configuration`), e.g.
+    `"r0_scales: [1.0] in the run, [0.5] now"`."""
+    method = str((current.get("method") or {}).get("method", "ipd"))
+    defaults = _without_unread_knobs(PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict(), method)
+    return differences(_without_unread_knobs(stored, method), _without_unread_knobs(current, method), defaults)
+
+
+def _without_unread_knobs(config: dict[str, Any], method: str) -> dict[str, Any]:
+    """`config` without the method settings that `method` never reads (`npsco.config.method_reads`): another method's
+    knob, or a change of its default, does not stop a run from resuming."""
+    settings = config.get("method")
+    if not isinstance(settings, dict):
+        return config
+    return {**config, "method": {k: v for k, v in settings.items() if method_reads(method, k)}}
