@@ -44,8 +44,8 @@ from npsco.io import atomic_write_json, atomic_write_text
 from npsco.logger import read_metrics
 from npsco.novelty.metrics import policy_distance
 from npsco.parallel import LogView, Scheduler, make_executor
-from npsco.population import Population, PopulationConfig
 from npsco.policy import load_policy
+from npsco.population import Population, PopulationConfig
 
 RIGHT_START = (14.5, 8.0)  # (15, 8) is inside the right region (centre (16, 8), radius 1)
 
@@ -115,7 +115,7 @@ def main() -> None:
                                   progress=False, log=_log)
     if executor is not None:  # every chain side by side; the results are then written in the order of --r0-scale
         Scheduler(executor).run(_Populations(chains.values()), LogView(_log))
-    for (name, pop), scale in zip(chains.items(), args.r0_scale):
+    for (name, pop), scale in zip(chains.items(), args.r0_scale, strict=True):
         members = pop.run()  # trains the chain (one worker), or finds it trained
         stage = {"r0_scale": scale, "r0_default": pop.r0_default,
                  "r0": pop.r0_default * scale if method.r0 is None else method.r0,

@@ -13,7 +13,6 @@ run: on a shared machine other jobs compete for the cores. Results: benchmarks/r
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shlex

@@ -21,13 +21,10 @@ Seeds are whatever runs are given: fix them before training (e.g. 0..4), never p
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import numpy as np
 
 from npsco.config import PPOConfig, preset
 from npsco.errors import NpscoError

@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 ENV_ID = "Hopper-v5"
@@ -150,7 +151,7 @@ def worker_refcost(spec: dict) -> dict:
     n = 2000
     for _ in range(7):
         for m, tracker in trackers.items():
-            best[m] = min(best[m], timeit.timeit(lambda: tracker.update(obs, action), number=n, timer=time.process_time) / n)
+            best[m] = min(best[m], timeit.timeit(partial(tracker.update, obs, action), number=n, timer=time.process_time) / n)
     return {"seconds_per_call": {str(m): t for m, t in best.items()}}
 
 

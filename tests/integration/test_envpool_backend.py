@@ -128,7 +128,7 @@ def test_a_fall_at_the_time_limit_is_terminated_and_truncated_as_in_gymnasium(en
     actions = np.ones((1, 3), np.float32)
     env = envpool_env("Hopper-v5", 1)
     env.reset(seed=3)
-    for fall in range(1, 200):
+    for fall in range(1, 200):  # noqa: B007  (the step it falls at, used after the loop)
         *_, terminated, truncated, _ = env.step(actions)
         if terminated[0]:
             break

@@ -160,7 +160,7 @@ def test_every_policy_is_there_once_done_and_never_retrained(runs):
     assert run_dirs == sorted(PATHS)
     # every finished policy was seen, and its file never changed from the moment it was first seen done
     assert set(watch.stamps) == set(NAMES)
-    for name, path in zip(NAMES, PATHS):
+    for name, path in zip(NAMES, PATHS, strict=True):
         st = os.stat(out / path / "policy.safetensors")
         assert (st.st_ino, st.st_mtime_ns) == watch.stamps[name], name
     # the last attempt trained only what was not done when it started

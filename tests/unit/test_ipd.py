@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from npsco.algos.ipd import IPD, ipd_cumulative_violation, ipd_instant_violation
 from npsco.algos.hooks import StepInfo
+from npsco.algos.ipd import IPD, ipd_cumulative_violation, ipd_instant_violation
 from npsco.algos.novelty_method import profile_at, warmup_threshold
 from npsco.algos.rollout import RolloutSummary
 from npsco.algos.trainer import Trainer
@@ -192,7 +192,7 @@ def test_trainer_terminates_resets_and_counts_at_the_predicted_step(t_start):
     # each forced end reset exactly that env, at that step, through reset_mask
     assert [(t, m.tolist()) for t, m in resets] == [(t, forced[t].tolist()) for t in np.flatnonzero(forced.any(1))]
     # an env whose episode was ended starts the next step from a new start position
-    for t, i in zip(*np.nonzero(forced[:-1])):
+    for t, i in zip(*np.nonzero(forced[:-1]), strict=True):
         assert not np.array_equal(ipd.steps[t + 1][0][i], ipd.steps[t][0][i])
         assert ipd.steps[t + 1][1][i] == 1
     metrics = ipd.iteration_metrics(buf.summary)

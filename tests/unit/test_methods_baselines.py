@@ -9,13 +9,13 @@ import pytest
 import torch
 from torch.distributions import Normal, kl_divergence
 
+from npsco.algos import make_method
 from npsco.algos.constrained import bisector, flat_grad, get_flat_params
 from npsco.algos.cpo import CPO, CPOProblem, gaussian_kl, novelty_cost
-from npsco.algos import make_method
 from npsco.algos.hooks import Method
 from npsco.algos.maths import normalize_advantages, policy_loss
-from npsco.algos.trainer import Trainer
 from npsco.algos.tnb import CTNB, TNB, ctnb_violated
+from npsco.algos.trainer import Trainer
 from npsco.algos.wsr import WSR, wsr_shape
 from npsco.config import MAZE_ID, MethodConfig, preset
 from npsco.errors import NpscoError
@@ -90,7 +90,7 @@ def test_wsr_trains_on_task_reward_plus_bonus_but_reports_the_task_return(shape,
     np.testing.assert_allclose(buf.rewards["task"], np.array(task_rewards) + bonus, rtol=1e-6)
     # the reported returns are the task rewards' sums, episode by episode, without the bonus
     expected, running = [], np.zeros(4)
-    for reward, done in zip(task_rewards, buf.done):
+    for reward, done in zip(task_rewards, buf.done, strict=True):
         running += reward
         expected.extend(running[done].tolist())
         running[done] = 0.0

@@ -209,10 +209,10 @@ def _three_policies(draw):
 
 
 def _both_metrics(means, stds):
-    """Per-state distance functions d(k, l) between policies k, l, for each metric."""
+    """Per-state distance functions d(k, j) between policies k, j, for each metric."""
     return {
-        "deterministic": lambda k, l: deterministic_distance(means[k], means[l]),
-        "wasserstein2": lambda k, l: wasserstein2_distance(means[k], stds[k], means[l], stds[l]),
+        "deterministic": lambda k, j: deterministic_distance(means[k], means[j]),
+        "wasserstein2": lambda k, j: wasserstein2_distance(means[k], stds[k], means[j], stds[j]),
     }
 
 
@@ -227,7 +227,7 @@ def test_metric_axioms_per_state_and_on_average(policies):
         np.testing.assert_allclose(d(0, 1), d(1, 0))
         assert np.all(d(0, 2) <= d(0, 1) + d(1, 2) + tol)
         # the mean over a fixed set of states (Proposition 1) is a metric too
-        mean_d = {(k, l): d(k, l).mean() for k in range(3) for l in range(3)}
+        mean_d = {(k, j): d(k, j).mean() for k in range(3) for j in range(3)}
         assert mean_d[(0, 2)] <= mean_d[(0, 1)] + mean_d[(1, 2)] + tol
         assert mean_d[(0, 1)] == pytest.approx(mean_d[(1, 0)])
 

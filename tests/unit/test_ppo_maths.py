@@ -257,7 +257,7 @@ def test_rollout_next_values_bootstrap_truncations_from_the_final_observation():
     np.testing.assert_allclose(next_values[~done], following[~done], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(next_values[terminated & ~truncated], 0.0)  # unused: compute_gae ignores it
     t_idx, n_idx = np.nonzero(truncated)
-    final_values = mlp_forward(critics["task"], np.stack([finals[t][n] for t, n in zip(t_idx, n_idx)]))[:, 0]
+    final_values = mlp_forward(critics["task"], np.stack([finals[t][n] for t, n in zip(t_idx, n_idx, strict=True)]))[:, 0]
     np.testing.assert_allclose(next_values[truncated], final_values, rtol=1e-5, atol=1e-6)
     # the final observation is not the next episode's first observation, whose value `following` holds
     assert not np.allclose(next_values[truncated], following[truncated])

@@ -1,6 +1,7 @@
 """Exact-number and property tests for npsco.stats."""
 
 import math
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -176,7 +177,7 @@ def test_state_diversity_monotone_in_a_shift():
     shift = np.array([1.0, -0.5, 0.2])
     values = [state_diversity(a, a + k * shift) for k in (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)]
     assert values[0] == 0.0
-    assert all(x < y for x, y in zip(values, values[1:]))
+    assert all(x < y for x, y in pairwise(values))
 
 
 def test_state_diversity_is_scale_free_and_handles_constant_dimensions():
