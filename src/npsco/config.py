@@ -377,10 +377,8 @@ def default_t_start(env_id: str) -> int:
 
 def default_r0_scale(env_id: str) -> float:
     """The task's default threshold as a multiple of r0_default (the references' mean pairwise distance), used when
-    none is given: 0.5 on every task. MuJoCo: at 1x the first IPD policy on Hopper-v5 never left the constraint
-    boundary, at 0.5x IPD policies hop (the authors' code used r0 = 0.6 on Hopper). Maze: over 18 replicates of the Fig. 2
-    sweep, 1x gave the Fig. 2 outcome in 3, 0.5x in 6, and from 7 starts on the right edge 13 vs 34 (replicate, start)
-    pairs of 126; no multiple gave it reproducibly. docs/methods/ipd.md, "The threshold"."""
+    none is given: 0.5 on every task, the multiple with which IPD did best on Hopper and the maze (the measurements:
+    docs/methods/ipd.md, "The threshold"; benchmarks/results/hopper_ipd_half.md, maze_fig2_starts.md)."""
     return 0.5
 
 

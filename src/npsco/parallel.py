@@ -38,13 +38,13 @@ MAX_RETRIES = 2
 
 PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "numpy", "gymnasium", "npsco.population",
            "npsco.algos.trainer", *METHODS.modules(), "npsco.evaluation", "npsco.novelty.threshold"]
-"""Modules the forkserver imports once, so that each fresh worker starts in milliseconds instead of seconds
-(`torch._dynamo`, imported by the first Adam, and numba, by the novelty methods, are slow to import); the method
-modules are the registry's."""
+"""Modules the forkserver imports once, so that a fresh worker does not import them again (torch, `torch._dynamo`,
+imported by the first Adam, and numba, by the novelty methods, are slow to import); the method modules are the
+registry's."""
 
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Set in every worker before numpy and torch load: one policy per core, as BLAS threads competing for shared cores
-slow these small matrix products down several times (benchmarks/results/throughput.md, notes)."""
+slow these small matrix products down (benchmarks/results/throughput.md, notes)."""
 
 
 @dataclass

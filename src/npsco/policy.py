@@ -60,7 +60,7 @@ class RunningMeanStd:
             batch_mean = np.add.reduce(batch, axis=0) / n
             centred = batch - batch_mean
             batch_var = np.add.reduce(centred * centred, axis=0) / n
-        else:  # (the n == 1 shortcut saves ~50 us per step)
+        else:  # one observation (a single env): no reduction needed
             batch_mean, batch_var = batch[0], 0.0
         delta = batch_mean - self.mean
         total = self.count + n

@@ -272,7 +272,7 @@ class NumpyPPOUpdate:
             advantage_stream: str = "task") -> dict[str, float]:
         """`update_epochs` passes over `batch`, in the minibatches that `minibatches()` draws for each epoch; returns
         the mean `losses/*` statistics. numpy's BLAS runs with `torch_threads` threads meanwhile (more threads than
-        cores made these small matmuls many times slower)."""
+        cores slow these small matmuls down: benchmarks/results/throughput.md, notes)."""
         with _blas().limit(limits=self.cfg.torch_threads, user_api="blas"):
             return self._run(batch, minibatches, advantage_stream)
 

@@ -104,7 +104,7 @@ class EnvPoolVectorEnv(VectorEnv):
 
     def __init__(self, env_id: str, num_envs: int, max_episode_steps: int | None = None, num_threads: int = 1) -> None:
         """Args: env_id: one of ENVPOOL_TASKS; num_envs: sub-envs; max_episode_steps: time limit (None: the task's
-        own, 1000); num_threads: envpool's worker threads (1: measured fastest here, docs/environments.md)."""
+        own, 1000); num_threads: envpool's worker threads (1 by default: docs/environments.md)."""
         check_envpool_task(env_id)
         self._envpool = import_envpool()
         if num_envs < 1:

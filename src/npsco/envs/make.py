@@ -125,7 +125,7 @@ def make_vector_env(
     """`num_envs` copies of the task in one vector env with same-step autoreset.
 
     `auto` uses the batched numpy twin for the maze (all mazes stepped in one call) and `SyncVectorEnv` otherwise
-    (faster than `async` on 2 cores for MuJoCo). `envpool` (MuJoCo only, optional package) steps the tasks in C++.
+    (one process: MuJoCo's steps are too short to gain from `async`'s worker processes on a few cores). `envpool` (MuJoCo only, optional package) steps the tasks in C++.
     Seed it with `env.reset(seed=s)`: sub-env i gets seed s + i.
     """
     check_env_id(env_id)

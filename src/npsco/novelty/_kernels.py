@@ -1,9 +1,9 @@
 """Compiled kernels for the reference policies' hidden layers (numba).
 
-Evaluating M reference policies at every rollout step is mostly tanh: at M = 20 and 8 envs, 20k values per step. numpy's
-float32 tanh costs 3-4 ns per value on the 2-core machines we benchmark on (torch's is no faster), more than the matmuls
-around it. `tanh_rows` is a rational tanh that vectorises (no libm call), 3-4x faster than numpy's here and as accurate
-in float32. The matmuls stay with numpy (OpenBLAS): loops compiled by numba were several times slower for these shapes.
+Evaluating M reference policies at every rollout step is mostly tanh: at M = 20 and 8 envs, 20k values per step, and
+numpy's float32 tanh (torch's too) costs more than the matmuls around it. `tanh_rows` is a rational tanh that vectorises
+(no libm call): faster than numpy's and as accurate in float32. The matmuls stay with numpy (OpenBLAS): loops compiled
+by numba were slower for these shapes. The timings: benchmarks/results/throughput.md, notes.
 
 The tanh: on |x| <= 9, tanh(x) = x P(u) / Q(u) with u = (x / 9)^2, evaluated in float64 and rounded to float32;
 between 9 and 13 ln 2 = 9.011 the input is clamped to 9 (the float32 tanh there is 1 - 2^-24), beyond it the result is

@@ -85,9 +85,9 @@ class _Group:
     def mean_actions_t(self, obs: np.ndarray) -> np.ndarray:
         """(M, A, N) clipped mean actions at raw observations `obs` (N, obs_dim); a fresh array.
 
-        This runs at every step of an IPD rollout, where each numpy call costs several microseconds (cold caches
-        after the simulator's step): few calls, in-place ufuncs, no np.clip wrapper, no bias additions, and the hidden
-        layers' tanh compiled (`_kernels.tanh_rows`, 3-4x faster than np.tanh)."""
+        This runs at every step of an IPD rollout, where every numpy call counts (cold caches after the simulator's
+        step): few calls, in-place ufuncs, no np.clip wrapper, no bias additions, and the hidden layers' tanh compiled
+        (`_kernels.tanh_rows`; the timings: benchmarks/results/throughput.md, notes)."""
         m, n = len(self.w1), obs.shape[0]
         first, later, box = self._inputs(n)
         np.subtract(obs.T, self.centre[:, None], out=first[:-1])

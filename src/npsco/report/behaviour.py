@@ -58,7 +58,7 @@ def default_clip(env_id: str) -> tuple[int, float]:
 
 
 def default_size(env_id: str) -> int:
-    """Side of a frame in pixels: 160 for the maze, 240 for MuJoCo (software rendering costs ~0.1-0.4 s a frame)."""
+    """Side of a frame in pixels: 160 for the maze, 240 for MuJoCo (small: software rendering is slow)."""
     return 160 if env_id == MAZE_ID else 240
 
 
