@@ -73,8 +73,9 @@ def _random_references(m: int):
     import gymnasium as gym
     import torch
 
+    from npsco.algos.agent import ActorCritic
     from npsco.novelty.references import ReferenceSet
-    from npsco.policy import ActorCritic, Policy, space_metadata
+    from npsco.policy import Policy, space_metadata
 
     env = gym.make(ENV_ID)
     obs_space, act_space = env.observation_space, env.action_space

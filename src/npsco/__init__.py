@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    # Imported lazily so that `import npsco` (and the CLI's --help) stays fast: policy.py imports torch.
+    # Imported lazily so that `import npsco` (and the CLI's --help) stays fast: policy.py imports gymnasium.
     if name in ("load_policy", "Policy"):
-        from npsco import policy  # lazy: policy.py imports torch
+        from npsco import policy  # lazy: gymnasium
 
         return getattr(policy, name)
     raise AttributeError(f"module 'npsco' has no attribute {name!r}")

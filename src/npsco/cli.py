@@ -57,7 +57,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 @command("evaluate")
 def cmd_evaluate(args: argparse.Namespace) -> int:
     if any(_is_population_run(t) for t in args.targets):
-        from npsco.evaluation.evaluate import evaluate_and_write  # lazy: torch, scipy, numba
+        from npsco.evaluation.evaluate import evaluate_and_write  # lazy: scipy, numba
 
         stats, written = evaluate_and_write(args.targets, args.episodes, args.seed, reuse=not args.force, out=args.out)
         _print_statistics(stats)
@@ -65,7 +65,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     if len(args.targets) > 1:
         raise NpscoError("give one checkpoint, or one or more population run directories")
-    from npsco.evaluation.episodes import evaluate_checkpoint  # lazy: torch
+    from npsco.evaluation.episodes import evaluate_checkpoint  # lazy: gymnasium
 
     summary, out = evaluate_checkpoint(args.targets[0], args.episodes, args.seed, args.out)
     line = (f"{summary['env_id']}: return {summary['return_mean']:.2f} +- {summary['return_std']:.2f} over "
@@ -79,7 +79,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _print_statistics(stats: dict) -> None:
     """The per-group table of `npsco evaluate RUN...` on the terminal."""
-    from npsco.report.data import fmt, pm  # lazy: torch (npsco.evaluation)
+    from npsco.report.data import fmt, pm  # lazy: gymnasium (npsco.evaluation)
 
     print(f"{'method':>14s} {'task':>20s} {'n':>3s}  {'reward':>20s}  {'success':>7s}  {'final':>5s}  "
           f"{'rel. novelty':>14s}  {'/ pairwise':>14s}")
@@ -93,7 +93,7 @@ def _print_statistics(stats: dict) -> None:
 
 @command("report")
 def cmd_report(args: argparse.Namespace) -> int:
-    from npsco.report.build import build_report  # lazy: torch, scipy, numba, matplotlib
+    from npsco.report.build import build_report  # lazy: scipy, numba, matplotlib
     from npsco.sweep import population_dirs  # lazy: torch
 
     runs = [str(p) for r in args.runs for p in population_dirs(r)]
@@ -113,8 +113,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------------------ render
 @command("render")
 def cmd_render(args: argparse.Namespace) -> int:
-    from npsco.policy import load_policy, resolve_checkpoint  # lazy: torch
-    from npsco.report.behaviour import episode_frames, filmstrip_image, save_animation, save_image  # lazy: torch
+    from npsco.policy import load_policy, resolve_checkpoint  # lazy: gymnasium
+    from npsco.report.behaviour import episode_frames, filmstrip_image, save_animation, save_image  # lazy: gymnasium
 
     path = resolve_checkpoint(args.checkpoint)
     policy = load_policy(path)
@@ -197,8 +197,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 @command("threshold")
 def cmd_threshold(args: argparse.Namespace) -> int:
-    from npsco.novelty.threshold import default_threshold  # lazy: torch
-    from npsco.policy import load_policy  # lazy: torch
+    from npsco.novelty.threshold import default_threshold  # lazy: gymnasium
+    from npsco.policy import load_policy  # lazy: gymnasium
 
     paths, names = policy_files(args.policies)
     policies = [load_policy(p) for p in paths]

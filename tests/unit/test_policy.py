@@ -12,16 +12,9 @@ import pytest
 import torch
 from safetensors.numpy import load_file, save
 
+from npsco.algos.agent import ActorCritic, RunningMeanStd
 from npsco.errors import NpscoError
-from npsco.policy import (
-    FORMAT_VERSION,
-    REQUIRED_METADATA,
-    ActorCritic,
-    Policy,
-    RunningMeanStd,
-    load_policy,
-    space_metadata,
-)
+from npsco.policy import FORMAT_VERSION, REQUIRED_METADATA, Policy, load_policy, space_metadata
 
 OBS_DIM, ACT_DIM = 5, 3
 

@@ -49,13 +49,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from npsco.algos.agent import ActorCritic
 from npsco.algos.constrained import conjugate_gradient, cpo_step, flat_grad, get_flat_params, set_flat_params
 from npsco.algos.hooks import StepInfo, StepOutcome, TrainingSetup
 from npsco.algos.maths import normalize_advantages
 from npsco.algos.novelty_method import NoveltyMethod
 from npsco.algos.rollout import Batch
 from npsco.algos.trainer import Trainer
-from npsco.policy import ActorCritic
 
 
 def novelty_cost(d: np.ndarray, r0: float) -> np.ndarray:

@@ -18,9 +18,9 @@ import torch
 from threadpoolctl import ThreadpoolController
 from torch import nn
 
+from npsco.algos.agent import LOG_SQRT_2PI, ActorCritic
 from npsco.algos.rollout import Batch
 from npsco.config import PPOConfig
-from npsco.policy import LOG_SQRT_2PI, ActorCritic
 
 Layers = list[tuple[np.ndarray, np.ndarray]]
 """An MLP's (W, b) per layer: numpy views of its parameters, or of their gradients."""

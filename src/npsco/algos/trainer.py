@@ -21,6 +21,7 @@ from gymnasium.spaces import Box
 from torch import nn
 from tqdm import tqdm
 
+from npsco.algos.agent import LOG_SQRT_2PI, ActorCritic
 from npsco.algos.hooks import Method, StepInfo, StepOutcome, TrainingSetup
 from npsco.algos.maths import compute_gae, explained_variance, normalize_advantages, policy_loss, value_loss
 from npsco.algos.numpy_update import NumpyPPOUpdate
@@ -30,7 +31,7 @@ from npsco.envs.make import final_observations, make_vector_env
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.logger import MetricsLogger
-from npsco.policy import LOG_SQRT_2PI, ActorCritic, Policy, mlp_forward, space_metadata
+from npsco.policy import Policy, mlp_forward, space_metadata
 
 
 @dataclass
