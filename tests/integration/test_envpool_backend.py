@@ -14,7 +14,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from npsco.cli import build_parser, main, population_config
+from npsco.cli import main, population_config
+from npsco.cli_parser import build_parser
 from npsco.envs.make import final_observations, make_vector_env
 from npsco.errors import NpscoError
 from npsco.logger import read_metrics

@@ -12,7 +12,7 @@ import npsco.config
 from npsco.algos import METHODS, NOVELTY_METHODS, make_method
 from npsco.algos.hooks import Method
 from npsco.algos.novelty_method import NoveltyMethod
-from npsco.cli import EXPERIMENT_METHODS, build_parser
+from npsco.cli_parser import EXPERIMENT_METHODS, build_parser
 from npsco.config import MAZE_ID, MethodConfig
 from npsco.errors import NpscoError
 from npsco.novelty.references import ReferenceSet
