@@ -34,6 +34,14 @@ def maze_policies() -> SimpleNamespace:
     )
 
 
+@pytest.fixture
+def timing() -> SimpleNamespace:
+    """The wall-clock metrics of a `metrics.jsonl` row (`keys`), and `removed(rows)`: the rows without them, which two
+    runs on the same seed must then match exactly."""
+    keys = {"charts/SPS", "charts/rollout_seconds", "charts/update_seconds"}
+    return SimpleNamespace(keys=keys, removed=lambda rows: [{k: v for k, v in r.items() if k not in keys} for r in rows])
+
+
 def pytest_terminal_summary(terminalreporter):
     outcomes = [(outcome, report.nodeid) for outcome in ("passed", "failed", "error", "skipped")
                 for report in terminalreporter.stats.get(outcome, [])

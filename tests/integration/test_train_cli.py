@@ -20,7 +20,6 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 MAZE = "npsco/FourRewardMaze-v0"
 TINY_MAZE = ["--steps", "2048", "--set", "eval_every=1", "--set", "eval_episodes=5", "--no-progress"]
-TIMING_KEYS = {"charts/SPS", "charts/rollout_seconds", "charts/update_seconds"}
 
 
 def train(out: Path, *extra: str) -> int:
@@ -215,18 +214,14 @@ def test_bad_settings_are_one_line_errors(tmp_path, capsys, setting, fragment):
 
 
 # ----------------------------------------------------------------------------------------------------- determinism
-def without_timing(rows):
-    return [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in rows]
-
-
-def test_same_seed_gives_identical_metrics_and_policy_and_another_seed_differs(maze_run, tmp_path):
+def test_same_seed_gives_identical_metrics_and_policy_and_another_seed_differs(maze_run, tmp_path, timing):
     assert train(tmp_path / "again", "--no-tensorboard") == 0
     assert train(tmp_path / "seed1", "--seed", "1", "--no-tensorboard") == 0
     first = read_metrics(maze_run / "metrics.jsonl")
     again, other = read_metrics(tmp_path / "again" / "metrics.jsonl"), read_metrics(tmp_path / "seed1" / "metrics.jsonl")
-    assert without_timing(again) == without_timing(first)
-    assert first[0].keys() == again[0].keys() and TIMING_KEYS <= first[0].keys()
-    assert without_timing(other) != without_timing(first)
+    assert timing.removed(again) == timing.removed(first)
+    assert first[0].keys() == again[0].keys() and timing.keys <= first[0].keys()
+    assert timing.removed(other) != timing.removed(first)
 
     tensors = load_file(maze_run / "policy.safetensors")
     same, different = load_file(tmp_path / "again" / "policy.safetensors"), load_file(tmp_path / "seed1" / "policy.safetensors")

@@ -3,7 +3,6 @@ with hand-built policies whose actions are known, so the step at which each epis
 
 import math
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -17,7 +16,6 @@ from npsco.config import MAZE_ID, MethodConfig, preset
 from npsco.errors import NpscoError
 from npsco.novelty.metrics import running_novelty
 from npsco.novelty.references import NoveltyTracker, ReferenceSet
-from npsco.policy import Policy, space_metadata
 
 # ------------------------------------------------------------------------------------------- the rules, scripted
 # Per-step distances to two references; reference 0 is the nearest. Running means of reference 0:
@@ -27,9 +25,10 @@ SCRIPT = np.array([[0.0, 2.0], [0.0, 2.0], [1.5, 2.0], [1.0, 2.0], [0.2, 2.0], [
                    [0.0, 2.0], [0.0, 2.0]])
 
 
-def instant_stop(distances, r0, t_start):
+def instant_stop(maze_policies, distances, r0, t_start):
     """Play an episode step by step through the tracker and the instant rule; the step it is ended at (or None)."""
-    tracker = NoveltyTracker(ReferenceSet([const_ref([0.0, 0.0]), const_ref([0.0, 0.0])]), num_envs=1)
+    const = maze_policies.const
+    tracker = NoveltyTracker(ReferenceSet([const([0.0, 0.0]), const([0.0, 0.0])]), num_envs=1)
     tracker.references.distances = lambda obs, action, std, metric: action  # feed the scripted distances
     for t, d in enumerate(distances, start=1):
         _, u = tracker.update(None, d[None])
@@ -49,16 +48,16 @@ def cumulative_stop(distances, r0, t_start, slack):
 
 
 @pytest.mark.parametrize("t_start,expected", [(0, 1), (1, 2), (2, 6), (3, 6), (5, 6), (6, 7), (8, 9)])
-def test_instant_rule_ends_at_the_first_step_after_t_start_with_novelty_below_r0(t_start, expected):
+def test_instant_rule_ends_at_the_first_step_after_t_start_with_novelty_below_r0(t_start, expected, maze_policies):
     # r0 = 0.5: u < r0 at t = 1, 2, 6, 7, ...; u == r0 at t = 3 is not a violation
-    assert instant_stop(SCRIPT, r0=0.5, t_start=t_start) == expected
+    assert instant_stop(maze_policies, SCRIPT, r0=0.5, t_start=t_start) == expected
 
 
-def test_instant_rule_never_fires_at_or_before_t_start():
+def test_instant_rule_never_fires_at_or_before_t_start(maze_policies):
     always_zero = np.zeros((10, 2))  # the worst possible novelty at every step
-    assert instant_stop(always_zero, r0=0.5, t_start=9) == 10
-    assert instant_stop(always_zero, r0=0.5, t_start=10) is None
-    assert instant_stop(SCRIPT, r0=1e-3, t_start=3) is None  # novelty above a tiny r0 after t_S: never ends
+    assert instant_stop(maze_policies, always_zero, r0=0.5, t_start=9) == 10
+    assert instant_stop(maze_policies, always_zero, r0=0.5, t_start=10) is None
+    assert instant_stop(maze_policies, SCRIPT, r0=1e-3, t_start=3) is None  # novelty above a tiny r0 after t_S: never ends
 
 
 def test_instant_rule_is_per_env():
@@ -78,8 +77,8 @@ def test_cumulative_rule_sums_margins_after_t_start_until_minus_slack(t_start, s
     assert cumulative_stop(SCRIPT, r0=0.5, t_start=t_start, slack=slack) == expected
 
 
-def test_cumulative_rule_later_than_instant_on_the_same_script():
-    assert instant_stop(SCRIPT, r0=0.5, t_start=3) == 6
+def test_cumulative_rule_later_than_instant_on_the_same_script(maze_policies):
+    assert instant_stop(maze_policies, SCRIPT, r0=0.5, t_start=3) == 6
     assert cumulative_stop(SCRIPT, r0=0.5, t_start=3, slack=0.1) == 9
 
 
@@ -101,26 +100,7 @@ def torch_optimizers_imported():
     torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
 
 
-MAZE_OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
-MAZE_ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 MAX_STEPS = 10
-
-
-def maze_policy(weights) -> Policy:
-    return Policy(weights=[(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights],
-                  log_std=np.zeros(2, np.float32), obs_mean=np.zeros(2, np.float32), obs_var=np.ones(2, np.float32),
-                  obs_clip=10.0, norm_obs=False, action_low=MAZE_ACT.low, action_high=MAZE_ACT.high,
-                  metadata={"env_id": MAZE_ID, "observation_space": space_metadata(MAZE_OBS),
-                            "action_space": space_metadata(MAZE_ACT)})
-
-
-def const_ref(action) -> Policy:
-    return maze_policy([(np.zeros((2, 2)), action)])
-
-
-def step_ref() -> Policy:
-    """Mean action (0.4 tanh(100 (x - 8)) + 0.6, 0): (0.2, 0) on the left half of the map, (1, 0) on the right."""
-    return maze_policy([([[100.0, 0.0]], [-800.0]), ([[0.4], [0.0]], [0.6, 0.0])])
 
 
 class RecordingIPD(IPD):
@@ -180,9 +160,9 @@ def predicted_episodes(ipd, end_after):
 
 
 @pytest.mark.parametrize("t_start", [1, 3, 5])
-def test_trainer_terminates_resets_and_counts_at_the_predicted_step(t_start):
+def test_trainer_terminates_resets_and_counts_at_the_predicted_step(t_start, maze_policies):
     # distance to the reference: 0.2 on the left half, 1.0 on the right; r0 = 0.5
-    trainer, ipd, resets = maze_trainer([step_ref()], r0=0.5, t_start=t_start)
+    trainer, ipd, resets = maze_trainer([maze_policies.step()], r0=0.5, t_start=t_start)
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: t_start + 1 if x < 8 else None)
     assert forced.any() and (ends & ~forced).any()  # both kinds of episode end occur
@@ -201,8 +181,8 @@ def test_trainer_terminates_resets_and_counts_at_the_predicted_step(t_start):
     assert metrics["novelty/below_r0_frac"] > 0
 
 
-def test_forced_ends_are_not_bootstrapped_but_truncations_are():
-    trainer, ipd, _ = maze_trainer([step_ref()], r0=0.5, t_start=3)
+def test_forced_ends_are_not_bootstrapped_but_truncations_are(maze_policies):
+    trainer, ipd, _ = maze_trainer([maze_policies.step()], r0=0.5, t_start=3)
     buf = trainer.collect_rollout()
     terminated, truncated = buf.terminated, buf.done & ~buf.terminated
     assert terminated.any() and truncated.any()
@@ -214,10 +194,10 @@ def test_forced_ends_are_not_bootstrapped_but_truncations_are():
     assert not np.allclose(trainer.compute_advantages(buf).advantages["task"], base)
 
 
-def test_trainer_with_the_cumulative_rule_ends_when_the_margin_sum_reaches_minus_slack():
+def test_trainer_with_the_cumulative_rule_ends_when_the_margin_sum_reaches_minus_slack(maze_policies):
     # left half: u = 0.2, margin -0.3 per step after t_S = 3; slack 0.5 -> ended at step 5 (the sum is -0.6);
     # if the sum were not reset between episodes, later episodes would end at step 4
-    trainer, ipd, _ = maze_trainer([step_ref()], r0=0.5, t_start=3, ipd_rule="cumulative", ipd_slack=0.5)
+    trainer, ipd, _ = maze_trainer([maze_policies.step()], r0=0.5, t_start=3, ipd_rule="cumulative", ipd_slack=0.5)
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: 5 if x < 8 else None)
     assert forced.sum() >= 2
@@ -225,10 +205,10 @@ def test_trainer_with_the_cumulative_rule_ends_when_the_margin_sum_reaches_minus
     np.testing.assert_array_equal(buf.done, ends)
 
 
-def test_the_new_policys_mean_is_measured_against_every_reference_and_the_nearest_counts():
+def test_the_new_policys_mean_is_measured_against_every_reference_and_the_nearest_counts(maze_policies):
     # references at distance 0.3 and 0.6 from the new policy's (0, 0): u = 0.3 < r0 = 0.4 -> every episode ends at
     # t_S + 1 = 4, whatever its start
-    trainer, ipd, _ = maze_trainer([const_ref([0.6, 0.0]), const_ref([0.0, -0.3])], r0=0.4, t_start=3)
+    trainer, ipd, _ = maze_trainer([maze_policies.const([0.6, 0.0]), maze_policies.const([0.0, -0.3])], r0=0.4, t_start=3)
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: 4)
     np.testing.assert_array_equal(buf.terminated, forced)
@@ -237,8 +217,8 @@ def test_the_new_policys_mean_is_measured_against_every_reference_and_the_neares
 
 
 @pytest.mark.parametrize("rule", ["instant", "cumulative"])
-def test_with_a_tiny_r0_nothing_is_ever_terminated(rule):
-    trainer, ipd, resets = maze_trainer([step_ref()], r0=1e-3, t_start=1, ipd_rule=rule)
+def test_with_a_tiny_r0_nothing_is_ever_terminated(rule, maze_policies):
+    trainer, ipd, resets = maze_trainer([maze_policies.step()], r0=1e-3, t_start=1, ipd_rule=rule)
     buf = trainer.collect_rollout()
     assert not buf.terminated.any() and buf.summary.forced_ends == 0 and resets == []
     assert buf.done.sum() == 4 * (40 // MAX_STEPS)  # only truncations
@@ -246,8 +226,8 @@ def test_with_a_tiny_r0_nothing_is_ever_terminated(rule):
     assert metrics["ipd/terminated_frac"] == 0.0 and metrics["novelty/below_r0_frac"] == 0.0
 
 
-def test_a_whole_training_iteration_logs_the_ipd_metrics():
-    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=2, num_envs=2, num_steps=12)
+def test_a_whole_training_iteration_logs_the_ipd_metrics(maze_policies):
+    trainer, ipd, _ = maze_trainer([maze_policies.const([0.3, 0.0])], r0=0.5, t_start=2, num_envs=2, num_steps=12)
     result = trainer.train(progress=False)
     (row,) = result.metrics
     assert row["ipd/terminated_frac"] == 1.0 and row["ipd/terminated"] == 2 * 4  # episodes of 3 steps
@@ -258,21 +238,21 @@ def test_a_whole_training_iteration_logs_the_ipd_metrics():
     assert result.policy.metadata["method_config"]["t_start"] == 2
 
 
-def test_references_of_another_task_are_refused_by_the_trainer():
-    other = maze_policy([(np.zeros((3, 2)), np.zeros(3))])
+def test_references_of_another_task_are_refused_by_the_trainer(maze_policies):
+    other = maze_policies.build([(np.zeros((3, 2)), np.zeros(3))])
     other.action_low, other.action_high = -np.ones(3, np.float32), np.ones(3, np.float32)
     with pytest.raises(NpscoError, match=r"action space Box\(3,\) \[-1, 1\] but npsco/FourRewardMaze-v0 has Box\(2,\)"):
         maze_trainer([other], r0=0.5)
 
 
-def test_ipd_refuses_a_non_positive_threshold():
+def test_ipd_refuses_a_non_positive_threshold(maze_policies):
     for bad in (0.0, -1.0, math.nan, math.inf):
         with pytest.raises(NpscoError, match="r0 must be a positive number"):
-            IPD(ReferenceSet([const_ref([0.0, 0.0])]), bad, MethodConfig(method="ipd"), MAZE_ID)
+            IPD(ReferenceSet([maze_policies.const([0.0, 0.0])]), bad, MethodConfig(method="ipd"), MAZE_ID)
 
 
-def test_novelty_metrics_of_an_iteration_on_scripted_values():
-    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=1, num_envs=2)
+def test_novelty_metrics_of_an_iteration_on_scripted_values(maze_policies):
+    trainer, ipd, _ = maze_trainer([maze_policies.const([0.3, 0.0])], r0=0.5, t_start=1, num_envs=2)
     ipd._reset_stats()
     script = iter([np.array([0.2, 0.9]), np.array([0.4, 0.6]), np.array([0.7, 0.1])])
     ipd.tracker.update = lambda obs, action, std=None: (None, next(script))
@@ -300,24 +280,24 @@ def test_profile_at_reads_the_step_and_holds_the_last_value():
     np.testing.assert_array_equal(profile_at(np.array([1.0, 2.0, 3.0]), np.array([1, 3, 5, 2])), [1, 3, 3, 2])
 
 
-def test_discounted_tracker_matches_the_discounted_running_novelty():
+def test_discounted_tracker_matches_the_discounted_running_novelty(maze_policies):
     from npsco.novelty.metrics import running_mean
 
     np.testing.assert_allclose(running_mean(np.array([[1.0], [0.0], [0.0]]), 0.5)[:, 0], [1, 1 / 3, 1 / 7])
     rng = np.random.default_rng(0)
     d = rng.uniform(0, 2, (30, 2))
     for g in (1.0, 0.9, 0.5):
-        tracker = NoveltyTracker(ReferenceSet([const_ref([0.0, 0.0]), const_ref([0.0, 0.0])]), num_envs=1, discount=g)
+        tracker = NoveltyTracker(ReferenceSet([maze_policies.const([0.0, 0.0]), maze_policies.const([0.0, 0.0])]), num_envs=1, discount=g)
         tracker.references.distances = lambda obs, action, std, metric: action  # feed the scripted distances
         u = [tracker.update(None, row[None])[1][0] for row in d]
         np.testing.assert_allclose(u, running_novelty(d, g), rtol=1e-12)
     with pytest.raises(NpscoError, match="discount"):
-        NoveltyTracker(ReferenceSet([const_ref([0.0, 0.0])]), num_envs=1, discount=0.0)
+        NoveltyTracker(ReferenceSet([maze_policies.const([0.0, 0.0])]), num_envs=1, discount=0.0)
 
 
-def test_warmup_lets_every_episode_run_until_the_threshold_passes_the_novelty():
+def test_warmup_lets_every_episode_run_until_the_threshold_passes_the_novelty(maze_policies):
     # the reference is 0.3 away everywhere, r0 = 0.5 reached at half of 4 iterations: r0 = 0, 0.25, 0.5, 0.5
-    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=2, r0_warmup=0.5, iterations=4)
+    trainer, ipd, _ = maze_trainer([maze_policies.const([0.3, 0.0])], r0=0.5, t_start=2, r0_warmup=0.5, iterations=4)
     forced, r0_logged = [], []
     for it in (1, 2, 3, 4):
         ipd.begin_iteration(it)
@@ -329,9 +309,9 @@ def test_warmup_lets_every_episode_run_until_the_threshold_passes_the_novelty():
 
 
 @pytest.mark.parametrize("profile,end_step", [([1.0, 1.0, 1.0], 2), ([1.0, 0.5, 1.0], 3), ([1.0, 0.5, 0.5], None)])
-def test_a_reference_profile_scales_the_threshold_per_episode_step(profile, end_step):
+def test_a_reference_profile_scales_the_threshold_per_episode_step(profile, end_step, maze_policies):
     # the reference is 0.3 away, r0 = 0.5, t_S = 1: the episode ends at the first step t >= 2 with 0.5 rho(t) > 0.3
-    trainer, ipd, _ = maze_trainer([const_ref([0.3, 0.0])], r0=0.5, t_start=1, r0_profile="reference", seed=5,
+    trainer, ipd, _ = maze_trainer([maze_policies.const([0.3, 0.0])], r0=0.5, t_start=1, r0_profile="reference", seed=5,
                                    profile=np.array(profile))
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: end_step)
@@ -341,8 +321,8 @@ def test_a_reference_profile_scales_the_threshold_per_episode_step(profile, end_
     assert trainer.policy().metadata["method_config"]["r0_profile_values"] == profile
 
 
-def test_a_profile_is_used_exactly_when_r0_profile_is_reference():
-    refs = ReferenceSet([const_ref([0.0, 0.0])])
+def test_a_profile_is_used_exactly_when_r0_profile_is_reference(maze_policies):
+    refs = ReferenceSet([maze_policies.const([0.0, 0.0])])
     with pytest.raises(NpscoError, match="r0_profile=reference needs"):
         IPD(refs, 0.5, MethodConfig(method="ipd", r0_profile="reference"), MAZE_ID)
     with pytest.raises(NpscoError, match="r0_profile=reference needs"):
