@@ -58,7 +58,8 @@ def summarize(run: str, name: str, results: Path = RESULTS) -> None:
         f"`npsco evaluate {run} --episodes 10` (both run by `python benchmarks/hopper_ipd.py` with the same `--name`).",
         settings(run),
         "",
-        "| policy | role | return (10 det. episodes) | novelty vs PPO refs | relative novelty | state novelty | success |",
+        "| policy | role | return (10 det. episodes) | novelty vs PPO refs | relative novelty | state novelty "
+        "| success |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in doc["policies"]:

@@ -157,7 +157,8 @@ def write_diagnosis_md(doc: dict) -> None:
               "The chain's three seeds, untrained, 5 stochastic episodes each: the running novelty at t = 21 as a "
               "multiple of r0 (in the matching metric), and how many of the episodes that reach t = 21 the instant "
               "rule at 1x would end there.", "",
-              "| task | r0 | r0 (W2) | episodes reaching t = 21 | mean action: u / r0 (min-max), ended | sampled action | W2 |",
+              "| task | r0 | r0 (W2) | episodes reaching t = 21 | mean action: u / r0 (min-max), ended "
+              "| sampled action | W2 |",
               "|---|---|---|---|---|---|---|"]
     for task, t in doc["tasks"].items():
         cells = []

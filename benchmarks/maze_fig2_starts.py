@@ -65,7 +65,8 @@ def main() -> None:
 
     scales = sorted({s for r in data["replicates"].values() for s in r["ipd"]}, key=float)
     lines = ["# Maze Fig. 2 criterion from other right-edge starts", "", f"`{data['command']}` ({data['date']}): the "
-             f"policies trained by `benchmarks/maze_ipd.py` ({len(data['replicates'])} replicates), evaluated from starts (14.5, y). Cells: the "
+             f"policies trained by `benchmarks/maze_ipd.py` ({len(data['replicates'])} replicates), evaluated from "
+             "starts (14.5, y). Cells: the "
              "number of distinct goals the chain's 5 policies reach from that start (the 5 PPO seeds; the 5 IPD "
              "policies at that multiple of r0); **bold** where PPO <= 2 and IPD >= 3. y = 8 is Fig. 2's start, next "
              "to the +1 goal.", ""]

@@ -53,7 +53,8 @@ class TimedPopulation(Population):
 
 
 def _load_note(runs: list[dict]) -> str:
-    """Say whether other jobs competed for the cores: the 1-minute load average before each run against the CPU count."""
+    """Say whether other jobs competed for the cores: the 1-minute load average before each run against the CPU
+    count."""
     worst = max(r["load_before"][0] for r in runs)
     if worst > 0.5 * (os.cpu_count() or 1):
         return f"the machine was shared: 1-minute load average up to {worst} before a run; see the load columns"

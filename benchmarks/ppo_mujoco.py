@@ -1,6 +1,7 @@
 """Learning benchmark: npsco PPO (`default` preset) on MuJoCo tasks, final deterministic return per seed.
 
-Bar (issue 2): CleanRL's published PPO at 1M steps (v4): Hopper 2052 +- 314, Walker2d 2891 +- 231, HalfCheetah 2906 +- 1129.
+Bar (issue 2): CleanRL's published PPO at 1M steps (v4): Hopper 2052 +- 314, Walker2d 2891 +- 231,
+HalfCheetah 2906 +- 1129.
 Each finished run is merged into the JSON results file at once, so an interrupted benchmark keeps what it measured.
 Several processes can share the work (e.g. `--envs HalfCheetah-v5 --seeds 2` next to a process running every seed): a
 process trains a (task, seed) only while it holds that run's lock (`RUN_DIR.lock`, an flock that dies with its

@@ -161,9 +161,10 @@ def worker_paired(spec: dict) -> dict:
     trained one iteration each in turn (the order rotating every round), so that the speed of this shared machine,
     which drifts by 10% and more over minutes, falls on every trainer alike within each round. An iteration = rollout
     + advantages + update + the method's per-iteration statistics (what `Trainer.train` does per iteration, less
-    logging, evaluation and checkpoints, which the benchmark configuration turns off anyway). Per M: wall and CPU seconds of each round, the rollout's share, and the time spent
-    in the method's per-step hook (perf_counter around `on_step`: the references' forward pass, the running novelty
-    and the IPD rule), i.e. the per-step cost of the references as the rollout pays it, cold caches included."""
+    logging, evaluation and checkpoints, which the benchmark configuration turns off anyway). Per M: wall and CPU
+    seconds of each round, the rollout's share, and the time spent in the method's per-step hook (perf_counter around
+    `on_step`: the references' forward pass, the running novelty and the IPD rule), i.e. the per-step cost of the
+    references as the rollout pays it, cold caches included."""
     from npsco.algos import make_method
     from npsco.algos.trainer import Trainer
     from npsco.config import MethodConfig
@@ -414,8 +415,8 @@ def markdown(data: dict) -> str:
         f"Date: {data['date']}; total {data['total_minutes']:.1f} min. 1-minute load average during the runs: "
         f"{min(loads):.1f} to {max(loads):.1f} "
         + ("(at most the benchmark's own process on a core: an otherwise idle machine)." if max(loads) <= 1.5 else
-           "(the machine is shared; all configurations ran alternately in the same session, so they saw the same load "
-           "on average)."),
+           "(the machine is shared; all configurations ran alternately in the same session, "
+           "so they saw the same load on average)."),
         "",
         "Settings (both): Hopper-v5, 8 envs in one process (SB3 DummyVecEnv, npsco SyncVectorEnv), 256 steps per env "
         "= 2048 per update, 10 epochs, 64x64 tanh actor and critic, obs + reward normalisation, lr 3e-4 constant, no "

@@ -38,7 +38,9 @@ CHECK_PAGE = r"""
                                 duration: v.duration, error: v.error ? v.error.code : null, ready: v.readyState});
     v.muted = true;
     v.addEventListener("error", () => done(false));
-    const poll = setInterval(() => { if (v.currentTime > start + 0.2 && v.videoWidth > 0) { clearInterval(poll); done(true); } }, 50);
+    const poll = setInterval(() => {
+      if (v.currentTime > start + 0.2 && v.videoWidth > 0) { clearInterval(poll); done(true); }
+    }, 50);
     setTimeout(() => { clearInterval(poll); done(v.currentTime > start && v.videoWidth > 0); }, TIMEOUT_MS);
     v.play().catch(() => {});
   })));

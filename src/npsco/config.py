@@ -39,7 +39,8 @@ class PPOConfig:
     num_steps: int = 2048
     """Steps per environment per rollout; a rollout (batch) holds `num_envs * num_steps` transitions."""
     env_backend: str = "auto"
-    """Vector-env backend: `auto` (numpy twin for the maze, `sync` otherwise), `sync`, `async`, `envpool` (MuJoCo only)."""
+    """Vector-env backend: `auto` (numpy twin for the maze, `sync` otherwise), `sync`, `async`, `envpool` (MuJoCo
+    only)."""
     max_episode_steps: int | None = None
     """Override of the task's episode length (the maze default is 100, MuJoCo 1000); None keeps the task's own."""
     learning_rate: float = 3e-4
@@ -118,10 +119,12 @@ class PPOConfig:
             (self.total_timesteps > 0, "total_timesteps must be > 0"),
             (self.num_envs > 0 and self.num_steps > 0, "num_envs and num_steps must be > 0"),
             (self.total_timesteps >= self.batch_size,
-             f"total_timesteps ({self.total_timesteps}) is less than one batch, num_envs*num_steps ({self.batch_size}): "
-             f"give at least {self.batch_size} steps, or fewer envs or steps per rollout"),
+             f"total_timesteps ({self.total_timesteps}) is less than one batch, "
+             f"num_envs*num_steps ({self.batch_size}): give at least {self.batch_size} steps, "
+             "or fewer envs or steps per rollout"),
             (self.num_minibatches > 0 and self.batch_size % self.num_minibatches == 0,
-             f"num_minibatches ({self.num_minibatches}) must divide the batch size num_envs*num_steps ({self.batch_size})"),
+             f"num_minibatches ({self.num_minibatches}) must divide the batch size "
+             f"num_envs*num_steps ({self.batch_size})"),
             (self.update_epochs > 0, "update_epochs must be > 0"),
             (0.0 < self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0, "gamma must be in (0, 1], gae_lambda in [0, 1]"),
             (self.learning_rate > 0, "learning_rate must be > 0"),
@@ -187,9 +190,9 @@ _MAZE_DEFAULT = dict(
 def preset(env_id: str, name: str = "default") -> PPOConfig:
     """The PPO configuration for a task.
 
-    `default` is strong and CleanRL-like (MuJoCo: 64x64 tanh MLPs, 1 env x 2048 steps, minibatch 64, 10 epochs, 1M steps).
-    `paper` follows the paper's Appendix C (actor 32 -> 10 / 64 / 256 for Hopper / Walker2d / HalfCheetah, 1M / 1.6M / 3M
-    steps) with the authors' gamma 0.995 and lambda 0.97. The maze has its own small budget in both.
+    `default` is strong and CleanRL-like (MuJoCo: 64x64 tanh MLPs, 1 env x 2048 steps, minibatch 64, 10 epochs, 1M
+    steps). `paper` follows the paper's Appendix C (actor 32 -> 10 / 64 / 256 for Hopper / Walker2d / HalfCheetah,
+    1M / 1.6M / 3M steps) with the authors' gamma 0.995 and lambda 0.97. The maze has its own small budget in both.
     """
     if name not in PRESETS:
         raise NpscoError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")

@@ -12,7 +12,8 @@ from npsco.errors import NpscoError
 
 
 class MetricsLogger:
-    """Appends one JSON object per iteration to `metrics.jsonl` (flushed each time) and mirrors scalars to TensorBoard."""
+    """Appends one JSON object per iteration to `metrics.jsonl` (flushed each time) and mirrors scalars to
+    TensorBoard."""
 
     def __init__(self, run_dir: str | Path | None, tensorboard: bool = True):
         self.rows: list[dict[str, Any]] = []

@@ -51,7 +51,8 @@ def mlp_forward(layers: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray, 
 
 
 def squash(u: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """tanh-squash into the bounds, as Stable-Baselines3 unscales a SAC/TD3 action: low + (tanh(u) + 1) / 2 (high - low)."""
+    """tanh-squash into the bounds, as Stable-Baselines3 unscales a SAC/TD3 action:
+    low + (tanh(u) + 1) / 2 (high - low)."""
     return low + (0.5 * (np.tanh(u) + 1.0) * (high - low))
 
 

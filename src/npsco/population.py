@@ -152,7 +152,8 @@ class Population:
         return [m.name for m in self.members if m.role == "novel"]
 
     def _grow(self, old_novel: int) -> None:
-        """The same run with a larger --novel: keep every member, add the new novel policies at the end of each chain."""
+        """The same run with a larger --novel: keep every member, add the new novel policies at the end of each
+        chain."""
         known = {m.name: m for m in self.members}
         refs = [m for m in self.members if m.role == "reference"]
         self.members = refs + [known.get(m.name, m) for m in self._novel_members()]

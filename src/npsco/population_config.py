@@ -24,7 +24,8 @@ class PopulationConfig:
     method: MethodConfig
     """Method of the novel policies and its knobs."""
     refs: int = 5
-    """Number of PPO reference policies R (seeds S..S+R-1, S = `ppo.seed`: `--set seed=S` gives an independent replicate)."""
+    """Number of PPO reference policies R (seeds S..S+R-1, S = `ppo.seed`: `--set seed=S` gives an independent
+    replicate)."""
     novel: int = 5
     """Number of novel policies K per chain."""
     r0_scales: tuple[float, ...] | None = None

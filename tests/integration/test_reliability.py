@@ -66,7 +66,8 @@ def _untrained_policy(env_id: str, out: Path) -> Path:
 
 
 def _with_header(path: Path, edit) -> bytes:
-    """The checkpoint at `path` with its safetensors JSON header replaced by `edit(header)` (data appended as needed)."""
+    """The checkpoint at `path` with its safetensors JSON header replaced by `edit(header)` (data appended as
+    needed)."""
     raw = path.read_bytes()
     n = int.from_bytes(raw[:8], "little")
     header, data = json.loads(raw[8 : 8 + n]), raw[8 + n :]
@@ -303,8 +304,8 @@ def test_train_into_an_interrupted_run_with_the_same_configuration_trains_it(tmp
 WRITERS_ALLOWED = {
     "io.py:atomic_write_bytes: os.fdopen(fd, 'wb')": "the atomic writer itself (a mkstemp file, then os.replace)",
     "io.py:fresh_dir: os.rename(path, trash)": "moves a whole run folder aside in one step, then deletes it",
-    "logger.py:MetricsLogger.__init__: open(run_dir / 'metrics.jsonl', 'w', encoding='utf-8')":
-        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line",
+    "logger.py:MetricsLogger.__init__: open(run_dir / 'metrics.jsonl', 'w', encoding='utf-8')": (
+        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line"),
     "report/figures.py:save_figure: open(temp, 'xb')": "renders into a fresh temp file, then os.replace",
     "report/figures.py:save_figure: fig.savefig(handle, format=fmt, dpi=dpi)": "(into that temp file)",
 }

@@ -130,7 +130,8 @@ def function_imports(source: str) -> list[ast.Import | ast.ImportFrom]:
 
 
 def test_function_imports_are_found_in_methods_and_nested_functions():
-    source = "import os\nclass A:\n    def f(self):\n        def g():\n            import json\n        from sys import argv\n"
+    source = ("import os\nclass A:\n    def f(self):\n        def g():\n            import json\n"
+              "        from sys import argv\n")
     assert [node.lineno for node in function_imports(source)] == [5, 6]
 
 

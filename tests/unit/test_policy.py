@@ -101,7 +101,8 @@ def test_orthogonal_init_shapes_gains_and_biases():
 
 # ------------------------------------------------------------------------------------------------------ checkpoints
 def make_policy(seed: int = 0, norm_obs: bool = True, bounds: float = 1.0) -> Policy:
-    """A policy with random weights, trained-looking normalisation statistics and the metadata `Trainer.policy` writes."""
+    """A policy with random weights, trained-looking normalisation statistics and the metadata `Trainer.policy`
+    writes."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     agent = ActorCritic(OBS_DIM, ACT_DIM, (16, 8), (16,), init_log_std=-0.2, norm_obs=norm_obs, obs_clip=5.0)

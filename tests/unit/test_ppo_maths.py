@@ -1,5 +1,6 @@
-"""Exact tests of PPO's maths (npsco.algos.maths, npsco.algos.rollout): GAE with episode ends, the losses, advantage normalisation, explained
-variance, reward scaling, and the rollout's bootstrap values on truncated vs terminated steps."""
+"""Exact tests of PPO's maths (npsco.algos.maths, npsco.algos.rollout): GAE with episode ends, the losses, advantage
+normalisation, explained variance, reward scaling, and the rollout's bootstrap values on truncated vs terminated
+steps."""
 
 import math
 

@@ -18,7 +18,8 @@ LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 class RunningMeanStd:
-    """Running mean and variance of observations (parallel-update formula, float64), as Gymnasium's NormalizeObservation."""
+    """Running mean and variance of observations (parallel-update formula, float64), as Gymnasium's
+    NormalizeObservation."""
 
     def __init__(self, shape: Sequence[int], clip: float = 10.0, enabled: bool = True):
         self.mean = np.zeros(shape, np.float64)

@@ -47,7 +47,8 @@ def check_envpool_task(env_id: str) -> None:
     """Refuse an environment the envpool backend does not run, naming the backends that do."""
     if env_id not in ENVPOOL_TASKS:
         raise NpscoError(
-            f"env_backend envpool runs only {', '.join(ENVPOOL_TASKS)}; for {env_id} use env_backend auto, sync or async"
+            f"env_backend envpool runs only {', '.join(ENVPOOL_TASKS)}; "
+            f"for {env_id} use env_backend auto, sync or async"
         )
 
 

@@ -1,9 +1,10 @@
 """Vector environments for training and evaluation, with same-step autoreset everywhere.
 
 Every backend returns a Gymnasium `VectorEnv` whose `step` already resets finished sub-envs (the last observation of the
-finished episode is in `infos["final_obs"]`, masked by `infos["_final_obs"]`) and whose `reset(options={"reset_mask": m})`
-resets only the masked sub-envs (IPD uses it to end an episode early). The optional `envpool` backend
-(`npsco.envs.envpool_backend`, `pip install "npsco[envpool]"`) gives the same protocol for the MuJoCo tasks.
+finished episode is in `infos["final_obs"]`, masked by `infos["_final_obs"]`) and whose
+`reset(options={"reset_mask": m})` resets only the masked sub-envs (IPD uses it to end an episode early). The optional
+`envpool` backend (`npsco.envs.envpool_backend`, `pip install "npsco[envpool]"`) gives the same protocol for the MuJoCo
+tasks.
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def make_vector_env(
     """`num_envs` copies of the task in one vector env with same-step autoreset.
 
     `auto` uses the batched numpy twin for the maze (all mazes stepped in one call) and `SyncVectorEnv` otherwise
-    (one process: MuJoCo's steps are too short to gain from `async`'s worker processes on a few cores). `envpool` (MuJoCo only, optional package) steps the tasks in C++.
+    (one process: MuJoCo's steps are too short to gain from `async`'s worker processes on a few cores). `envpool`
+    (MuJoCo only, optional package) steps the tasks in C++.
     Seed it with `env.reset(seed=s)`: sub-env i gets seed s + i.
     """
     check_env_id(env_id)

@@ -104,7 +104,8 @@ class FourRewardMaze(gym.Env[np.ndarray, np.ndarray]):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(self, max_steps: int = 100, render_mode: str | None = None, render_size: int = 256) -> None:
-        """Args: max_steps: steps before truncation; render_mode: None or "rgb_array"; render_size: image side in pixels."""
+        """Args: max_steps: steps before truncation; render_mode: None or "rgb_array"; render_size: image side in
+        pixels."""
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -146,7 +147,8 @@ class FourRewardMaze(gym.Env[np.ndarray, np.ndarray]):
         return self._position.copy(), reward, terminated, truncated, {"goal": goal}
 
     def render(self) -> np.ndarray | None:
-        """With render_mode "rgb_array": an (H, W, 3) uint8 picture of the map, the regions and the trajectory so far."""
+        """With render_mode "rgb_array": an (H, W, 3) uint8 picture of the map, the regions and the trajectory so
+        far."""
         if self.render_mode is None:
             return None
         return _draw(np.array(self._trajectory), self.render_size)

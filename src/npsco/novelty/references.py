@@ -74,8 +74,8 @@ class _Group:
         self.obs_scale = obs_scale.astype(np.float32)[..., None]
 
     def _inputs(self, n: int) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
-        """For N states: the (obs_dim + 1, N) input of the stacked first layer and the (M, in + 1, N) input of each later
-        layer, each with its last row set to ones once; and a scratch array for the box rows."""
+        """For N states: the (obs_dim + 1, N) input of the stacked first layer and the (M, in + 1, N) input of each
+        later layer, each with its last row set to ones once; and a scratch array for the box rows."""
         if self._buffers is None or self._buffers[0] != n:  # kept for one N at a time (the rollout's)
             self._buffers = (n, np.ones((self.w1_stacked.shape[1], n), np.float32),
                              [np.ones((w.shape[0], w.shape[2], n), np.float32) for w in self.hidden],

@@ -56,7 +56,8 @@ class Threshold:
 
     def to_dict(self) -> dict:
         metric = ("||mu_i(s) - mu_j(s)||, executed (clipped) mean actions" if self.metric == "deterministic" else
-                  "the 2-Wasserstein distance between the Gaussians, sqrt(||mu_i(s) - mu_j(s)||^2 + ||sigma_i - sigma_j||^2)")
+                  "the 2-Wasserstein distance between the Gaussians, "
+                  "sqrt(||mu_i(s) - mu_j(s)||^2 + ||sigma_i - sigma_j||^2)")
         out = {"r0_default": self.r0, "names": self.names, "distance_matrix": self.matrix.round(6).tolist(),
                "episodes_per_policy": self.episodes, "seed": self.seed, "metric": self.metric,
                "definition": "mean over i != j of D(i, j) = mean over states visited by policy i (deterministic "

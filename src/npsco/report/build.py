@@ -80,7 +80,7 @@ def behaviour_blocks(rows: list[dict], out: Path, seed: int, videos: str | None,
         try:
             blocks += _task_behaviour(task, [r for r in chosen if r["task"] == task], out, seed, video_format, log)
         except (NpscoError, gym.error.Error, ImportError, RuntimeError, OSError) as e:
-            # a task that cannot render (no rgb_array mode, a missing dependency, no OpenGL) keeps the rest of the report
+            # a task that cannot render (no rgb_array mode, a missing dependency, no OpenGL): the report goes on
             log(f"  no pictures of {task}: {type(e).__name__}: {e}")
             blocks.append(Paragraph(f"No pictures of {task}: rendering failed ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200] if str(e) else ''})."))
