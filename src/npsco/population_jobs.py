@@ -114,7 +114,7 @@ class PopulationSnapshot:
                              max_episode_steps=cfg.max_episode_steps)
         member.final_eval = final.summary()
         member.eval_curve = [[e["global_step"], e["eval/return_mean"]] for e in result.eval_curve]
-        member.wall_seconds = round(time.perf_counter() - t0, 1)
+        member.wall_seconds = round(time.perf_counter() - t0, 3)
         member.status = "done"
         return member
 
