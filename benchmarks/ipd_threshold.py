@@ -53,16 +53,36 @@ STEPS: list[str] = []
 
 def ref_commands(replicate: str, tasks: list[str]) -> list[list[str]]:
     seed = REPLICATES[replicate]
-    return [["train", "--env", task, "--seed", str(seed + i), "--out", str(d), "--no-progress", "--no-tensorboard",
-             *STEPS] for task in tasks for i, d in enumerate(ref_dirs(replicate, task))]
+    return [
+        ["train", "--env", task, "--seed", str(seed + i), "--out", str(d), "--no-progress", "--no-tensorboard", *STEPS]
+        for task in tasks
+        for i, d in enumerate(ref_dirs(replicate, task))
+    ]
 
 
 def chain_command(replicate: str, task: str, candidate: str) -> list[str]:
     refs = [str(d) for d in ref_dirs(replicate, task)]
     msets = [x for s in CANDIDATES[candidate] for x in ("--mset", s)]
-    return ["population", "--env", task, "--method", "ipd", "--ref-checkpoints", *refs, "--novel", str(NOVEL),
-            "--seed", str(REPLICATES[replicate]), "--r0-scale", "1", *msets,
-            "--out", str(RUNS / replicate / task / candidate), "--no-progress", *STEPS]
+    return [
+        "population",
+        "--env",
+        task,
+        "--method",
+        "ipd",
+        "--ref-checkpoints",
+        *refs,
+        "--novel",
+        str(NOVEL),
+        "--seed",
+        str(REPLICATES[replicate]),
+        "--r0-scale",
+        "1",
+        *msets,
+        "--out",
+        str(RUNS / replicate / task / candidate),
+        "--no-progress",
+        *STEPS,
+    ]
 
 
 def run_all(commands: list[list[str]], workers: int) -> None:
@@ -112,11 +132,15 @@ def diagnose(replicate: str, tasks: list[str]) -> None:
             rng = np.random.default_rng(cfg.seed)
             for states in eps.states:
                 mean = policy.mean_action(states)
-                sample = np.clip(mean + policy.action_std * rng.standard_normal(mean.shape), policy.action_low,
-                                 policy.action_high)
+                sample = np.clip(
+                    mean + policy.action_std * rng.standard_normal(mean.shape), policy.action_low, policy.action_high
+                )
                 row = {"length": len(states)}
-                for name, own, metric in (("mean", mean, "deterministic"), ("sample", sample, "deterministic"),
-                                          ("w2", (mean, np.broadcast_to(policy.action_std, mean.shape)), "wasserstein2")):
+                for name, own, metric in (
+                    ("mean", mean, "deterministic"),
+                    ("sample", sample, "deterministic"),
+                    ("w2", (mean, np.broadcast_to(policy.action_std, mean.shape)), "wasserstein2"),
+                ):
                     d = np.stack([per_state_distance(own, policy_actions(r, metric)(states), metric) for r in refs], 1)
                     u = running_mean(d).min(1)
                     row[name] = float(u[t_check - 1] / th[metric].r0) if len(states) >= t_check else None
@@ -129,18 +153,21 @@ def diagnose(replicate: str, tasks: list[str]) -> None:
             for states in ref_eps[i]:
                 d = np.stack([per_state_distance(r.mean_action(states), o.mean_action(states)) for o in others], 1)
                 u = running_mean(d).min(1)
-                cut += bool(np.any(u[t_check - 1:] < th["deterministic"].r0))
+                cut += bool(np.any(u[t_check - 1 :] < th["deterministic"].r0))
         profile = th["deterministic"].profile
         for t in (t_check, 50, 100, 200, 500, 1000):
             take_off[t] = float(profile[min(t, profile.size) - 1])
         reached = [r for r in fresh if r["mean"] is not None]
         out["tasks"][task] = {
-            "r0": th["deterministic"].r0, "r0_w2": th["wasserstein2"].r0,
-            "fresh_episodes": len(fresh), "fresh_reaching_t_check": len(reached),
+            "r0": th["deterministic"].r0,
+            "r0_w2": th["wasserstein2"].r0,
+            "fresh_episodes": len(fresh),
+            "fresh_reaching_t_check": len(reached),
             "fresh_u_over_r0_at_t_check": {k: [r[k] for r in reached] for k in ("mean", "sample", "w2")},
             "fresh_cut_at_t_check": {k: sum(r[k] < 1 for r in reached) for k in ("mean", "sample", "w2")},
             "reference_profile_rho": take_off,
-            "reference_episodes": REFS * 5, "reference_episodes_cut_at_1x": cut,
+            "reference_episodes": REFS * 5,
+            "reference_episodes_cut_at_1x": cut,
         }
         print(json.dumps({task: out["tasks"][task]}, indent=1), flush=True)
     atomic_write_json(RESULTS / f"diagnosis_{replicate}.json", out)
@@ -150,35 +177,55 @@ def diagnose(replicate: str, tasks: list[str]) -> None:
 def write_diagnosis_md(doc: dict) -> None:
     from npsco.io import atomic_write_text
 
-    lines = [f"# Diagnosis on the `{doc['replicate']}` references (3 per task)", "",
-             f"`python benchmarks/ipd_threshold.py diagnose --replicate {doc['replicate']}`; raw numbers in "
-             f"`diagnosis_{doc['replicate']}.json`. t = {doc['t_check']} is the first step the instant rule checks.", ""]
-    lines += ["## 1. A fresh policy against the references", "",
-              "The chain's three seeds, untrained, 5 stochastic episodes each: the running novelty at t = 21 as a "
-              "multiple of r0 (in the matching metric), and how many of the episodes that reach t = 21 the instant "
-              "rule at 1x would end there.", "",
-              "| task | r0 | r0 (W2) | episodes reaching t = 21 | mean action: u / r0 (min-max), ended "
-              "| sampled action | W2 |",
-              "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Diagnosis on the `{doc['replicate']}` references (3 per task)",
+        "",
+        f"`python benchmarks/ipd_threshold.py diagnose --replicate {doc['replicate']}`; raw numbers in "
+        f"`diagnosis_{doc['replicate']}.json`. t = {doc['t_check']} is the first step the instant rule checks.",
+        "",
+    ]
+    lines += [
+        "## 1. A fresh policy against the references",
+        "",
+        "The chain's three seeds, untrained, 5 stochastic episodes each: the running novelty at t = 21 as a "
+        "multiple of r0 (in the matching metric), and how many of the episodes that reach t = 21 the instant "
+        "rule at 1x would end there.",
+        "",
+        "| task | r0 | r0 (W2) | episodes reaching t = 21 | mean action: u / r0 (min-max), ended "
+        "| sampled action | W2 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for task, t in doc["tasks"].items():
         cells = []
         for k in ("mean", "sample", "w2"):
             v = t["fresh_u_over_r0_at_t_check"][k]
-            cells.append(f"{np.median(v):.2f} ({min(v):.2f}-{max(v):.2f}), {t['fresh_cut_at_t_check'][k]} ended"
-                         if v else "-")
-        lines.append(f"| {task} | {t['r0']:.3f} | {t['r0_w2']:.3f} | {t['fresh_reaching_t_check']} of "
-                     f"{t['fresh_episodes']} | " + " | ".join(cells) + " |")
-    lines += ["", "## 2. The references against each other", "",
-              "rho(t): the references' mean pairwise running distance at episode step t over their whole-episode "
-              "mean (r0). Below 1, a new policy exactly as far from the references as they are from each other would "
-              "be ended at that step. Last column: reference episodes (ref i against the other two) that the "
-              "instant rule at 1x would end at some t > 20.", "",
-              "| task | " + " | ".join(f"rho({t})" for t in next(iter(doc["tasks"].values()))["reference_profile_rho"])
-              + " | reference episodes ended at 1x |",
-              "|---|" + "---|" * (len(next(iter(doc["tasks"].values()))["reference_profile_rho"]) + 1)]
+            cells.append(
+                f"{np.median(v):.2f} ({min(v):.2f}-{max(v):.2f}), {t['fresh_cut_at_t_check'][k]} ended" if v else "-"
+            )
+        lines.append(
+            f"| {task} | {t['r0']:.3f} | {t['r0_w2']:.3f} | {t['fresh_reaching_t_check']} of "
+            f"{t['fresh_episodes']} | " + " | ".join(cells) + " |"
+        )
+    lines += [
+        "",
+        "## 2. The references against each other",
+        "",
+        "rho(t): the references' mean pairwise running distance at episode step t over their whole-episode "
+        "mean (r0). Below 1, a new policy exactly as far from the references as they are from each other would "
+        "be ended at that step. Last column: reference episodes (ref i against the other two) that the "
+        "instant rule at 1x would end at some t > 20.",
+        "",
+        "| task | "
+        + " | ".join(f"rho({t})" for t in next(iter(doc["tasks"].values()))["reference_profile_rho"])
+        + " | reference episodes ended at 1x |",
+        "|---|" + "---|" * (len(next(iter(doc["tasks"].values()))["reference_profile_rho"]) + 1),
+    ]
     for task, t in doc["tasks"].items():
-        lines.append(f"| {task} | " + " | ".join(f"{v:.2f}" for v in t["reference_profile_rho"].values())
-                     + f" | {t['reference_episodes_cut_at_1x']} of {t['reference_episodes']} |")
+        lines.append(
+            f"| {task} | "
+            + " | ".join(f"{v:.2f}" for v in t["reference_profile_rho"].values())
+            + f" | {t['reference_episodes_cut_at_1x']} of {t['reference_episodes']} |"
+        )
     atomic_write_text(RESULTS / f"diagnosis_{doc['replicate']}.md", "\n".join(lines) + "\n")
 
 
@@ -240,6 +287,7 @@ def measure_chain(replicate: str, task: str, candidate: str) -> list[PolicyRow]:
     members = manifest["members"]
     refs = [m for m in members if m["role"] == "reference"]
     novel = [m for m in members if m["role"] == "novel" and m["status"] == "done"]
+
     def where(member: dict) -> Path:  # a borrowed reference: absolute, or relative to the repository (`collect`)
         p = Path(member["path"])
         if p.parts[:2] == ("runs", "ipd_threshold"):
@@ -261,14 +309,30 @@ def measure_chain(replicate: str, task: str, candidate: str) -> list[PolicyRow]:
     for m in novel:
         states = np.concatenate(returns[m["name"]].states)
         me = policies[m["name"]]
-        dist = {a: policy_distance(policy_actions(me, metric)(states), policy_actions(policies[a], metric)(states),
-                                   metric) for a in m["references"]}
+        dist = {
+            a: policy_distance(policy_actions(me, metric)(states), policy_actions(policies[a], metric)(states), metric)
+            for a in m["references"]
+        }
         det = {a: policy_distance(me.mean_action(states), policies[a].mean_action(states)) for a in m["references"]}
         nearest = min(dist, key=dist.get)
         late, first_early, first_late = late_training(run / m["path"] / "metrics.jsonl")
-        rows.append(PolicyRow(replicate, task, candidate, m["name"].split("/")[-1], float(returns[m["name"]].returns.mean()),
-                              float(returns[m["name"]].returns.std()), ref_median, nearest, dist[nearest] / r0,
-                              min(det.values()) / (r0_det or r0), late, first_early, first_late))
+        rows.append(
+            PolicyRow(
+                replicate,
+                task,
+                candidate,
+                m["name"].split("/")[-1],
+                float(returns[m["name"]].returns.mean()),
+                float(returns[m["name"]].returns.std()),
+                ref_median,
+                nearest,
+                dist[nearest] / r0,
+                min(det.values()) / (r0_det or r0),
+                late,
+                first_early,
+                first_late,
+            )
+        )
     return rows
 
 
@@ -282,36 +346,52 @@ def summarize(out_name: str = "results") -> None:
             for candidate in CANDIDATES:
                 if (RUNS / replicate / task / candidate / "manifest.json").exists():
                     rows += measure_chain(replicate, task, candidate)
-    lines = ["# IPD at the paper's threshold (r0 = 1x): results", "",
-             "Protocol: `PROTOCOL.md` (written before these runs). Made with "
-             "`python benchmarks/ipd_threshold.py summarize` from the runs of the commands there; commit: see "
-             "`COMMIT`. Per IPD policy: deterministic return over 10 episodes (seeds 0-9); the references' median "
-             "return (same episodes); the distance to the nearest policy it had to avoid, on its own deterministic "
-             "states, over the r0 it trained against (in its metric; `det.` = the deterministic metric against the "
-             "deterministic r0); training episodes ended by the constraint over the last 10% of iterations; of the "
-             "constraint's ends, the share at the first checked step (t = 21) in the first / last 10% of iterations. "
-             "**meets** = return >= 0.8 x ref median and nearest / r0 >= 1.", ""]
-    header = ("| policy | return | ref median | return / ref median | nearest | nearest / r0 | det. | late ends "
-              "| ends at t = 21 (early / late) | meets |")
+    lines = [
+        "# IPD at the paper's threshold (r0 = 1x): results",
+        "",
+        "Protocol: `PROTOCOL.md` (written before these runs). Made with "
+        "`python benchmarks/ipd_threshold.py summarize` from the runs of the commands there; commit: see "
+        "`COMMIT`. Per IPD policy: deterministic return over 10 episodes (seeds 0-9); the references' median "
+        "return (same episodes); the distance to the nearest policy it had to avoid, on its own deterministic "
+        "states, over the r0 it trained against (in its metric; `det.` = the deterministic metric against the "
+        "deterministic r0); training episodes ended by the constraint over the last 10% of iterations; of the "
+        "constraint's ends, the share at the first checked step (t = 21) in the first / last 10% of iterations. "
+        "**meets** = return >= 0.8 x ref median and nearest / r0 >= 1.",
+        "",
+    ]
+    header = (
+        "| policy | return | ref median | return / ref median | nearest | nearest / r0 | det. | late ends "
+        "| ends at t = 21 (early / late) | meets |"
+    )
     groups: dict[tuple[str, str, str], list[PolicyRow]] = {}
     for r in rows:
         groups.setdefault((r.replicate, r.task, r.candidate), []).append(r)
     for (replicate, task, candidate), group in groups.items():
         passed = len(group) == NOVEL and all(r.meets for r in group)
-        lines += [f"## {replicate}, {task}, `{candidate}` ({' '.join(CANDIDATES[candidate]) or 'paper settings'}): "
-                  f"{'passes' if passed else 'does not pass'} ({sum(r.meets for r in group)} of {len(group)} meet"
-                  f"{'' if len(group) == NOVEL else f'; {NOVEL - len(group)} not trained yet'})", "", header,
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {replicate}, {task}, `{candidate}` ({' '.join(CANDIDATES[candidate]) or 'paper settings'}): "
+            f"{'passes' if passed else 'does not pass'} ({sum(r.meets for r in group)} of {len(group)} meet"
+            f"{'' if len(group) == NOVEL else f'; {NOVEL - len(group)} not trained yet'})",
+            "",
+            header,
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in group:
             fc = " / ".join("-" if v is None else f"{v:.2f}" for v in (r.first_check_early, r.first_check_late))
-            lines.append(f"| {r.name} | {r.ret:.0f} +- {r.ret_std:.0f} | {r.ref_median:.0f} | {r.ret / r.ref_median:.2f} "
-                         f"| {r.nearest} | {r.nearest_over_r0:.2f} | {r.nearest_over_r0_deterministic:.2f} "
-                         f"| {'-' if r.late_ends is None else f'{r.late_ends:.2f}'} | {fc} | {'yes' if r.meets else 'no'} |")
+            lines.append(
+                f"| {r.name} | {r.ret:.0f} +- {r.ret_std:.0f} | {r.ref_median:.0f} | {r.ret / r.ref_median:.2f} "
+                f"| {r.nearest} | {r.nearest_over_r0:.2f} | {r.nearest_over_r0_deterministic:.2f} "
+                f"| {'-' if r.late_ends is None else f'{r.late_ends:.2f}'} | {fc} | {'yes' if r.meets else 'no'} |"
+            )
         lines.append("")
     # aggregate per candidate and task over every replicate: the protocol's statistics
-    lines += ["## Per candidate and task, over every finished replicate", "",
-              "| candidate | task | policies | meet | return / ref median: mean +- std, IQM [95% CI] | nearest / r0: "
-              "mean +- std, IQM [95% CI] |", "|---|---|---|---|---|---|"]
+    lines += [
+        "## Per candidate and task, over every finished replicate",
+        "",
+        "| candidate | task | policies | meet | return / ref median: mean +- std, IQM [95% CI] | nearest / r0: "
+        "mean +- std, IQM [95% CI] |",
+        "|---|---|---|---|---|---|",
+    ]
     for candidate in CANDIDATES:
         for task in TASKS + ("HalfCheetah-v5",):
             group = [r for r in rows if r.candidate == candidate and r.task == task]
@@ -320,9 +400,12 @@ def summarize(out_name: str = "results") -> None:
             cells = []
             for values in ([r.ret / r.ref_median for r in group], [r.nearest_over_r0 for r in group]):
                 s = metric_summary(values)
-                cells.append(f"{s['mean']:.2f} +- {s['std']:.2f}, {s['iqm']:.2f} [{s['iqm_ci_low']:.2f}, "
-                             f"{s['iqm_ci_high']:.2f}]")
-            lines.append(f"| {candidate} | {task} | {len(group)} | {sum(r.meets for r in group)} | {cells[0]} | {cells[1]} |")
+                cells.append(
+                    f"{s['mean']:.2f} +- {s['std']:.2f}, {s['iqm']:.2f} [{s['iqm_ci_low']:.2f}, {s['iqm_ci_high']:.2f}]"
+                )
+            lines.append(
+                f"| {candidate} | {task} | {len(group)} | {sum(r.meets for r in group)} | {cells[0]} | {cells[1]} |"
+            )
     atomic_write_text(RESULTS / f"{out_name}.md", "\n".join(lines) + "\n")
     atomic_write_json(RESULTS / f"{out_name}.json", [{**r.__dict__, "meets": r.meets} for r in rows])
     print("\n".join(lines))
@@ -355,8 +438,13 @@ def main() -> None:
     p.add_argument("phase", choices=("refs", "diagnose", "candidates", "confirm", "summarize", "collect"))
     p.add_argument("--replicate", default="dev", choices=tuple(REPLICATES))
     p.add_argument("--candidate", default=None, choices=tuple(CANDIDATES), help="confirm: the chosen setting")
-    p.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=tuple(CANDIDATES),
-                   help="candidates: which ones (default all, in the protocol's order)")
+    p.add_argument(
+        "--candidates",
+        nargs="+",
+        default=list(CANDIDATES),
+        choices=tuple(CANDIDATES),
+        help="candidates: which ones (default all, in the protocol's order)",
+    )
     p.add_argument("--tasks", nargs="+", default=list(TASKS))
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--steps", type=int, default=None, help="smoke test only: steps per policy (default: the preset's)")

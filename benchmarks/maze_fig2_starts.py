@@ -31,7 +31,7 @@ def chain_goals(manifest: Path, role: str) -> list[list[str]]:
     from npsco.evaluation import run_episodes
 
     members = [m for m in json.loads(manifest.read_text())["members"] if m["role"] == role and m["status"] == "done"]
-    members.sort(key=lambda m: (m["index"] if m["index"] is not None else m["seed"]))
+    members.sort(key=lambda m: m["index"] if m["index"] is not None else m["seed"])
     starts = [(X, y) for y in YS]
     out = []
     for m in members:
@@ -50,8 +50,12 @@ def main() -> None:
     p.add_argument("--out", default=str(RESULTS / "maze_fig2_starts"))
     args = p.parse_args()
 
-    data: dict = {"command": "python benchmarks/maze_fig2_starts.py " + " ".join(args.runs), "starts": [[X, y] for y in YS],
-                  "date": time.strftime("%Y-%m-%d %H:%M"), "replicates": {}}
+    data: dict = {
+        "command": "python benchmarks/maze_fig2_starts.py " + " ".join(args.runs),
+        "starts": [[X, y] for y in YS],
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "replicates": {},
+    }
     for run in args.runs:
         run = Path(run)
         rep: dict = {"ppo": chain_goals(run / "refs" / "manifest.json", "reference"), "ipd": {}}
@@ -64,12 +68,17 @@ def main() -> None:
         print(f"{run.name}: done", file=sys.stderr, flush=True)
 
     scales = sorted({s for r in data["replicates"].values() for s in r["ipd"]}, key=float)
-    lines = ["# Maze Fig. 2 criterion from other right-edge starts", "", f"`{data['command']}` ({data['date']}): the "
-             f"policies trained by `benchmarks/maze_ipd.py` ({len(data['replicates'])} replicates), evaluated from "
-             "starts (14.5, y). Cells: the "
-             "number of distinct goals the chain's 5 policies reach from that start (the 5 PPO seeds; the 5 IPD "
-             "policies at that multiple of r0); **bold** where PPO <= 2 and IPD >= 3. y = 8 is Fig. 2's start, next "
-             "to the +1 goal.", ""]
+    lines = [
+        "# Maze Fig. 2 criterion from other right-edge starts",
+        "",
+        f"`{data['command']}` ({data['date']}): the "
+        f"policies trained by `benchmarks/maze_ipd.py` ({len(data['replicates'])} replicates), evaluated from "
+        "starts (14.5, y). Cells: the "
+        "number of distinct goals the chain's 5 policies reach from that start (the 5 PPO seeds; the 5 IPD "
+        "policies at that multiple of r0); **bold** where PPO <= 2 and IPD >= 3. y = 8 is Fig. 2's start, next "
+        "to the +1 goal.",
+        "",
+    ]
     header = "| replicate | chain | " + " | ".join(f"y = {y:g}" for y in YS) + " |"
     lines += [header, "|" + "---|" * (len(YS) + 2)]
     met = {s: [0] * len(YS) for s in scales}
@@ -86,8 +95,13 @@ def main() -> None:
                 met[s][k] += ok
                 cells.append(f"**{n}**" if ok else str(n))
             lines.append(f"| {name} | IPD {s}x | " + " | ".join(cells) + " |")
-    lines += ["", "Replicates meeting the criterion (goal counts only), per multiple and start:", "",
-              "| multiple | " + " | ".join(f"y = {y:g}" for y in YS) + " |", "|" + "---|" * (len(YS) + 1)]
+    lines += [
+        "",
+        "Replicates meeting the criterion (goal counts only), per multiple and start:",
+        "",
+        "| multiple | " + " | ".join(f"y = {y:g}" for y in YS) + " |",
+        "|" + "---|" * (len(YS) + 1),
+    ]
     for s in scales:
         lines.append(f"| {s}x | " + " | ".join(f"{n}/{len(data['replicates'])}" for n in met[s]) + " |")
     data["met"] = met

@@ -54,8 +54,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--refs", type=int, default=5, help="PPO reference seeds R (default 5)")
     p.add_argument("--novel", type=int, default=5, help="IPD policies K per chain (default 5)")
-    p.add_argument("--r0-scale", type=float, nargs="+", default=[1.0],
-                   help="threshold multiples of the default r0, one IPD chain each, trained in this order")
+    p.add_argument(
+        "--r0-scale",
+        type=float,
+        nargs="+",
+        default=[1.0],
+        help="threshold multiples of the default r0, one IPD chain each, trained in this order",
+    )
     p.add_argument("--steps", type=float, default=None, help="steps per policy (default: the maze preset's)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="PPO setting override")
     p.add_argument("--mset", action="append", default=[], metavar="KEY=VALUE", help="IPD setting override")
@@ -64,9 +69,13 @@ def main() -> None:
     p.add_argument("--results", default="benchmarks/results/maze_ipd", help="results path without extension")
     p.add_argument("--tag", default="", help="suffix of the chains' names, for a variant given with --mset")
     p.add_argument("--stop-when-met", action="store_true", help="stop after the first chain that meets the target")
-    p.add_argument("--workers", type=int, default=1,
-                   help="policies trained at once (default 1): >1 trains the references side by side, then every "
-                        "chain side by side (each chain one policy after another) on a local process pool")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="policies trained at once (default 1): >1 trains the references side by side, then every "
+        "chain side by side (each chain one policy after another) on a local process pool",
+    )
     args = p.parse_args()
     if args.workers > 1 and args.stop_when_met:
         p.error("--stop-when-met trains the chains one after another: it cannot be used with --workers")
@@ -85,44 +94,69 @@ def main() -> None:
         results.pop("method_config", None)
     if command not in results["commands"]:
         results["commands"].append(command)
-    results.update(machine=f"{platform.machine()}, python {platform.python_version()}, 1 process",
-                   target="PPO seeds reach <= 2 distinct goals from the right start (14.5, 8); IPD policies >= 3; "
-                          "every IPD policy reaches a goal in >= 90% of random-start episodes",
-                   ppo_config=ppo.to_dict())
-    environment = {k: os.environ[k] for k in ("PYTHONPATH", "NPSCO_CODE_COMMIT", "OPENBLAS_NUM_THREADS") if k in os.environ}
+    results.update(
+        machine=f"{platform.machine()}, python {platform.python_version()}, 1 process",
+        target="PPO seeds reach <= 2 distinct goals from the right start (14.5, 8); IPD policies >= 3; "
+        "every IPD policy reaches a goal in >= 90% of random-start episodes",
+        ppo_config=ppo.to_dict(),
+    )
+    environment = {
+        k: os.environ[k] for k in ("PYTHONPATH", "NPSCO_CODE_COMMIT", "OPENBLAS_NUM_THREADS") if k in os.environ
+    }
     results.setdefault("environment", environment)  # of the first stages; later stages record their own
     results.setdefault("stages", {})
 
     # the references do not depend on the IPD settings: one refs population for every variant
-    refs = Population(runs / "refs", PopulationConfig(ppo=ppo, method=MethodConfig(method="ipd"), refs=args.refs,
-                                                      novel=0), progress=False, log=_log)
+    refs = Population(
+        runs / "refs",
+        PopulationConfig(ppo=ppo, method=MethodConfig(method="ipd"), refs=args.refs, novel=0),
+        progress=False,
+        log=_log,
+    )
     executor = make_executor("local", args.workers) if args.workers > 1 else None
     if executor is not None:
         atexit.register(executor.close)
     members = refs.run(executor)
     # the references are trained once: keep the provenance of the invocation that trained them
     first = results["stages"].get("ppo") or {"command": command, "code": code_version(), "environment": environment}
-    results["stages"]["ppo"] = {"train_seconds": round(sum(m.wall_seconds for m in members), 1),
-                                **{k: first[k] for k in ("command", "code", "environment") if k in first},
-                                "policies": [describe(refs, m, args.episodes) for m in members]}
+    results["stages"]["ppo"] = {
+        "train_seconds": round(sum(m.wall_seconds for m in members), 1),
+        **{k: first[k] for k in ("command", "code", "environment") if k in first},
+        "policies": [describe(refs, m, args.episodes) for m in members],
+    }
     write(results, args.results)
 
     chains = {}
     for scale in args.r0_scale:
         name = f"ipd-r0x{scale:g}" + (f"-{args.tag}" if args.tag else "")
-        chains[name] = Population(runs / name, PopulationConfig(ppo=ppo, method=method, refs=args.refs, novel=args.novel,
-                                                                r0_scales=(scale,), refs_from=str(runs / "refs")),
-                                  progress=False, log=_log)
+        chains[name] = Population(
+            runs / name,
+            PopulationConfig(
+                ppo=ppo,
+                method=method,
+                refs=args.refs,
+                novel=args.novel,
+                r0_scales=(scale,),
+                refs_from=str(runs / "refs"),
+            ),
+            progress=False,
+            log=_log,
+        )
     if executor is not None:  # every chain side by side; the results are then written in the order of --r0-scale
         Scheduler(executor).run(_Populations(chains.values()), LogView(_log))
     for (name, pop), scale in zip(chains.items(), args.r0_scale, strict=True):
         members = pop.run()  # trains the chain (one worker), or finds it trained
-        stage = {"r0_scale": scale, "r0_default": pop.r0_default,
-                 "r0": pop.r0_default * scale if method.r0 is None else method.r0,
-                 "method_settings": changed_settings(method), "command": command, "code": code_version(),
-                 "environment": environment,
-                 "train_seconds": round(sum(m.wall_seconds for m in members if m.role == "novel"), 1),
-                 "policies": [describe(pop, m, args.episodes) for m in members if m.role == "novel"]}
+        stage = {
+            "r0_scale": scale,
+            "r0_default": pop.r0_default,
+            "r0": pop.r0_default * scale if method.r0 is None else method.r0,
+            "method_settings": changed_settings(method),
+            "command": command,
+            "code": code_version(),
+            "environment": environment,
+            "train_seconds": round(sum(m.wall_seconds for m in members if m.role == "novel"), 1),
+            "policies": [describe(pop, m, args.episodes) for m in members if m.role == "novel"],
+        }
         results["stages"][name] = stage
         results["verdict"] = verdict(results["stages"])
         write(results, args.results)
@@ -164,7 +198,9 @@ def code_version() -> dict:
     out = {"npsco": str(src), "commit": os.environ.get("NPSCO_CODE_COMMIT")}
     if out["commit"] is None:
         git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", str(src)], cwd=src, capture_output=True, text=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", str(src)], cwd=src, capture_output=True, text=True
+        )
         out.update(commit=git.stdout.strip() or None, uncommitted_changes=bool(dirty.stdout.strip()))
     return out
 
@@ -180,21 +216,33 @@ def describe(pop: Population, member, episodes: int) -> dict:
     rand = run_episodes(policy, episodes, seed=20_000, record_states=True)
     fractions = {name: float(np.mean(rand.goals == i)) for i, name in enumerate(GOAL_NAMES)}
     fractions["none"] = float(np.mean(rand.goals < 0))
-    out = {"name": member.name, "seed": member.seed, "role": member.role,
-           "right_start_goal": goal_name(int(right.goals[0])), "right_start_length": int(right.lengths[0]),
-           "right_start_trajectory": np.round(right.trajectory(0), 3).tolist(),
-           "goal_fractions": fractions, "dominant_goal": max(fractions, key=fractions.get),
-           "reached_goal_frac": 1.0 - fractions["none"],
-           "return_mean": float(rand.returns.mean()), "return_std": float(rand.returns.std()),
-           "wall_seconds": member.wall_seconds}
+    out = {
+        "name": member.name,
+        "seed": member.seed,
+        "role": member.role,
+        "right_start_goal": goal_name(int(right.goals[0])),
+        "right_start_length": int(right.lengths[0]),
+        "right_start_trajectory": np.round(right.trajectory(0), 3).tolist(),
+        "goal_fractions": fractions,
+        "dominant_goal": max(fractions, key=fractions.get),
+        "reached_goal_frac": 1.0 - fractions["none"],
+        "return_mean": float(rand.returns.mean()),
+        "return_std": float(rand.returns.std()),
+        "wall_seconds": member.wall_seconds,
+    }
     if member.role == "novel":
         states = np.concatenate(rand.states)
         own = policy.mean_action(states)
-        dists = {ref: policy_distance(own, load_policy(_path(pop, ref)).mean_action(states))
-                 for ref in member.references}
-        out.update(threshold=member.threshold, references=member.references,
-                   novelty=min(dists.values()), nearest=min(dists, key=dists.get),
-                   novelty_over_r0=min(dists.values()) / member.threshold)
+        dists = {
+            ref: policy_distance(own, load_policy(_path(pop, ref)).mean_action(states)) for ref in member.references
+        }
+        out.update(
+            threshold=member.threshold,
+            references=member.references,
+            novelty=min(dists.values()),
+            nearest=min(dists, key=dists.get),
+            novelty_over_r0=min(dists.values()) / member.threshold,
+        )
         rows = read_metrics(pop.out / member.path / "metrics.jsonl")
         last = rows[-10:]
         out["terminated_frac_last10"] = _mean(r["ipd/terminated_frac"] for r in last)
@@ -226,12 +274,16 @@ def verdict(stages: dict) -> dict:
         goals = sorted({p["right_start_goal"] for p in stage["policies"]} - {"none"})
         reach = [p["reached_goal_frac"] for p in stage["policies"]]
         ok = len(goals) >= 3 and min(reach) >= 0.9
-        out["chains"][name] = {"r0": stage["r0"], "right_start_goals": goals, "distinct": len(goals),
-                               "min_reached_goal_frac": min(reach), "target_met": bool(ok and out["ppo_ok"]),
-                               "distinct_top_bottom_as_one": len({"top/bottom" if g in ("top", "bottom") else g
-                                                                  for g in goals}),
-                               "goals_no_ppo_seed_reaches": sorted(set(goals) - set(ppo_goals)),
-                               "policies_meeting_r0": sum(p["novelty_over_r0"] >= 1 for p in stage["policies"])}
+        out["chains"][name] = {
+            "r0": stage["r0"],
+            "right_start_goals": goals,
+            "distinct": len(goals),
+            "min_reached_goal_frac": min(reach),
+            "target_met": bool(ok and out["ppo_ok"]),
+            "distinct_top_bottom_as_one": len({"top/bottom" if g in ("top", "bottom") else g for g in goals}),
+            "goals_no_ppo_seed_reaches": sorted(set(goals) - set(ppo_goals)),
+            "policies_meeting_r0": sum(p["novelty_over_r0"] >= 1 for p in stage["policies"]),
+        }
     return out
 
 
@@ -247,51 +299,91 @@ def write(results: dict, base: str) -> None:
 
 
 def markdown(results: dict) -> str:
-    lines = ["# Four Reward Maze: PPO seeds vs IPD (paper Fig. 2)", "",
-             "Commands (each adds its stages; the references are trained once):", "",
-             *[f"    {c}" for c in results["commands"]], "",
-             *([f"Environment of the first stages (later ones name theirs): "
+    lines = [
+        "# Four Reward Maze: PPO seeds vs IPD (paper Fig. 2)",
+        "",
+        "Commands (each adds its stages; the references are trained once):",
+        "",
+        *[f"    {c}" for c in results["commands"]],
+        "",
+        *(
+            [
+                f"Environment of the first stages (later ones name theirs): "
                 f"`{' '.join(f'{k}={v}' for k, v in results['environment'].items())}`"
-                + (" (PYTHONPATH: the npsco source of that commit, as a `git archive` snapshot)."
-                   if "PYTHONPATH" in results["environment"] else "."), ""] if results.get("environment") else []),
-             f"Machine: {results['machine']}; "
-             + results.get("machine_note", "wall times are inflated several-fold by the other jobs that shared its 2 cores."),
-             "",
-             f"Target: {results['target']}.", "",
-             "Goal fractions are over deterministic episodes from random starts; `right start` is the goal of the "
-             "deterministic trajectory from (14.5, 8). `U/r0`: novelty against the policy's own references (min over "
-             "them of the mean action distance on its visited states) over its threshold. `term.`: fraction of "
-             "training episodes ended by the constraint, first / last 10 iterations.", ""]
+                + (
+                    " (PYTHONPATH: the npsco source of that commit, as a `git archive` snapshot)."
+                    if "PYTHONPATH" in results["environment"]
+                    else "."
+                ),
+                "",
+            ]
+            if results.get("environment")
+            else []
+        ),
+        f"Machine: {results['machine']}; "
+        + results.get(
+            "machine_note", "wall times are inflated several-fold by the other jobs that shared its 2 cores."
+        ),
+        "",
+        f"Target: {results['target']}.",
+        "",
+        "Goal fractions are over deterministic episodes from random starts; `right start` is the goal of the "
+        "deterministic trajectory from (14.5, 8). `U/r0`: novelty against the policy's own references (min over "
+        "them of the mean action distance on its visited states) over its threshold. `term.`: fraction of "
+        "training episodes ended by the constraint, first / last 10 iterations.",
+        "",
+    ]
     for name, stage in results["stages"].items():
         title = "PPO references" if name == "ppo" else f"IPD chain `{name}` (r0 = {stage['r0']:.4f})"
         settings = ", ".join(f"`{k}={v}`" for k, v in stage.get("method_settings", {}).items())
         code = stage.get("code", {})
         env = stage.get("environment")
-        env = f"; environment `{' '.join(f'{k}={v}' for k, v in env.items())}`" if env and env != results.get("environment") else ""
-        lines += [f"## {title}", "", f"Training time {stage.get('train_seconds', 0):.0f} s (sum over the policies); npsco commit "
-                  f"{str(code.get('commit'))[:10]}" + (f"; IPD settings {settings}" if settings else "") + env + ".", "",
-                  "| policy | seed | right start | top | bottom | left | right | none | return | U/r0 | term. |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        env = (
+            f"; environment `{' '.join(f'{k}={v}' for k, v in env.items())}`"
+            if env and env != results.get("environment")
+            else ""
+        )
+        lines += [
+            f"## {title}",
+            "",
+            f"Training time {stage.get('train_seconds', 0):.0f} s (sum over the policies); npsco commit "
+            f"{str(code.get('commit'))[:10]}" + (f"; IPD settings {settings}" if settings else "") + env + ".",
+            "",
+            "| policy | seed | right start | top | bottom | left | right | none | return | U/r0 | term. |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for p in stage["policies"]:
             f = p["goal_fractions"]
             u = f"{p['novelty_over_r0']:.2f}" if "novelty_over_r0" in p else ""
-            term = (f"{p['terminated_frac_first10']:.2f} / {p['terminated_frac_last10']:.2f}"
-                    if "terminated_frac_last10" in p else "")
-            lines.append(f"| {p['name']} | {p['seed']} | {p['right_start_goal']} | "
-                         + " | ".join(f"{f[g]:.2f}" for g in ("top", "bottom", "left", "right", "none"))
-                         + f" | {p['return_mean']:.2f} | {u} | {term} |")
+            term = (
+                f"{p['terminated_frac_first10']:.2f} / {p['terminated_frac_last10']:.2f}"
+                if "terminated_frac_last10" in p
+                else ""
+            )
+            lines.append(
+                f"| {p['name']} | {p['seed']} | {p['right_start_goal']} | "
+                + " | ".join(f"{f[g]:.2f}" for g in ("top", "bottom", "left", "right", "none"))
+                + f" | {p['return_mean']:.2f} | {u} | {term} |"
+            )
         lines.append("")
     if "verdict" in results:
         v = results["verdict"]
-        lines += ["## Verdict", "", f"PPO right-start goals: {', '.join(v['ppo_right_start_goals'])} "
-                  f"({'<= 2: ok' if v['ppo_ok'] else 'more than 2'}).", ""]
+        lines += [
+            "## Verdict",
+            "",
+            f"PPO right-start goals: {', '.join(v['ppo_right_start_goals'])} "
+            f"({'<= 2: ok' if v['ppo_ok'] else 'more than 2'}).",
+            "",
+        ]
         for name, c in v["chains"].items():
-            lines.append(f"- `{name}` (r0 {c['r0']:.4f}): {c['distinct']} distinct goals "
-                         f"({', '.join(c['right_start_goals'])}), worst goal-reaching fraction "
-                         f"{c['min_reached_goal_frac']:.2f}: target {'met' if c['target_met'] else 'NOT met'}. "
-                         f"Top and bottom as one: {c['distinct_top_bottom_as_one']}; goals no PPO seed reaches from "
-                         f"the right start: {', '.join(c['goals_no_ppo_seed_reaches']) or 'none'}; policies with "
-                         f"U >= r0: {c['policies_meeting_r0']}/{len(_chain_policies(results, name))}.")
+            lines.append(
+                f"- `{name}` (r0 {c['r0']:.4f}): {c['distinct']} distinct goals "
+                f"({', '.join(c['right_start_goals'])}), worst goal-reaching fraction "
+                f"{c['min_reached_goal_frac']:.2f}: target {'met' if c['target_met'] else 'NOT met'}. "
+                f"Top and bottom as one: {c['distinct_top_bottom_as_one']}; goals no PPO seed reaches from "
+                f"the right start: {', '.join(c['goals_no_ppo_seed_reaches']) or 'none'}; policies with "
+                f"U >= r0: {c['policies_meeting_r0']}/{len(_chain_policies(results, name))}."
+            )
         lines.append("")
     return "\n".join(lines)
 

@@ -47,21 +47,33 @@ def main() -> None:
 
     variant = ""
     if args.tag:
-        settings = {k: v for _, _, chains in reps.values() for stage, _ in chains.values()
-                    for k, v in stage["method_settings"].items()}
+        settings = {
+            k: v
+            for _, _, chains in reps.values()
+            for stage, _ in chains.values()
+            for k, v in stage["method_settings"].items()
+        }
         variant = f" (variant `{args.tag}`: " + ", ".join(f"`{k}={v}`" for k, v in settings.items()) + ")"
-    lines = [f"# Four Reward Maze, Fig. 2 target: replicates{variant}", "",
-             f"`python benchmarks/maze_ipd_replicates.py {' '.join(args.names)}"
-             + (f" --tag {args.tag}" if args.tag else "") + "` — from the results of "
-             + ", ".join(f"`{reps[s][0]}.md`" for s in seeds) + " (each: its command, code version and full tables).",
-             "",
-             "Replicate S = the population's base seed: PPO references S..S+4, IPD policies S+1000..S+1004 (the "
-             "references are retrained per replicate, so r0_default differs). Target: the PPO seeds reach <= 2 "
-             "distinct goals from the right start (14.5, 8), the 5 IPD policies >= 3, each IPD policy reaches a goal in "
-             ">= 90% of random-start episodes. Cells: the IPD policies' right-start goals (distinct count, top and "
-             "bottom as one in brackets), then `met` or not.", "",
-             "| replicate | PPO right-start goals | r0_default | " + " | ".join(f"{s:g} x r0_default" for s in scales) + " |",
-             "|---|---|---|" + "---|" * len(scales)]
+    lines = [
+        f"# Four Reward Maze, Fig. 2 target: replicates{variant}",
+        "",
+        f"`python benchmarks/maze_ipd_replicates.py {' '.join(args.names)}"
+        + (f" --tag {args.tag}" if args.tag else "")
+        + "` — from the results of "
+        + ", ".join(f"`{reps[s][0]}.md`" for s in seeds)
+        + " (each: its command, code version and full tables).",
+        "",
+        "Replicate S = the population's base seed: PPO references S..S+4, IPD policies S+1000..S+1004 (the "
+        "references are retrained per replicate, so r0_default differs). Target: the PPO seeds reach <= 2 "
+        "distinct goals from the right start (14.5, 8), the 5 IPD policies >= 3, each IPD policy reaches a goal in "
+        ">= 90% of random-start episodes. Cells: the IPD policies' right-start goals (distinct count, top and "
+        "bottom as one in brackets), then `met` or not.",
+        "",
+        "| replicate | PPO right-start goals | r0_default | "
+        + " | ".join(f"{s:g} x r0_default" for s in scales)
+        + " |",
+        "|---|---|---|" + "---|" * len(scales),
+    ]
     met_count = {s: [0, 0] for s in scales}
     met_ppo_ok = {s: [0, 0] for s in scales}  # among the replicates whose PPO seeds reach <= 2 goals
     met_merged = {s: [0, 0] for s in scales}  # top and bottom as one goal, for the PPO seeds and the IPD policies
@@ -77,26 +89,37 @@ def main() -> None:
             stage, v = chains[s]
             goals = [pol["right_start_goal"] for pol in stage["policies"]]
             met = v["target_met"]
-            merged = (v["distinct_top_bottom_as_one"] >= 3 and v["min_reached_goal_frac"] >= 0.9
-                      and len(ppo_merged) <= 2)
-            for count, ok, counted in ((met_count, met, True), (met_ppo_ok, met, verdict["ppo_ok"]),
-                                       (met_merged, merged, True)):
+            merged = v["distinct_top_bottom_as_one"] >= 3 and v["min_reached_goal_frac"] >= 0.9 and len(ppo_merged) <= 2
+            for count, ok, counted in (
+                (met_count, met, True),
+                (met_ppo_ok, met, verdict["ppo_ok"]),
+                (met_merged, merged, True),
+            ):
                 count[s][0] += int(ok and counted)
                 count[s][1] += int(counted)
             worst = "" if v["min_reached_goal_frac"] >= 0.9 else f", worst reach {v['min_reached_goal_frac']:.2f}"
-            cells.append(f"{', '.join(goals)}: {v['distinct']} ({v['distinct_top_bottom_as_one']}){worst}, "
-                         f"{'**met**' if met else 'not met'}")
+            cells.append(
+                f"{', '.join(goals)}: {v['distinct']} ({v['distinct_top_bottom_as_one']}){worst}, "
+                f"{'**met**' if met else 'not met'}"
+            )
         ppo = verdict["ppo_right_start_goals"]
-        lines.append(f"| {seed} | {', '.join(ppo)} ({len(ppo)}{'' if len(ppo) <= 2 else ': too many'}) | {r0d} | "
-                     + " | ".join(cells) + " |")
+        lines.append(
+            f"| {seed} | {', '.join(ppo)} ({len(ppo)}{'' if len(ppo) <= 2 else ': too many'}) | {r0d} | "
+            + " | ".join(cells)
+            + " |"
+        )
 
     def rates(count: dict) -> str:
         return "; ".join(f"{s:g}x: {m}/{n}" for s, (m, n) in count.items())
 
-    lines += ["", f"Target met, per multiple: {rates(met_count)}.", "",
-              f"- Among the replicates whose PPO seeds reach <= 2 goals: {rates(met_ppo_ok)}.",
-              f"- With top and bottom counted as one goal (PPO seeds <= 2, IPD policies >= 3, each reaching a goal in "
-              f">= 90% of episodes): {rates(met_merged)}."]
+    lines += [
+        "",
+        f"Target met, per multiple: {rates(met_count)}.",
+        "",
+        f"- Among the replicates whose PPO seeds reach <= 2 goals: {rates(met_ppo_ok)}.",
+        f"- With top and bottom counted as one goal (PPO seeds <= 2, IPD policies >= 3, each reaching a goal in "
+        f">= 90% of episodes): {rates(met_merged)}.",
+    ]
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

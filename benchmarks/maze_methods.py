@@ -64,16 +64,24 @@ def main() -> None:
     steps = f" --steps {int(args.steps)}" if args.steps else ""
     results = {
         "command": "".join(f"{k}={os.environ[k]} " for k in THREAD_VARS if k in os.environ)
-        + "python " + " ".join(sys.argv),
+        + "python "
+        + " ".join(sys.argv),
         "equivalent_cli": [f"npsco population --method ppo --refs {args.refs} --novel 0{steps} --out {runs}/refs"]
-        + [f"npsco population --method {m} --refs-from {runs}/refs --novel {args.novel}{steps} --out {runs}/{m}"
-           for m in args.methods],
+        + [
+            f"npsco population --method {m} --refs-from {runs}/refs --novel {args.novel}{steps} --out {runs}/{m}"
+            for m in args.methods
+        ],
         "machine": f"{platform.machine()}, python {platform.python_version()}, 1 process, shared with other jobs",
-        "ppo_config": ppo.to_dict(), "methods": {},
+        "ppo_config": ppo.to_dict(),
+        "methods": {},
     }
 
-    refs_pop = Population(runs / "refs", PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"),
-                                                           refs=args.refs, novel=0), progress=False, log=_log)
+    refs_pop = Population(
+        runs / "refs",
+        PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"), refs=args.refs, novel=0),
+        progress=False,
+        log=_log,
+    )
     refs = refs_pop.run()
     ref_policies = ReferenceSet([refs_pop.policy(m) for m in refs], [m.name for m in refs])
     ref_returns = [m.final_eval["return_mean"] for m in refs]
@@ -84,8 +92,12 @@ def main() -> None:
 
     for name in args.methods:
         config = MethodConfig(method=name)
-        pop = Population(runs / name, PopulationConfig(ppo=ppo, method=config, refs=args.refs, novel=args.novel,
-                                                       refs_from=str(runs / "refs")), progress=False, log=_log)
+        pop = Population(
+            runs / name,
+            PopulationConfig(ppo=ppo, method=config, refs=args.refs, novel=args.novel, refs_from=str(runs / "refs")),
+            progress=False,
+            log=_log,
+        )
         members = [m for m in pop.run() if m.role == "novel"]
         rows = [describe(pop, m, ref_policies, ref_returns) for m in members]
         results["methods"][name] = summarise(rows, config.to_dict(), pop.r0_default, members[0].threshold)
@@ -109,19 +121,28 @@ def describe(pop: Population, member, refs: ReferenceSet, ref_returns: list[floa
     # a reference is scored on its final return (PPO's rate is then ~0.5 "by definition", paper Sec. 4.2)
     curve = [r for _, r in member.eval_curve] if member.role == "novel" else [final["return_mean"]]
     goals = {g: n / final["episodes"] for g, n in final["goals"].items()}
-    row = {"name": member.name, "seed": member.seed, "role": member.role,
-           "return_mean": final["return_mean"], "return_std": final["return_std"],
-           "right_start_goal": goal_name(int(right.goals[0])), "goal_fractions": goals,
-           "dominant_goal": max(goals, key=goals.get), "novelty_vs_ppo": float(distances.min()),
-           "best_training_eval": max(curve) if curve else None,
-           "success": bool(success_flags([curve or [final["return_mean"]]], ref_returns)[0]),
-           "wall_seconds": member.wall_seconds}
+    row = {
+        "name": member.name,
+        "seed": member.seed,
+        "role": member.role,
+        "return_mean": final["return_mean"],
+        "return_std": final["return_std"],
+        "right_start_goal": goal_name(int(right.goals[0])),
+        "goal_fractions": goals,
+        "dominant_goal": max(goals, key=goals.get),
+        "novelty_vs_ppo": float(distances.min()),
+        "best_training_eval": max(curve) if curve else None,
+        "success": bool(success_flags([curve or [final["return_mean"]]], ref_returns)[0]),
+        "wall_seconds": member.wall_seconds,
+    }
     if member.role == "novel":
         metrics = read_metrics(pop.out / member.path / "metrics.jsonl")
         row["threshold"] = member.threshold
-        row["training"] = {k: float(np.nanmean([m[k] if m.get(k) is not None else np.nan for m in metrics]))
-                           for k in ("novelty/episode_mean", "novelty/below_r0_frac", *METHOD_METRICS[member.method])
-                           if any(m.get(k) is not None for m in metrics)}
+        row["training"] = {
+            k: float(np.nanmean([m[k] if m.get(k) is not None else np.nan for m in metrics]))
+            for k in ("novelty/episode_mean", "novelty/below_r0_frac", *METHOD_METRICS[member.method])
+            if any(m.get(k) is not None for m in metrics)
+        }
     return row
 
 
@@ -130,9 +151,12 @@ def summarise(rows: list[dict], method_config: dict | None, r0: float | None, th
     returns = [r["return_mean"] for r in rows]
     mean, std = mean_std(returns)
     return {
-        "r0": r0, "threshold": threshold, "method_config": method_config,
+        "r0": r0,
+        "threshold": threshold,
+        "method_config": method_config,
         "train_seconds": round(sum(r["wall_seconds"] for r in rows), 1),  # as recorded when each policy trained
-        "return_mean": mean, "return_std": std,
+        "return_mean": mean,
+        "return_std": std,
         "right_start_goals": sorted({r["right_start_goal"] for r in rows}),
         "dominant_goals": sorted({r["dominant_goal"] for r in rows}),
         "novelty_vs_ppo_mean": float(np.mean([r["novelty_vs_ppo"] for r in rows])),
@@ -147,35 +171,56 @@ def write(results: dict, base: str) -> None:
 
 
 def markdown(results: dict) -> str:
-    lines = ["# Four Reward Maze: PPO seeds vs WSR, TNB, CTNB, CPO, IPD (paper Fig. 2)", "",
-             f"Command: `{results['command']}`  ", f"Machine: {results['machine']}", "",
-             "Equivalent CLI:", "", "```", *results["equivalent_cli"], "```", "",
-             "Return: deterministic, 100 random-start episodes per policy; mean +- std over the policies. "
-             "`right start`: goals of the deterministic trajectories from (14.5, 8). `dominant`: each policy's most "
-             "frequent outcome over random starts. `U`: novelty min_j D(policy, PPO ref j) on the policy's visited "
-             "states (for PPO: against the other references). Success: the training evaluation curve reached the "
-             f"median final return of the PPO references ({results.get('success_baseline', float('nan')):.3f}). "
-             "`train s`: training wall seconds of the method's policies, summed (the machine was shared).", "",
-             "`threshold`: the method's r0, and its multiple of r0_default (the references' mean pairwise distance).", "",
-             "| method | threshold | return | right start goals | dominant goals | mean U | success | train s |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Four Reward Maze: PPO seeds vs WSR, TNB, CTNB, CPO, IPD (paper Fig. 2)",
+        "",
+        f"Command: `{results['command']}`  ",
+        f"Machine: {results['machine']}",
+        "",
+        "Equivalent CLI:",
+        "",
+        "```",
+        *results["equivalent_cli"],
+        "```",
+        "",
+        "Return: deterministic, 100 random-start episodes per policy; mean +- std over the policies. "
+        "`right start`: goals of the deterministic trajectories from (14.5, 8). `dominant`: each policy's most "
+        "frequent outcome over random starts. `U`: novelty min_j D(policy, PPO ref j) on the policy's visited "
+        "states (for PPO: against the other references). Success: the training evaluation curve reached the "
+        f"median final return of the PPO references ({results.get('success_baseline', float('nan')):.3f}). "
+        "`train s`: training wall seconds of the method's policies, summed (the machine was shared).",
+        "",
+        "`threshold`: the method's r0, and its multiple of r0_default (the references' mean pairwise distance).",
+        "",
+        "| method | threshold | return | right start goals | dominant goals | mean U | success | train s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, m in results["methods"].items():
         threshold = m.get("threshold", m["r0"])  # results written before "threshold" was recorded used r0 itself
         r0 = f"{threshold:.3f} ({threshold / m['r0']:g}x)" if m["r0"] is not None else ""
-        lines.append(f"| {name} | {r0} | {m['return_mean']:.2f} +- {m['return_std']:.2f} | "
-                     f"{len(m['right_start_goals'])}: {', '.join(m['right_start_goals'])} | "
-                     f"{len(m['dominant_goals'])}: {', '.join(m['dominant_goals'])} | {m['novelty_vs_ppo_mean']:.3f} | "
-                     f"{m['success_rate']:.1f} | {m['train_seconds']:.0f} |")
+        lines.append(
+            f"| {name} | {r0} | {m['return_mean']:.2f} +- {m['return_std']:.2f} | "
+            f"{len(m['right_start_goals'])}: {', '.join(m['right_start_goals'])} | "
+            f"{len(m['dominant_goals'])}: {', '.join(m['dominant_goals'])} | {m['novelty_vs_ppo_mean']:.3f} | "
+            f"{m['success_rate']:.1f} | {m['train_seconds']:.0f} |"
+        )
     lines.append("")
     for name, m in results["methods"].items():
-        lines += [f"## {name}", "", "| policy | return | right start | top | bottom | left | right | none | U | "
-                  "success | training (mean over iterations) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {name}",
+            "",
+            "| policy | return | right start | top | bottom | left | right | none | U | "
+            "success | training (mean over iterations) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for p in m["policies"]:
             f = p["goal_fractions"]
             training = ", ".join(f"{k} {v:.3f}" for k, v in p.get("training", {}).items())
-            lines.append(f"| {p['name']} | {p['return_mean']:.2f} | {p['right_start_goal']} | "
-                         + " | ".join(f"{f[g]:.2f}" for g in ("top", "bottom", "left", "right", "none"))
-                         + f" | {p['novelty_vs_ppo']:.3f} | {'yes' if p['success'] else 'no'} | {training} |")
+            lines.append(
+                f"| {p['name']} | {p['return_mean']:.2f} | {p['right_start_goal']} | "
+                + " | ".join(f"{f[g]:.2f}" for g in ("top", "bottom", "left", "right", "none"))
+                + f" | {p['novelty_vs_ppo']:.3f} | {'yes' if p['success'] else 'no'} | {training} |"
+            )
         lines.append("")
     return "\n".join(lines)
 

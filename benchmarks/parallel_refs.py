@@ -74,12 +74,16 @@ def run_once(refs: int, steps: int | None, workers: int, root: Path) -> dict:
         pop.cpu_seconds = []
         members = pop.run(executor)
         wall = time.perf_counter() - start
-    return {"workers": workers, "wall_seconds": round(wall, 1),
-            "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()],
-            "policy_seconds": [m.wall_seconds for m in members],
-            "worker_cpu_seconds": pop.cpu_seconds,
-            "cores_obtained": round(sum(pop.cpu_seconds) / wall, 2),
-            "final_returns": [m.final_eval["return_mean"] for m in members]}
+    return {
+        "workers": workers,
+        "wall_seconds": round(wall, 1),
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "policy_seconds": [m.wall_seconds for m in members],
+        "worker_cpu_seconds": pop.cpu_seconds,
+        "cores_obtained": round(sum(pop.cpu_seconds) / wall, 2),
+        "final_returns": [m.final_eval["return_mean"] for m in members],
+    }
 
 
 def _autogroup() -> str | None:
@@ -106,7 +110,10 @@ def main() -> None:
         for w in args.workers:
             print(f"{args.refs} references, {w} worker(s) ...", flush=True)
             runs.append(run_once(args.refs, args.steps, w, Path(tmp)))
-            print(f"  {runs[-1]['wall_seconds']} s (load {runs[-1]['load_before']} -> {runs[-1]['load_after']})", flush=True)
+            print(
+                f"  {runs[-1]['wall_seconds']} s (load {runs[-1]['load_before']} -> {runs[-1]['load_after']})",
+                flush=True,
+            )
     base = next((r for r in runs if r["workers"] == 1), runs[0])["wall_seconds"]
     for r in runs:
         r["speedup_vs_1_worker"] = round(base / r["wall_seconds"], 2)
@@ -115,31 +122,52 @@ def main() -> None:
 
     steps = args.steps or preset(MAZE_ID).total_timesteps
     doc = {
-        "benchmark": "parallel_refs", "command": "python benchmarks/parallel_refs.py " + shlex.join(sys.argv[1:]),
-        "task": MAZE_ID, "refs": args.refs, "steps_per_policy": steps, "runs": runs,
+        "benchmark": "parallel_refs",
+        "command": "python benchmarks/parallel_refs.py " + shlex.join(sys.argv[1:]),
+        "task": MAZE_ID,
+        "refs": args.refs,
+        "steps_per_policy": steps,
+        "runs": runs,
         "same_results": all(r["final_returns"] == runs[0]["final_returns"] for r in runs),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "torch": torch.__version__, "numpy": numpy.__version__, "sched_autogroup": _autogroup()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "numpy": numpy.__version__,
+            "sched_autogroup": _autogroup(),
+        },
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "note": _load_note(runs),
     }
     out = Path(args.out)
     atomic_write_json(out.with_suffix(".json"), doc)
-    lines = [f"# Parallel reference training ({doc['date']})", "",
-             f"`{doc['command']}` — {args.refs} PPO references on the Four Reward Maze, {steps:,} steps each, local "
-             f"process pool (`Population.run(executor)`, the path `npsco sweep` takes).", "",
-             "| workers | wall (s) | speed-up vs 1 worker | wall s per policy | CPU s per policy | cores obtained "
-             "(CPU s / wall s) | load avg before (1/5/15 min) | load avg after |",
-             "|---:|---:|---:|---|---|---:|---|---|"]
+    lines = [
+        f"# Parallel reference training ({doc['date']})",
+        "",
+        f"`{doc['command']}` — {args.refs} PPO references on the Four Reward Maze, {steps:,} steps each, local "
+        f"process pool (`Population.run(executor)`, the path `npsco sweep` takes).",
+        "",
+        "| workers | wall (s) | speed-up vs 1 worker | wall s per policy | CPU s per policy | cores obtained "
+        "(CPU s / wall s) | load avg before (1/5/15 min) | load avg after |",
+        "|---:|---:|---:|---|---|---:|---|---|",
+    ]
     for r in runs:
-        lines.append(f"| {r['workers']} | {r['wall_seconds']} | {r['speedup_vs_1_worker']}x | "
-                     f"{', '.join(map(str, r['policy_seconds']))} | {', '.join(map(str, r['worker_cpu_seconds']))} | "
-                     f"{r['cores_obtained']} | "
-                     f"{' / '.join(map(str, r['load_before']))} | {' / '.join(map(str, r['load_after']))} |")
-    lines += ["", f"Same final returns in every configuration: {doc['same_results']}.", "",
-              f"Machine: {doc['machine']['cpus']} CPUs, {doc['machine']['platform']}, Python {doc['machine']['python']}, "
-              f"torch {doc['machine']['torch']}, numpy {doc['machine']['numpy']}, sched_autogroup_enabled = "
-              f"{doc['machine']['sched_autogroup']}. {doc['note']}.", ""]
+        lines.append(
+            f"| {r['workers']} | {r['wall_seconds']} | {r['speedup_vs_1_worker']}x | "
+            f"{', '.join(map(str, r['policy_seconds']))} | {', '.join(map(str, r['worker_cpu_seconds']))} | "
+            f"{r['cores_obtained']} | "
+            f"{' / '.join(map(str, r['load_before']))} | {' / '.join(map(str, r['load_after']))} |"
+        )
+    lines += [
+        "",
+        f"Same final returns in every configuration: {doc['same_results']}.",
+        "",
+        f"Machine: {doc['machine']['cpus']} CPUs, {doc['machine']['platform']}, Python {doc['machine']['python']}, "
+        f"torch {doc['machine']['torch']}, numpy {doc['machine']['numpy']}, sched_autogroup_enabled = "
+        f"{doc['machine']['sched_autogroup']}. {doc['note']}.",
+        "",
+    ]
     atomic_write_text(out.with_suffix(".md"), "\n".join(lines))
     print("\n".join(lines))
 

@@ -90,8 +90,15 @@ def summarize(values: list[float]) -> Summary:
     """mean +- std (population std) and IQM with its 95% percentile-bootstrap CI over the seeds' values."""
     mean, std = mean_std(values)
     low, high = bootstrap_ci(values, iqm, confidence=0.95, n_resamples=2000, seed=0)
-    return Summary(n=len(values), mean=mean, std=std, iqm=float(iqm(values)), iqm_ci_low=low, iqm_ci_high=high,
-                   per_seed=[float(v) for v in values])
+    return Summary(
+        n=len(values),
+        mean=mean,
+        std=std,
+        iqm=float(iqm(values)),
+        iqm_ci_low=low,
+        iqm_ci_high=high,
+        per_seed=[float(v) for v in values],
+    )
 
 
 def train_command(run: Path, config: dict) -> str:
@@ -124,9 +131,16 @@ def score_run(run: Path, episodes: int, seed: int) -> tuple[str, RunScore]:
     final = run_episodes(policy, episodes, seed=seed, max_episode_steps=cfg.max_episode_steps)
     rows = read_metrics(run / "metrics.jsonl") if (run / "metrics.jsonl").exists() else []
     training, counted = last_episodes_return(rows)
-    return cfg.env_id, RunScore(run=str(run), seed=cfg.seed, steps=cfg.total_timesteps,
-                                final_return=float(final.returns.mean()), final_return_std=float(final.returns.std()),
-                                training_return=training, training_episodes=counted, command=train_command(run, config))
+    return cfg.env_id, RunScore(
+        run=str(run),
+        seed=cfg.seed,
+        steps=cfg.total_timesteps,
+        final_return=float(final.returns.mean()),
+        final_return_std=float(final.returns.std()),
+        training_return=training,
+        training_episodes=counted,
+        command=train_command(run, config),
+    )
 
 
 def task_results(env_id: str, scores: list[RunScore], episodes: int, seed: int, command: str) -> dict:
@@ -136,15 +150,23 @@ def task_results(env_id: str, scores: list[RunScore], episodes: int, seed: int, 
         raise NpscoError(f"{env_id}: two runs with the same seed ({seeds})")
     training = [s.training_return for s in scores if s.training_return is not None]
     return {
-        "env_id": env_id, "seeds": seeds, "steps": sorted({s.steps for s in scores}),
+        "env_id": env_id,
+        "seeds": seeds,
+        "steps": sorted({s.steps for s in scores}),
         "final_deterministic": asdict(summarize([s.final_return for s in scores])),
         "training_last_episodes": asdict(summarize(training)) if training else None,
-        "last_episodes": LAST_EPISODES, "evaluation": {"episodes": episodes, "seed": seed},
+        "last_episodes": LAST_EPISODES,
+        "evaluation": {"episodes": episodes, "seed": seed},
         "runs": [asdict(s) for s in scores],
-        "commands": {"train": [s.command for s in scores],
-                     "evaluate": [f"npsco evaluate {shlex.quote(str(Path(s.run) / 'policy.safetensors'))} "
-                                  f"--episodes {episodes} --seed {seed}" for s in scores],
-                     "this_file": command},
+        "commands": {
+            "train": [s.command for s in scores],
+            "evaluate": [
+                f"npsco evaluate {shlex.quote(str(Path(s.run) / 'policy.safetensors'))} "
+                f"--episodes {episodes} --seed {seed}"
+                for s in scores
+            ],
+            "this_file": command,
+        },
     }
 
 
@@ -194,36 +216,49 @@ def markdown(data: dict) -> str:
     ]
     short = [r for r in data["runs"] if r["training_episodes"] < data["last_episodes"]]
     if short:
-        lines += [f"Fewer than {data['last_episodes']} training episodes ended in: "
-                  + ", ".join(f"seed {r['seed']} ({r['training_episodes']})" for r in short) + ".", ""]
+        lines += [
+            f"Fewer than {data['last_episodes']} training episodes ended in: "
+            + ", ".join(f"seed {r['seed']} ({r['training_episodes']})" for r in short)
+            + ".",
+            "",
+        ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="`npsco train` run directories (any tasks; grouped by task)")
-    p.add_argument("--out", default="benchmarks/results/ppo_learning",
-                   help="writes OUT_TASK.md and OUT_TASK.json per task (TASK: the env id without its namespace)")
+    p.add_argument(
+        "--out",
+        default="benchmarks/results/ppo_learning",
+        help="writes OUT_TASK.md and OUT_TASK.json per task (TASK: the env id without its namespace)",
+    )
     p.add_argument("--episodes", type=int, default=10, help="deterministic episodes per final policy (default 10)")
     p.add_argument("--seed", type=int, default=0, help="evaluation episode i runs on an env seeded seed + i")
     args = p.parse_args(argv)
-    command = " ".join(shlex.quote(a) for a in ["python", "benchmarks/ppo_learning.py", *(argv if argv is not None
-                                                                                            else sys.argv[1:])])
+    command = " ".join(
+        shlex.quote(a) for a in ["python", "benchmarks/ppo_learning.py", *(argv if argv is not None else sys.argv[1:])]
+    )
     try:
         per_task: dict[str, list[RunScore]] = {}
         for i, run in enumerate(args.runs, 1):
             env_id, score = score_run(Path(run), args.episodes, args.seed)
             per_task.setdefault(env_id, []).append(score)
-            print(f"[{i}/{len(args.runs)}] {run}: {env_id} seed {score.seed}, deterministic {score.final_return:.1f}, "
-                  f"training (last {score.training_episodes} episodes) "
-                  + (f"{score.training_return:.1f}" if score.training_return is not None else "-"), flush=True)
+            print(
+                f"[{i}/{len(args.runs)}] {run}: {env_id} seed {score.seed}, deterministic {score.final_return:.1f}, "
+                f"training (last {score.training_episodes} episodes) "
+                + (f"{score.training_return:.1f}" if score.training_return is not None else "-"),
+                flush=True,
+            )
         for env_id, scores in per_task.items():
             data = task_results(env_id, scores, args.episodes, args.seed, command)
             out = Path(f"{args.out}_{env_id.split('/')[-1]}")
             atomic_write_json(out.with_suffix(".json"), data)
             atomic_write_text(out.with_suffix(".md"), markdown(data))
-            print(f"{env_id}: deterministic {' / '.join(cell(data['final_deterministic']))}; training "
-                  f"{' / '.join(cell(data['training_last_episodes']))}; written: {out}.md, {out}.json")
+            print(
+                f"{env_id}: deterministic {' / '.join(cell(data['final_deterministic']))}; training "
+                f"{' / '.join(cell(data['training_last_episodes']))}; written: {out}.md, {out}.json"
+            )
     except NpscoError as e:
         print(f"ppo_learning.py: error: {e}", file=sys.stderr)
         return 2

@@ -59,14 +59,24 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 if any((r["env_id"], r["seed"]) == (env_id, seed) for r in read()["runs"]):
                     continue  # done, by this process earlier or by another one
-                cfg = apply_overrides(preset(env_id, args.preset), [f"seed={seed}", f"total_timesteps={int(args.steps)}"])
+                cfg = apply_overrides(
+                    preset(env_id, args.preset), [f"seed={seed}", f"total_timesteps={int(args.steps)}"]
+                )
                 t0 = time.time()
                 res = train(cfg, run_dir=fresh_dir(run_dir), progress=False, tensorboard=False)
                 final = run_episodes(res.policy, args.episodes, seed=10_000)
-                row = {"env_id": env_id, "seed": seed, "steps": cfg.total_timesteps, "preset": args.preset,
-                       "final_return_mean": float(final.returns.mean()), "final_return_std": float(final.returns.std()),
-                       "eval_curve": [[e["global_step"], e["eval/return_mean"]] for e in res.eval_curve],
-                       "wall_seconds": round(time.time() - t0, 1), "command": command, "machine": machine}
+                row = {
+                    "env_id": env_id,
+                    "seed": seed,
+                    "steps": cfg.total_timesteps,
+                    "preset": args.preset,
+                    "final_return_mean": float(final.returns.mean()),
+                    "final_return_std": float(final.returns.std()),
+                    "eval_curve": [[e["global_step"], e["eval/return_mean"]] for e in res.eval_curve],
+                    "wall_seconds": round(time.time() - t0, 1),
+                    "command": command,
+                    "machine": machine,
+                }
                 with locked(results_path.with_name(results_path.name + ".lock")):  # read-modify-write, one at a time
                     data = read()
                     data["runs"] = [r for r in data["runs"] if (r["env_id"], r["seed"]) != (env_id, seed)] + [row]
@@ -99,8 +109,13 @@ def summarize(runs: list[dict]) -> dict:
     for env_id in sorted({r["env_id"] for r in runs}):
         finals = np.array([r["final_return_mean"] for r in runs if r["env_id"] == env_id])
         task = env_id.split("-")[0]
-        out[env_id] = {"seeds": int(finals.size), "mean": float(finals.mean()), "std": float(finals.std()),
-                       "per_seed": finals.round(1).tolist(), "cleanrl_1M_v4": CLEANRL_1M.get(task)}
+        out[env_id] = {
+            "seeds": int(finals.size),
+            "mean": float(finals.mean()),
+            "std": float(finals.std()),
+            "per_seed": finals.round(1).tolist(),
+            "cleanrl_1M_v4": CLEANRL_1M.get(task),
+        }
     return out
 
 

@@ -77,12 +77,24 @@ class DevTools:
                 if fd > 4:
                     os.close(fd)
 
-        args = [browser, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
-                "--no-first-run", "--no-default-browser-check", "--mute-audio", "--hide-scrollbars",
-                "--autoplay-policy=no-user-gesture-required", f"--user-data-dir={profile}", "about:blank"]
+        args = [
+            browser,
+            "--headless=new",
+            "--remote-debugging-pipe",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--mute-audio",
+            "--hide-scrollbars",
+            "--autoplay-policy=no-user-gesture-required",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ]
         # close_fds=False: closing would happen after child_fds and take fds 3 and 4 with it
-        self.process = subprocess.Popen(args, preexec_fn=child_fds, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, close_fds=False)
+        self.process = subprocess.Popen(
+            args, preexec_fn=child_fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=False
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buffer = b""
@@ -149,29 +161,50 @@ def check(html: Path, screenshot: Path | None, width: int = 1200, timeout_ms: in
             session = tools.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             tools.send("Page.enable", session=session)
             tools.send("Runtime.enable", session=session)
-            tools.send("Emulation.setDeviceMetricsOverride",
-                       {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=session)
+            tools.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+                session=session,
+            )
             tools.send("Page.navigate", {"url": html.resolve().as_uri()}, session=session)
             tools.wait_event("Page.loadEventFired", timeout=120)
-            result = tools.send("Runtime.evaluate", {
-                "expression": CHECK_PAGE.replace("TIMEOUT_MS", str(timeout_ms)), "awaitPromise": True,
-                "returnByValue": True}, session=session, timeout=timeout_ms / 1000 + 60)
+            result = tools.send(
+                "Runtime.evaluate",
+                {
+                    "expression": CHECK_PAGE.replace("TIMEOUT_MS", str(timeout_ms)),
+                    "awaitPromise": True,
+                    "returnByValue": True,
+                },
+                session=session,
+                timeout=timeout_ms / 1000 + 60,
+            )
             if "exceptionDetails" in result:
                 raise RuntimeError(f"the check script failed: {result['exceptionDetails'].get('text')}")
             page = result["result"]["value"]
-            errors = [e["params"]["exceptionDetails"].get("text") for e in tools.events
-                      if e.get("method") == "Runtime.exceptionThrown"]
+            errors = [
+                e["params"]["exceptionDetails"].get("text")
+                for e in tools.events
+                if e.get("method") == "Runtime.exceptionThrown"
+            ]
             if screenshot is not None:
-                shot = tools.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
-                                  session=session, timeout=120)
+                shot = tools.send(
+                    "Page.captureScreenshot",
+                    {"format": "png", "captureBeyondViewport": True},
+                    session=session,
+                    timeout=120,
+                )
                 screenshot.parent.mkdir(parents=True, exist_ok=True)
                 screenshot.write_bytes(base64.b64decode(shot["data"]))
             version = tools.send("Browser.getVersion").get("product")
         finally:
             tools.close()
     problems = [f"image {i['alt']!r} did not decode" for i in page["images"] if not i["ok"]]
-    problems += [f"video {v['title']!r} did not play (time {v['time']:.2f} s, size {v['width']}x{v['height']}, "
-                 f"error {v['error']})" for v in page["videos"] if not v["ok"]]
+    problems += [
+        f"video {v['title']!r} did not play (time {v['time']:.2f} s, size {v['width']}x{v['height']}, "
+        f"error {v['error']})"
+        for v in page["videos"]
+        if not v["ok"]
+    ]
     problems += [f"script error: {e}" for e in errors]
     return {**page, "browser": version, "script_errors": errors, "problems": problems, "ok": not problems}
 
@@ -196,9 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(found, indent=2))
     playing = sum(v["ok"] for v in found["videos"])
     decoded = sum(i["ok"] for i in found["images"])
-    print(f"{found['browser']}: {args.html}: {found['headings']} headings, {decoded}/{len(found['images'])} images "
-          f"decoded, {playing}/{len(found['videos'])} videos playing, {len(found['script_errors'])} script errors"
-          + (f"; screenshot {args.screenshot}" if args.screenshot else ""))
+    print(
+        f"{found['browser']}: {args.html}: {found['headings']} headings, {decoded}/{len(found['images'])} images "
+        f"decoded, {playing}/{len(found['videos'])} videos playing, {len(found['script_errors'])} script errors"
+        + (f"; screenshot {args.screenshot}" if args.screenshot else "")
+    )
     for problem in found["problems"]:
         print(f"  problem: {problem}")
     return 0 if found["ok"] else 1

@@ -16,11 +16,21 @@ MAZE_ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 def maze_policy(weights) -> Policy:
     """A maze policy from its layers' (weight, bias) lists: no observation normalisation, std 1."""
-    return Policy(weights=[(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights],
-                  log_std=np.zeros(2, np.float32), obs_mean=np.zeros(2, np.float32), obs_var=np.ones(2, np.float32),
-                  obs_clip=10.0, norm_obs=False, action_low=MAZE_ACT.low, action_high=MAZE_ACT.high,
-                  metadata={"env_id": MAZE_ID, "observation_space": space_metadata(MAZE_OBS),
-                            "action_space": space_metadata(MAZE_ACT)})
+    return Policy(
+        weights=[(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights],
+        log_std=np.zeros(2, np.float32),
+        obs_mean=np.zeros(2, np.float32),
+        obs_var=np.ones(2, np.float32),
+        obs_clip=10.0,
+        norm_obs=False,
+        action_low=MAZE_ACT.low,
+        action_high=MAZE_ACT.high,
+        metadata={
+            "env_id": MAZE_ID,
+            "observation_space": space_metadata(MAZE_OBS),
+            "action_space": space_metadata(MAZE_ACT),
+        },
+    )
 
 
 @pytest.fixture
@@ -39,13 +49,18 @@ def timing() -> SimpleNamespace:
     """The wall-clock metrics of a `metrics.jsonl` row (`keys`), and `removed(rows)`: the rows without them, which two
     runs on the same seed must then match exactly."""
     keys = {"charts/SPS", "charts/rollout_seconds", "charts/update_seconds"}
-    return SimpleNamespace(keys=keys, removed=lambda rows: [{k: v for k, v in r.items() if k not in keys} for r in rows])
+    return SimpleNamespace(
+        keys=keys, removed=lambda rows: [{k: v for k, v in r.items() if k not in keys} for r in rows]
+    )
 
 
 def pytest_terminal_summary(terminalreporter):
-    outcomes = [(outcome, report.nodeid) for outcome in ("passed", "failed", "error", "skipped")
-                for report in terminalreporter.stats.get(outcome, [])
-                if getattr(report, "when", "call") == "call" and "slow" in getattr(report, "keywords", {})]
+    outcomes = [
+        (outcome, report.nodeid)
+        for outcome in ("passed", "failed", "error", "skipped")
+        for report in terminalreporter.stats.get(outcome, [])
+        if getattr(report, "when", "call") == "call" and "slow" in getattr(report, "keywords", {})
+    ]
     if outcomes:
         terminalreporter.section("tests marked slow")
         for outcome, nodeid in sorted(outcomes, key=lambda o: o[1]):

@@ -28,11 +28,14 @@ if TYPE_CHECKING:  # annotations only: the module loads gymnasium
 Command = Callable[[argparse.Namespace], int]
 COMMANDS: dict[str, Command] = {}
 
+
 def command(name: str) -> Callable[[Command], Command]:
     """Register the decorated function as the `npsco NAME` command."""
+
     def register(fn: Command) -> Command:
         COMMANDS[name] = fn
         return fn
+
     return register
 
 
@@ -46,8 +49,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from npsco.training import train_policy  # lazy: torch
 
     cfg = ppo_settings(args.env, args.preset, args.seed, args.steps, args.env_backend, args.set, args.env_package)
-    result = train_policy(cfg, args.preset, args.out, force=args.force, progress=not args.no_progress,
-                          tensorboard=not args.no_tensorboard)
+    result = train_policy(
+        cfg, args.preset, args.out, force=args.force, progress=not args.no_progress, tensorboard=not args.no_tensorboard
+    )
     return 130 if result is not None and result.interrupted else 0
 
 
@@ -65,8 +69,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from npsco.evaluation.episodes import evaluate_checkpoint  # lazy: gymnasium
 
     summary, out = evaluate_checkpoint(args.targets[0], args.episodes, args.seed, args.out)
-    line = (f"{summary['env_id']}: return {summary['return_mean']:.2f} +- {summary['return_std']:.2f} over "
-            f"{summary['episodes']} deterministic episodes")
+    line = (
+        f"{summary['env_id']}: return {summary['return_mean']:.2f} +- {summary['return_std']:.2f} over "
+        f"{summary['episodes']} deterministic episodes"
+    )
     if "goals" in summary:
         line += "; goals " + ", ".join(f"{k} {v}" for k, v in summary["goals"].items() if v)
     print(line)
@@ -78,14 +84,20 @@ def _print_statistics(stats: dict) -> None:
     """The per-group table of `npsco evaluate RUN...` on the terminal."""
     from npsco.report.data import fmt, pm  # lazy: gymnasium (npsco.evaluation)
 
-    print(f"{'method':>14s} {'task':>20s} {'n':>3s}  {'reward':>20s}  {'success':>7s}  {'final':>5s}  "
-          f"{'rel. novelty':>14s}  {'/ pairwise':>14s}")
+    print(
+        f"{'method':>14s} {'task':>20s} {'n':>3s}  {'reward':>20s}  {'success':>7s}  {'final':>5s}  "
+        f"{'rel. novelty':>14s}  {'/ pairwise':>14s}"
+    )
     for s in stats["per_task"]:
         success, final = (fmt(s[k], 2) if s[k] is not None else "-" for k in ("success_rate", "success_rate_final"))
-        print(f"{s['group']:>14s} {s['task']:>20s} {s['n']:>3d}  {pm(s['return']):>20s}  {success:>7s}  {final:>5s}  "
-              f"{pm(s['relative_novelty_paper']):>14s}  {pm(s['relative_novelty']):>14s}")
-    print("success: the paper's (novel policies: at some training evaluation) and on the final policies; relative "
-          "novelty: the paper's (/ PPO mean novelty) and / PPO mean pairwise distance")
+        print(
+            f"{s['group']:>14s} {s['task']:>20s} {s['n']:>3d}  {pm(s['return']):>20s}  {success:>7s}  {final:>5s}  "
+            f"{pm(s['relative_novelty_paper']):>14s}  {pm(s['relative_novelty']):>14s}"
+        )
+    print(
+        "success: the paper's (novel policies: at some training evaluation) and on the final policies; relative "
+        "novelty: the paper's (/ PPO mean novelty) and / PPO mean pairwise distance"
+    )
 
 
 @command("report")
@@ -94,15 +106,28 @@ def cmd_report(args: argparse.Namespace) -> int:
     from npsco.sweep import population_dirs  # lazy: torch
 
     runs = [str(p) for r in args.runs for p in population_dirs(r)]
-    flags = [f"--episodes {args.episodes}" if args.episodes else "", f"--seed {args.seed}" if args.seed else "",
-             "--gif" if args.gif else "", "--no-videos" if args.no_videos else "",
-             "--no-filmstrips" if args.no_filmstrips else "",
-             f"--max-filmstrips {args.max_filmstrips}" if args.max_filmstrips is not None else ""]
-    command = " ".join(["npsco report", *map(shlex.quote, args.runs), "--out", shlex.quote(args.out), *filter(None, flags)])
-    path = build_report(runs, args.out, episodes=args.episodes, seed=args.seed, reuse=not args.force,
-                        filmstrips=not args.no_filmstrips, max_filmstrips=args.max_filmstrips,
-                        videos=None if args.no_videos else "gif" if args.gif else "auto",
-                        command=command)
+    flags = [
+        f"--episodes {args.episodes}" if args.episodes else "",
+        f"--seed {args.seed}" if args.seed else "",
+        "--gif" if args.gif else "",
+        "--no-videos" if args.no_videos else "",
+        "--no-filmstrips" if args.no_filmstrips else "",
+        f"--max-filmstrips {args.max_filmstrips}" if args.max_filmstrips is not None else "",
+    ]
+    command = " ".join(
+        ["npsco report", *map(shlex.quote, args.runs), "--out", shlex.quote(args.out), *filter(None, flags)]
+    )
+    path = build_report(
+        runs,
+        args.out,
+        episodes=args.episodes,
+        seed=args.seed,
+        reuse=not args.force,
+        filmstrips=not args.no_filmstrips,
+        max_filmstrips=args.max_filmstrips,
+        videos=None if args.no_videos else "gif" if args.gif else "auto",
+        command=command,
+    )
     print(f"report: {path}  (HTML: {path.with_suffix('.html')})")
     return 0
 
@@ -118,16 +143,19 @@ def cmd_render(args: argparse.Namespace) -> int:
     start = tuple(args.start) if args.start else None
     if start is not None and policy.metadata["env_id"] != MAZE_ID:
         raise NpscoError("--start applies to the Four Reward Maze only")
-    frames = episode_frames(policy, args.frames, args.every, seed=args.seed, start=start, size=args.size,
-                            animation=args.gif)
+    frames = episode_frames(
+        policy, args.frames, args.every, seed=args.seed, start=start, size=args.size, animation=args.gif
+    )
     out = Path(args.out) if args.out else path.with_suffix(".gif" if args.gif else ".filmstrip.png")
     if args.gif:
         save_animation(frames.images, out, fps=args.fps)
     else:
         save_image(filmstrip_image(frames, columns=args.frames), out)
     end = " (the episode ended)" if frames.ended else ""
-    print(f"{len(frames.images)} frames at steps {frames.steps[0]}..{frames.steps[-1]}{end}, "
-          f"return {frames.episode_return:.2f}; written: {out}")
+    print(
+        f"{len(frames.images)} frames at steps {frames.steps[0]}..{frames.steps[-1]}{end}, "
+        f"return {frames.episode_return:.2f}; written: {out}"
+    )
     return 0
 
 
@@ -138,17 +166,25 @@ def cmd_import(args: argparse.Namespace) -> int:
     from npsco.importers.convert import import_policy  # lazy: torch
 
     out = Path(args.out or f"runs/imported/{Path(args.source).stem}")
-    result = import_policy(args.source, with_package(args.env, args.env_package), out, fmt=args.source_format,
-                           vecnormalize=args.vecnormalize, obs_norm=args.obs_norm, seed=args.seed)
+    result = import_policy(
+        args.source,
+        with_package(args.env, args.env_package),
+        out,
+        fmt=args.source_format,
+        vecnormalize=args.vecnormalize,
+        obs_norm=args.obs_norm,
+        seed=args.seed,
+    )
     print(f"imported {result.description}")
     for line in result.lost:
         print(f"  not imported: {line}")
     for line in result.notes:
         print(f"  note: {line}")
-    print(f"policy: {result.checkpoint}   (use it as a reference: npsco population --env "
-          f"{result.policy.metadata['env_id']} --ref-checkpoints {out} ...)")
+    print(
+        f"policy: {result.checkpoint}   (use it as a reference: npsco population --env "
+        f"{result.policy.metadata['env_id']} --ref-checkpoints {out} ...)"
+    )
     return 0
-
 
 
 @command("experiment")
@@ -157,10 +193,25 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from npsco.grid import experiment_grid  # lazy: torch
     from npsco.sweep import run_experiment  # lazy: torch
 
-    grid = experiment_grid(args.env, args.methods, args.refs, args.novel, args.preset, args.set, args.steps,
-                           args.ablation, args.env_package)
-    run_experiment(grid, Path(args.out), workers=args.workers, episodes=args.episodes, report=not args.no_report,
-                   log=lambda line: print(line, flush=True))
+    grid = experiment_grid(
+        args.env,
+        args.methods,
+        args.refs,
+        args.novel,
+        args.preset,
+        args.set,
+        args.steps,
+        args.ablation,
+        args.env_package,
+    )
+    run_experiment(
+        grid,
+        Path(args.out),
+        workers=args.workers,
+        episodes=args.episodes,
+        report=not args.no_report,
+        log=lambda line: print(line, flush=True),
+    )
     return 0
 
 
@@ -169,10 +220,24 @@ def population_config(args: argparse.Namespace) -> PopulationConfig:
     from npsco.population_config import population_settings  # lazy: gymnasium
 
     return population_settings(
-        args.env, method=args.method, refs=args.refs, novel=args.novel, seed=args.seed, preset_name=args.preset,
-        steps=args.steps, env_backend=args.env_backend, overrides=args.set, method_overrides=args.mset, r0=args.r0,
-        r0_scales=args.r0_scale, t_start=args.t_start, ipd_rule=args.ipd_rule, refs_from=args.refs_from,
-        ref_checkpoints=args.ref_checkpoints, env_package=args.env_package)
+        args.env,
+        method=args.method,
+        refs=args.refs,
+        novel=args.novel,
+        seed=args.seed,
+        preset_name=args.preset,
+        steps=args.steps,
+        env_backend=args.env_backend,
+        overrides=args.set,
+        method_overrides=args.mset,
+        r0=args.r0,
+        r0_scales=args.r0_scale,
+        t_start=args.t_start,
+        ipd_rule=args.ipd_rule,
+        refs_from=args.refs_from,
+        ref_checkpoints=args.ref_checkpoints,
+        env_package=args.env_package,
+    )
 
 
 @command("population")
@@ -187,8 +252,15 @@ def cmd_population(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from npsco.sweep import train_sweep  # lazy: torch
 
-    train_sweep(args.grid, args.out, backend=args.backend, workers=args.workers, address=args.address,
-                dry_run=args.dry_run, log=lambda line: print(line, flush=True))
+    train_sweep(
+        args.grid,
+        args.out,
+        backend=args.backend,
+        workers=args.workers,
+        address=args.address,
+        dry_run=args.dry_run,
+        log=lambda line: print(line, flush=True),
+    )
     return 0
 
 

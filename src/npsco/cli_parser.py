@@ -13,13 +13,19 @@ EXPERIMENT_METHODS = NOVELTY_METHODS  # every registered method but PPO (which t
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ENV_BACKEND_HELP = ("vector-env backend, the same as --set env_backend=B: auto (default), sync, async, or envpool "
-                        "(MuJoCo only; pip install envpool; see docs/environments.md)")
+    ENV_BACKEND_HELP = (
+        "vector-env backend, the same as --set env_backend=B: auto (default), sync, async, or envpool "
+        "(MuJoCo only; pip install envpool; see docs/environments.md)"
+    )
 
-    ENV_PACKAGE_HELP = ("import this module before making the task (it registers --env with Gymnasium); the run "
-                        "records the task as PKG:ENV_ID. --env also takes module:Class (see docs/environments.md)")
+    ENV_PACKAGE_HELP = (
+        "import this module before making the task (it registers --env with Gymnasium); the run "
+        "records the task as PKG:ENV_ID. --env also takes module:Class (see docs/environments.md)"
+    )
 
-    p = argparse.ArgumentParser(prog="npsco", description="Novel policy seeking with constrained optimization (IPD on PPO).")
+    p = argparse.ArgumentParser(
+        prog="npsco", description="Novel policy seeking with constrained optimization (IPD on PPO)."
+    )
     p.add_argument("--version", action="version", version=f"npsco {__version__}")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -30,86 +36,155 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--steps", type=float, default=None, help="total environment steps (default: the preset's)")
     t.add_argument("--out", default=None, help="run directory (default runs/train/ENV-seedS)")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a PPO setting, e.g. --set learning_rate=1e-3 (see docs/configuration.md)")
+    t.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a PPO setting, e.g. --set learning_rate=1e-3 (see docs/configuration.md)",
+    )
     t.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
     t.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)
-    t.add_argument("--force", action="store_true", help="retrain in an existing run directory of another configuration (its files are deleted first)")
+    t.add_argument(
+        "--force",
+        action="store_true",
+        help="retrain in an existing run directory of another configuration (its files are deleted first)",
+    )
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard event files")
 
-    e = sub.add_parser("evaluate", help="evaluate a checkpoint or population runs",
-                       description="Deterministic evaluation. A checkpoint: its return (JSON next to it). Population "
-                                   "run directories: every policy's return, novelty, relative novelty, success and "
-                                   "state novelty, with per-method statistics (RUN/evaluation/evaluation.csv and "
-                                   ".json; see docs/report.md).")
-    e.add_argument("targets", nargs="+", metavar="RUN_OR_CHECKPOINT",
-                   help="population run directories, or one policy .safetensors file / run directory holding one")
-    e.add_argument("--episodes", type=int, default=None, help="episodes per policy (default 100 on the maze, 10 otherwise)")
+    e = sub.add_parser(
+        "evaluate",
+        help="evaluate a checkpoint or population runs",
+        description="Deterministic evaluation. A checkpoint: its return (JSON next to it). Population "
+        "run directories: every policy's return, novelty, relative novelty, success and "
+        "state novelty, with per-method statistics (RUN/evaluation/evaluation.csv and "
+        ".json; see docs/report.md).",
+    )
+    e.add_argument(
+        "targets",
+        nargs="+",
+        metavar="RUN_OR_CHECKPOINT",
+        help="population run directories, or one policy .safetensors file / run directory holding one",
+    )
+    e.add_argument(
+        "--episodes", type=int, default=None, help="episodes per policy (default 100 on the maze, 10 otherwise)"
+    )
     e.add_argument("--seed", type=int, default=0, help="episode i runs on an env seeded seed + i")
-    e.add_argument("--out", default=None, help="checkpoint: JSON output (default: next to it, .eval.json); runs: a "
-                                               "folder for one combined evaluation.csv/.json (default: RUN/evaluation/)")
+    e.add_argument(
+        "--out",
+        default=None,
+        help="checkpoint: JSON output (default: next to it, .eval.json); runs: a "
+        "folder for one combined evaluation.csv/.json (default: RUN/evaluation/)",
+    )
     e.add_argument("--force", action="store_true", help="runs: re-evaluate even when RUN/evaluation/ is up to date")
 
-    r = sub.add_parser("report", help="Markdown/HTML report of population runs",
-                       description="Table 1, Figs. 2-4, training curves, behaviour filmstrips, per-policy results and "
-                                   "the configuration of population runs (evaluated first where needed).")
-    r.add_argument("runs", nargs="+", metavar="RUN", help="population run directories (e.g. one per method), or sweep "
-                                                          "/ experiment directories (all their population runs)")
+    r = sub.add_parser(
+        "report",
+        help="Markdown/HTML report of population runs",
+        description="Table 1, Figs. 2-4, training curves, behaviour filmstrips, per-policy results and "
+        "the configuration of population runs (evaluated first where needed).",
+    )
+    r.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="population run directories (e.g. one per method), or sweep "
+        "/ experiment directories (all their population runs)",
+    )
     r.add_argument("--out", required=True, help="folder for report.md, report.html, figures/ and evaluation.csv")
-    r.add_argument("--episodes", type=int, default=None, help="evaluation episodes per policy (default 100 maze, 10 otherwise)")
+    r.add_argument(
+        "--episodes", type=int, default=None, help="evaluation episodes per policy (default 100 maze, 10 otherwise)"
+    )
     r.add_argument("--seed", type=int, default=0, help="evaluation episode i runs on an env seeded seed + i")
     r.add_argument("--force", action="store_true", help="re-evaluate even when RUN/evaluation/ is up to date")
     r.add_argument("--no-filmstrips", action="store_true", help="no behaviour pictures (they need rendering)")
     r.add_argument("--max-filmstrips", type=int, default=None, metavar="N", help="at most N filmstrips")
-    r.add_argument("--gif", action="store_true", help="videos as animated GIFs (default: MP4 when imageio-ffmpeg is "
-                                                     "installed, else GIF)")
+    r.add_argument(
+        "--gif",
+        action="store_true",
+        help="videos as animated GIFs (default: MP4 when imageio-ffmpeg is installed, else GIF)",
+    )
     r.add_argument("--no-videos", action="store_true", help="no video per policy (filmstrips only; faster)")
 
-    rd = sub.add_parser("render", help="filmstrip (PNG) or animation (GIF) of one policy",
-                        description="Frames of one deterministic episode: every K steps, N frames, side by side (or a "
-                                    "GIF). MuJoCo renders offscreen (MUJOCO_GL=egl by default).")
+    rd = sub.add_parser(
+        "render",
+        help="filmstrip (PNG) or animation (GIF) of one policy",
+        description="Frames of one deterministic episode: every K steps, N frames, side by side (or a "
+        "GIF). MuJoCo renders offscreen (MUJOCO_GL=egl by default).",
+    )
     rd.add_argument("checkpoint", help="a policy .safetensors file or a run directory holding policy.safetensors")
     rd.add_argument("--out", default=None, help="output file (default: next to the checkpoint, .filmstrip.png or .gif)")
     rd.add_argument("--frames", type=int, default=None, help="frames (default: maze 6, MuJoCo 8; GIF 40 / 100)")
-    rd.add_argument("--every", type=int, default=None, help="steps between frames (default: maze 5, MuJoCo 25; GIF 1 / 4)")
+    rd.add_argument(
+        "--every", type=int, default=None, help="steps between frames (default: maze 5, MuJoCo 25; GIF 1 / 4)"
+    )
     rd.add_argument("--gif", action="store_true", help="an animated GIF instead of a filmstrip")
     rd.add_argument("--fps", type=float, default=10.0, help="GIF frames per second (default 10)")
     rd.add_argument("--seed", type=int, default=0, help="seed of the episode's environment")
     rd.add_argument("--size", type=int, default=None, help="frame side in pixels (default: maze 160, MuJoCo 240)")
     rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
 
-    im = sub.add_parser("import", help="a Stable-Baselines3 or CleanRL policy -> an npsco checkpoint",
-                        description="Turn a Stable-Baselines3 .zip (PPO, A2C, SAC, TD3; MLP policy, Box actions; with "
-                                    "its VecNormalize statistics) or a CleanRL continuous-action PPO checkpoint into "
-                                    "OUT/policy.safetensors, usable wherever an npsco policy is (references, evaluate, "
-                                    "render, report). Nothing in the files is unpickled into code (docs/import.md).")
+    im = sub.add_parser(
+        "import",
+        help="a Stable-Baselines3 or CleanRL policy -> an npsco checkpoint",
+        description="Turn a Stable-Baselines3 .zip (PPO, A2C, SAC, TD3; MLP policy, Box actions; with "
+        "its VecNormalize statistics) or a CleanRL continuous-action PPO checkpoint into "
+        "OUT/policy.safetensors, usable wherever an npsco policy is (references, evaluate, "
+        "render, report). Nothing in the files is unpickled into code (docs/import.md).",
+    )
     im.add_argument("source", help="the SB3 .zip, or the CleanRL .cleanrl_model file")
     im.add_argument("--env", required=True, help="Gymnasium id of the task the policy acts in, e.g. Hopper-v5")
     im.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
     im.add_argument("--out", default=None, help="folder for policy.safetensors (default runs/imported/SOURCE_STEM)")
-    im.add_argument("--vecnormalize", default=None, metavar="PKL", help="SB3: the VecNormalize statistics file "
-                                                                       "(VecNormalize.save), applied to observations")
-    im.add_argument("--obs-norm", default=None, metavar="NPZ", help="CleanRL: observation statistics (.npz with mean, "
-                                                                    "var; optional clip, eps), which CleanRL does not save")
-    im.add_argument("--from", dest="source_format", default="auto", choices=("auto", "sb3", "cleanrl"),
-                    help="the file's library (default: auto, an SB3 zip or else a CleanRL checkpoint)")
+    im.add_argument(
+        "--vecnormalize",
+        default=None,
+        metavar="PKL",
+        help="SB3: the VecNormalize statistics file (VecNormalize.save), applied to observations",
+    )
+    im.add_argument(
+        "--obs-norm",
+        default=None,
+        metavar="NPZ",
+        help="CleanRL: observation statistics (.npz with mean, var; optional clip, eps), which CleanRL does not save",
+    )
+    im.add_argument(
+        "--from",
+        dest="source_format",
+        default="auto",
+        choices=("auto", "sb3", "cleanrl"),
+        help="the file's library (default: auto, an SB3 zip or else a CleanRL checkpoint)",
+    )
     im.add_argument("--seed", type=int, default=0, help="CleanRL: the training seed to record (SB3 zips store theirs)")
 
-    x = sub.add_parser("experiment", help="the default experiment: references, every method, report",
-                       description="PPO references, then K novel policies of each method against them, trained in "
-                                   "parallel (a sweep: OUT/TASK/ppo, OUT/TASK/METHOD), then `npsco report` "
-                                   "(OUT/report). Re-running the same command resumes.")
+    x = sub.add_parser(
+        "experiment",
+        help="the default experiment: references, every method, report",
+        description="PPO references, then K novel policies of each method against them, trained in "
+        "parallel (a sweep: OUT/TASK/ppo, OUT/TASK/METHOD), then `npsco report` "
+        "(OUT/report). Re-running the same command resumes.",
+    )
     x.add_argument("--env", nargs="+", default=[MAZE_ID], metavar="ENV_ID", help=f"task(s) (default {MAZE_ID})")
     x.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
     x.add_argument("--out", default="runs/experiment", help="experiment folder (default runs/experiment)")
     x.add_argument("--refs", type=int, default=5, help="PPO references per task (default 5)")
     x.add_argument("--novel", type=int, default=3, help="novel policies per method and threshold (default 3)")
-    x.add_argument("--methods", nargs="+", default=list(EXPERIMENT_METHODS), metavar="METHOD",
-                   help=f"methods of the novel policies (default: all of {' '.join(EXPERIMENT_METHODS)})")
-    x.add_argument("--ablation", type=float, nargs="+", default=[], metavar="S",
-                   help="also train IPD at these multiples of the references' mean pairwise distance (Fig. 4), "
-                        "e.g. --ablation 2")
+    x.add_argument(
+        "--methods",
+        nargs="+",
+        default=list(EXPERIMENT_METHODS),
+        metavar="METHOD",
+        help=f"methods of the novel policies (default: all of {' '.join(EXPERIMENT_METHODS)})",
+    )
+    x.add_argument(
+        "--ablation",
+        type=float,
+        nargs="+",
+        default=[],
+        metavar="S",
+        help="also train IPD at these multiples of the references' mean pairwise distance (Fig. 4), e.g. --ablation 2",
+    )
     x.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
     x.add_argument("--workers", type=int, default=None, help="policies trained at once (default: the CPU count)")
     x.add_argument("--episodes", type=int, default=None, help="evaluation episodes per policy in the report")
@@ -117,60 +192,119 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
     x.add_argument("--no-report", action="store_true", help="train only")
 
-    pp = sub.add_parser("population", help="train R PPO references then K novel policies",
-                        description="The paper's workflow: R PPO references (seeds S..S+R-1), the threshold r0, then K "
-                                    "novel policies one after another. Re-running the same command resumes.")
+    pp = sub.add_parser(
+        "population",
+        help="train R PPO references then K novel policies",
+        description="The paper's workflow: R PPO references (seeds S..S+R-1), the threshold r0, then K "
+        "novel policies one after another. Re-running the same command resumes.",
+    )
     pp.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
     pp.add_argument("--method", default="ipd", choices=METHODS, help="method of the novel policies (default ipd)")
     pp.add_argument("--refs", type=int, default=5, help="number of PPO references R (default 5; paper 10)")
     pp.add_argument("--novel", type=int, default=5, help="number of novel policies K per chain (default 5; paper 10)")
-    pp.add_argument("--seed", type=int, default=0, help="base seed S: references S..S+R-1, novel policies S+1000+k "
-                                                        "(default 0; another S is an independent replicate)")
+    pp.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="base seed S: references S..S+R-1, novel policies S+1000+k "
+        "(default 0; another S is an independent replicate)",
+    )
     pp.add_argument("--out", default=None, help="run directory (default runs/population/ENV-METHOD)")
     pp.add_argument("--refs-from", default=None, metavar="RUN", help="reuse the references of an earlier run")
-    pp.add_argument("--ref-checkpoints", nargs="+", default=[], metavar="CKPT",
-                    help="use these checkpoints (or npsco train run directories) as the references")
-    pp.add_argument("--r0", type=float, default=None, help="absolute novelty threshold (default: the references' "
-                                                           "mean pairwise distance x --r0-scale)")
-    pp.add_argument("--r0-scale", type=float, nargs="+", default=None, metavar="S",
-                    help="threshold(s) as multiples of the references' mean pairwise distance; several values train "
-                         "one chain each (Fig. 4); default: 0.5 (every task)")
-    pp.add_argument("--t-start", type=int, default=None, help="t_S: the constraint applies after this many steps "
-                                                              "(default 20 on MuJoCo, 3 on the maze)")
-    pp.add_argument("--ipd-rule", choices=("instant", "cumulative"), default=None,
-                    help="IPD termination rule: instant (paper, default) or cumulative (authors' code)")
+    pp.add_argument(
+        "--ref-checkpoints",
+        nargs="+",
+        default=[],
+        metavar="CKPT",
+        help="use these checkpoints (or npsco train run directories) as the references",
+    )
+    pp.add_argument(
+        "--r0",
+        type=float,
+        default=None,
+        help="absolute novelty threshold (default: the references' mean pairwise distance x --r0-scale)",
+    )
+    pp.add_argument(
+        "--r0-scale",
+        type=float,
+        nargs="+",
+        default=None,
+        metavar="S",
+        help="threshold(s) as multiples of the references' mean pairwise distance; several values train "
+        "one chain each (Fig. 4); default: 0.5 (every task)",
+    )
+    pp.add_argument(
+        "--t-start",
+        type=int,
+        default=None,
+        help="t_S: the constraint applies after this many steps (default 20 on MuJoCo, 3 on the maze)",
+    )
+    pp.add_argument(
+        "--ipd-rule",
+        choices=("instant", "cumulative"),
+        default=None,
+        help="IPD termination rule: instant (paper, default) or cumulative (authors' code)",
+    )
     pp.add_argument("--preset", default="default", choices=PRESETS)
     pp.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
     pp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
     pp.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
     pp.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)
-    pp.add_argument("--mset", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5")
+    pp.add_argument(
+        "--mset",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5",
+    )
     pp.add_argument("--no-progress", action="store_true", help="no progress bars")
 
-    sw = sub.add_parser("sweep", help="a grid of population runs (tasks x methods x thresholds), in parallel",
-                        description="Train the population runs of a grid file (docs/sweep.md) in one folder, the "
-                                    "independent policies in parallel on a local process pool or a Ray cluster. "
-                                    "Re-running the same command resumes.")
+    sw = sub.add_parser(
+        "sweep",
+        help="a grid of population runs (tasks x methods x thresholds), in parallel",
+        description="Train the population runs of a grid file (docs/sweep.md) in one folder, the "
+        "independent policies in parallel on a local process pool or a Ray cluster. "
+        "Re-running the same command resumes.",
+    )
     sw.add_argument("grid", help="grid file (TOML), e.g. examples/maze_grid.toml")
     sw.add_argument("--out", default=None, help="sweep folder (default runs/sweep/GRID_NAME)")
-    sw.add_argument("--backend", choices=("local", "ray"), default="local",
-                    help="local: a process pool on this machine (default); ray: Ray tasks")
-    sw.add_argument("--workers", type=int, default=None,
-                    help="policies trained at the same time (default: the CPU count; with Ray, the cluster's CPUs)")
-    sw.add_argument("--address", default=None, metavar="HOST:PORT",
-                    help="Ray cluster to join (default: start a local Ray instance)")
+    sw.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="local: a process pool on this machine (default); ray: Ray tasks",
+    )
+    sw.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="policies trained at the same time (default: the CPU count; with Ray, the cluster's CPUs)",
+    )
+    sw.add_argument(
+        "--address", default=None, metavar="HOST:PORT", help="Ray cluster to join (default: start a local Ray instance)"
+    )
     sw.add_argument("--dry-run", action="store_true", help="check the grid and print the plan, train nothing")
 
-    th = sub.add_parser("threshold", help="the default r0 of a set of policies",
-                        description="r0 = mean pairwise distance between policies, each measured on its own visited "
-                                    "states (deterministic episodes).")
+    th = sub.add_parser(
+        "threshold",
+        help="the default r0 of a set of policies",
+        description="r0 = mean pairwise distance between policies, each measured on its own visited "
+        "states (deterministic episodes).",
+    )
     th.add_argument("policies", nargs="+", help="checkpoints, or population run directories (their references)")
-    th.add_argument("--episodes", type=int, default=None,
-                    help="deterministic episodes per policy (default: as npsco population, 50 on the maze, 5 otherwise)")
+    th.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="deterministic episodes per policy (default: as npsco population, 50 on the maze, 5 otherwise)",
+    )
     th.add_argument("--seed", type=int, default=0)
-    th.add_argument("--metric", choices=("deterministic", "wasserstein2"), default="deterministic",
-                    help="per-state distance (default deterministic; wasserstein2 for populations trained with "
-                         "--mset metric=wasserstein2)")
+    th.add_argument(
+        "--metric",
+        choices=("deterministic", "wasserstein2"),
+        default="deterministic",
+        help="per-state distance (default deterministic; wasserstein2 for populations trained with "
+        "--mset metric=wasserstein2)",
+    )
     th.add_argument("--out", default=None, help="write the matrix and r0 as JSON here")
     return p

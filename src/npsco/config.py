@@ -118,23 +118,34 @@ class PPOConfig:
         checks = [
             (self.total_timesteps > 0, "total_timesteps must be > 0"),
             (self.num_envs > 0 and self.num_steps > 0, "num_envs and num_steps must be > 0"),
-            (self.total_timesteps >= self.batch_size,
-             f"total_timesteps ({self.total_timesteps}) is less than one batch, "
-             f"num_envs*num_steps ({self.batch_size}): give at least {self.batch_size} steps, "
-             "or fewer envs or steps per rollout"),
-            (self.num_minibatches > 0 and self.batch_size % self.num_minibatches == 0,
-             f"num_minibatches ({self.num_minibatches}) must divide the batch size "
-             f"num_envs*num_steps ({self.batch_size})"),
+            (
+                self.total_timesteps >= self.batch_size,
+                f"total_timesteps ({self.total_timesteps}) is less than one batch, "
+                f"num_envs*num_steps ({self.batch_size}): give at least {self.batch_size} steps, "
+                "or fewer envs or steps per rollout",
+            ),
+            (
+                self.num_minibatches > 0 and self.batch_size % self.num_minibatches == 0,
+                f"num_minibatches ({self.num_minibatches}) must divide the batch size "
+                f"num_envs*num_steps ({self.batch_size})",
+            ),
             (self.update_epochs > 0, "update_epochs must be > 0"),
-            (0.0 < self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0, "gamma must be in (0, 1], gae_lambda in [0, 1]"),
+            (
+                0.0 < self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0,
+                "gamma must be in (0, 1], gae_lambda in [0, 1]",
+            ),
             (self.learning_rate > 0, "learning_rate must be > 0"),
             (self.clip_coef > 0, "clip_coef must be > 0"),
-            (self.env_backend in ENV_BACKENDS,
-             f"env_backend must be auto, sync, async or envpool, not {self.env_backend!r}"),
+            (
+                self.env_backend in ENV_BACKENDS,
+                f"env_backend must be auto, sync, async or envpool, not {self.env_backend!r}",
+            ),
             (self.eval_episodes > 0, "eval_episodes must be > 0"),
             (self.torch_threads > 0, "torch_threads must be > 0"),
-            (self.update_backend in ("numpy", "torch"),
-             f"update_backend must be numpy or torch, not {self.update_backend!r}"),
+            (
+                self.update_backend in ("numpy", "torch"),
+                f"update_backend must be numpy or torch, not {self.update_backend!r}",
+            ),
             (self.max_episode_steps is None or self.max_episode_steps > 0, "max_episode_steps must be > 0"),
         ]
         for ok, message in checks:
@@ -211,8 +222,13 @@ def field_docs(cls: type = PPOConfig) -> dict[str, str]:
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for node, nxt in pairwise(body):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
             docs[node.target.id] = re.sub(r"\s+", " ", nxt.value.value).strip()
     return docs
 
@@ -341,10 +357,15 @@ class MethodConfig:
     def validate(self) -> MethodConfig:
         checks = [
             (self.method in METHODS, f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}"),
-            (self.r0 is None or (isinstance(self.r0, (int, float)) and self.r0 > 0 and self.r0 < float("inf")),
-             f"r0 must be a positive number, got {self.r0!r}"),
-            (self.r0_scale == 1.0, f"r0_scale is not a method setting (got {self.r0_scale}): give the multiple of the "
-                                   f"default threshold with --r0-scale (npsco population) or r0_scales (sweep grids)"),
+            (
+                self.r0 is None or (isinstance(self.r0, (int, float)) and self.r0 > 0 and self.r0 < float("inf")),
+                f"r0 must be a positive number, got {self.r0!r}",
+            ),
+            (
+                self.r0_scale == 1.0,
+                f"r0_scale is not a method setting (got {self.r0_scale}): give the multiple of the "
+                f"default threshold with --r0-scale (npsco population) or r0_scales (sweep grids)",
+            ),
             (self.t_start is None or self.t_start >= 0, "t_start must be >= 0"),
             (self.metric in ("deterministic", "wasserstein2"), f"unknown metric {self.metric!r}"),
             (self.novelty_action in ("mean", "sample"), "novelty_action must be mean or sample"),
@@ -353,8 +374,10 @@ class MethodConfig:
             (0 < self.novelty_discount <= 1, "novelty_discount must be in (0, 1]"),
             (0 <= self.r0_warmup <= 1, "r0_warmup must be in [0, 1] (a fraction of the training budget)"),
             (self.r0_profile in ("constant", "reference"), "r0_profile must be constant or reference"),
-            (self.method in ("ipd", "ppo") or (self.r0_warmup == 0 and self.r0_profile == "constant"),
-             f"r0_warmup and r0_profile are IPD settings; method {self.method} uses a constant r0"),
+            (
+                self.method in ("ipd", "ppo") or (self.r0_warmup == 0 and self.r0_profile == "constant"),
+                f"r0_warmup and r0_profile are IPD settings; method {self.method} uses a constant r0",
+            ),
             (self.wsr_shape in ("linear", "exp", "neg_exp"), "wsr_shape must be linear, exp or neg_exp"),
             (self.tnb_rule in ("authors", "paper_eq5", "safe", "paper"), "tnb_rule must be authors, paper_eq5 or safe"),
             (self.ctnb_slack >= 0, "ctnb_slack must be >= 0"),

@@ -22,12 +22,28 @@ from npsco.population_config import PopulationConfig
 from npsco.population_jobs import chains_of
 from npsco.tasks import task_name
 
-GRID_KEYS = ("name", "tasks", "methods", "refs", "novel", "seed", "preset", "steps", "r0_scales", "eval_episodes",
-             "threshold_episodes", "ppo", "task", "method")
+GRID_KEYS = (
+    "name",
+    "tasks",
+    "methods",
+    "refs",
+    "novel",
+    "seed",
+    "preset",
+    "steps",
+    "r0_scales",
+    "eval_episodes",
+    "threshold_episodes",
+    "ppo",
+    "task",
+    "method",
+)
 """Every key a grid file may hold at its top level (docs/sweep.md describes each)."""
 
-_PPO_FIXED = {"env_id": "tasks list the env ids",
-              "seed": "seeds are set per policy from the grid's base `seed` S: references S..S+R-1, novel S+1000+k"}
+_PPO_FIXED = {
+    "env_id": "tasks list the env ids",
+    "seed": "seeds are set per policy from the grid's base `seed` S: references S..S+R-1, novel S+1000+k",
+}
 _METHOD_FIXED = {"method": "methods list the methods"}
 
 
@@ -117,8 +133,12 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
         raise fail("two tasks have the same name without their namespace; a sweep holds one of them")
     for key in ("refs", "novel", "seed", "steps", "eval_episodes", "threshold_episodes"):
         value, least = data.get(key), 0 if key in ("refs", "novel", "seed") else 1
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not float(value).is_integer() or value < least):
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not float(value).is_integer()
+            or value < least
+        ):
             raise fail(f"{key!r} must be a whole number >= {least}, got {value!r}")
     if data.get("preset", "default") not in PRESETS:
         raise fail(f"unknown preset {data['preset']!r}; choose one of {', '.join(PRESETS)}")
@@ -127,30 +147,37 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
             raise fail(f"{key!r} must be a table ([{key}])")
     for env in data.get("task", {}):
         if env not in data["tasks"]:
-            raise fail(f"[task.\"{env}\"]: {env!r} is not in tasks")
+            raise fail(f'[task."{env}"]: {env!r} is not in tasks')
         if not isinstance(data["task"][env], dict):
-            raise fail(f"task.\"{env}\" must be a table")
+            raise fail(f'task."{env}" must be a table')
         task_method = data["task"][env].get("method", {})
         if not isinstance(task_method, dict):
-            raise fail(f"task.\"{env}\".method must be a table")
+            raise fail(f'task."{env}".method must be a table')
         for key, value in task_method.items():
             if isinstance(value, dict) and key not in data["methods"]:
-                raise fail(f"[task.\"{env}\".method.{key}]: {key!r} is not in methods")
+                raise fail(f'[task."{env}".method.{key}]: {key!r} is not in methods')
     for key, value in data.get("method", {}).items():
         if isinstance(value, dict) and key not in data["methods"]:
             raise fail(f"[method.{key}]: {key!r} is not in methods")
     name = str(data.get("name") or default_name)
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise fail(f"'name' must be a plain folder name (letters, digits, _ . -), got {name!r}")
-    grid = Grid(name=name, tasks=list(data["tasks"]), methods=list(data["methods"]),
-                refs=int(data.get("refs", 10)), novel=int(data.get("novel", 10)), seed=int(data.get("seed", 0)),
-                preset=data.get("preset", "default"),
-                steps=int(data["steps"]) if data.get("steps") is not None else None,
-                r0_scales=_scales(data.get("r0_scales", ["default"]), fail, "r0_scales"),
-                eval_episodes=_int_or_none(data.get("eval_episodes")),
-                threshold_episodes=_int_or_none(data.get("threshold_episodes")),
-                ppo=dict(data.get("ppo", {})), task={k: _copy_table(v) for k, v in data.get("task", {}).items()},
-                method={k: dict(v) if isinstance(v, dict) else v for k, v in data.get("method", {}).items()})
+    grid = Grid(
+        name=name,
+        tasks=list(data["tasks"]),
+        methods=list(data["methods"]),
+        refs=int(data.get("refs", 10)),
+        novel=int(data.get("novel", 10)),
+        seed=int(data.get("seed", 0)),
+        preset=data.get("preset", "default"),
+        steps=int(data["steps"]) if data.get("steps") is not None else None,
+        r0_scales=_scales(data.get("r0_scales", ["default"]), fail, "r0_scales"),
+        eval_episodes=_int_or_none(data.get("eval_episodes")),
+        threshold_episodes=_int_or_none(data.get("threshold_episodes")),
+        ppo=dict(data.get("ppo", {})),
+        task={k: _copy_table(v) for k, v in data.get("task", {}).items()},
+        method={k: dict(v) if isinstance(v, dict) else v for k, v in data.get("method", {}).items()},
+    )
     plan(grid, where=where)  # every population's configuration is checked here, before anything trains
     return grid
 
@@ -166,9 +193,12 @@ def _int_or_none(value: Any) -> int | None:
 
 def _scales(value: Any, fail: Callable[[str], NpscoError], key: str) -> list[float | str]:
     """A grid's threshold multiples, checked: numbers > 0 or "default"."""
-    if not isinstance(value, list) or not value or not all(
-            v == "default" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0) for v in value):
-        raise fail(f"{key!r} must be a non-empty list of numbers > 0 (or \"default\": the task's), got {value!r}")
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(v == "default" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0) for v in value)
+    ):
+        raise fail(f'{key!r} must be a non-empty list of numbers > 0 (or "default": the task\'s), got {value!r}')
     return [v if v == "default" else float(v) for v in value]
 
 
@@ -177,8 +207,9 @@ def _task_scales(value: Any, fail: Callable[[str], NpscoError], key: str, env: s
     return list(dict.fromkeys(default_r0_scale(env) if v == "default" else float(v) for v in _scales(value, fail, key)))
 
 
-def _settings(table: dict[str, Any], fixed: dict[str, str], fail: Callable[[str], NpscoError],
-              section: str) -> list[str]:
+def _settings(
+    table: dict[str, Any], fixed: dict[str, str], fail: Callable[[str], NpscoError], section: str
+) -> list[str]:
     """`key=value` strings (as `--set` takes them) from a TOML table of scalar settings."""
     out = []
     for key, value in table.items():
@@ -195,6 +226,7 @@ def _settings(table: dict[str, Any], fixed: dict[str, str], fail: Callable[[str]
 def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
     """The population runs of a grid, references first: per task, `<task>/ppo` (the R references), then one
     population per other method, borrowing them."""
+
     def fail(message: str) -> NpscoError:
         return NpscoError(f"{where}: {message}")
 
@@ -222,8 +254,14 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
         with checked(f"task {env!r}"):
             ppo: PPOConfig = apply_overrides(preset(env, grid.preset), sets).validate()
         refs_path = f"{task_name(env)}/ppo"
-        refs_config = PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"), refs=grid.refs, novel=0,
-                                       eval_episodes=grid.eval_episodes, threshold_episodes=grid.threshold_episodes)
+        refs_config = PopulationConfig(
+            ppo=ppo,
+            method=MethodConfig(method="ppo"),
+            refs=grid.refs,
+            novel=0,
+            eval_episodes=grid.eval_episodes,
+            threshold_episodes=grid.threshold_episodes,
+        )
         with checked(refs_path):
             refs_config.validate()
         specs.append(PopulationSpec(task=env, method="ppo", path=refs_path, config=refs_config))
@@ -237,20 +275,40 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
                 method = apply_overrides(MethodConfig(method=m), _settings(table, _METHOD_FIXED, fail, f"method.{m}"))
                 method.validate()
             # an absolute r0 replaces the default threshold: no multiple unless the grid gives one
-            scales = (None if method.r0 is not None and raw_scales == ["default"] else
-                      tuple(_task_scales(raw_scales, fail, f"method.{m}.r0_scales", env)))
-            config = PopulationConfig(ppo=ppo, method=method, refs=grid.refs, novel=grid.novel, r0_scales=scales,
-                                      eval_episodes=grid.eval_episodes, threshold_episodes=grid.threshold_episodes)
+            scales = (
+                None
+                if method.r0 is not None and raw_scales == ["default"]
+                else tuple(_task_scales(raw_scales, fail, f"method.{m}.r0_scales", env))
+            )
+            config = PopulationConfig(
+                ppo=ppo,
+                method=method,
+                refs=grid.refs,
+                novel=grid.novel,
+                r0_scales=scales,
+                eval_episodes=grid.eval_episodes,
+                threshold_episodes=grid.threshold_episodes,
+            )
             with checked(f"{task_name(env)}/{m}"):
                 config.validate()
-            specs.append(PopulationSpec(task=env, method=m, path=f"{task_name(env)}/{m}", config=config, refs_of=refs_path))
+            specs.append(
+                PopulationSpec(task=env, method=m, path=f"{task_name(env)}/{m}", config=config, refs_of=refs_path)
+            )
     return specs
 
 
 # ------------------------------------------------------------------------------------------------- npsco experiment
-def experiment_grid(envs: Sequence[str], methods: Sequence[str], refs: int, novel: int, preset_name: str = "default",
-                    overrides: Sequence[str] = (), steps: int | None = None, ablation: Sequence[float] = (),
-                    env_package: str | None = None) -> Grid:
+def experiment_grid(
+    envs: Sequence[str],
+    methods: Sequence[str],
+    refs: int,
+    novel: int,
+    preset_name: str = "default",
+    overrides: Sequence[str] = (),
+    steps: int | None = None,
+    ablation: Sequence[float] = (),
+    env_package: str | None = None,
+) -> Grid:
     """The grid of `npsco experiment` (docs/sweep.md): each task's PPO references, then every method's novel policies
     against them; IPD also at the `ablation` multiples of r0 (Fig. 4)."""
     methods = list(dict.fromkeys(methods))
@@ -258,8 +316,15 @@ def experiment_grid(envs: Sequence[str], methods: Sequence[str], refs: int, nove
     if bad:
         raise NpscoError(f"--methods: unknown {', '.join(bad)}; choose from {', '.join(NOVELTY_METHODS)}")
     tasks = [with_package(env, env_package) for env in dict.fromkeys(envs)]
-    grid: dict[str, Any] = {"name": "experiment", "tasks": tasks, "methods": ["ppo", *methods], "refs": refs, "novel": novel,
-            "preset": preset_name, "ppo": dict(item.split("=", 1) for item in overrides if "=" in item)}
+    grid: dict[str, Any] = {
+        "name": "experiment",
+        "tasks": tasks,
+        "methods": ["ppo", *methods],
+        "refs": refs,
+        "novel": novel,
+        "preset": preset_name,
+        "ppo": dict(item.split("=", 1) for item in overrides if "=" in item),
+    }
     if len(grid["ppo"]) != len(overrides):
         raise NpscoError("--set expects key=value")
     if steps is not None:

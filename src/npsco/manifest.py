@@ -136,8 +136,11 @@ def read_members(manifest: dict[str, Any]) -> list[Member]:
 
 def trained_references(run: str | Path) -> list[tuple[str, Path]]:
     """(name, checkpoint) of each trained reference of the population run `run`."""
-    return [(m.name, m.checkpoint_in(run)) for m in read_members(load_manifest(run))
-            if m.role == "reference" and m.status == "done"]
+    return [
+        (m.name, m.checkpoint_in(run))
+        for m in read_members(load_manifest(run))
+        if m.role == "reference" and m.status == "done"
+    ]
 
 
 def policy_files(items: list[str]) -> tuple[list[Path], list[str]]:
@@ -165,5 +168,7 @@ def check_borrowed(member: Member, checkpoint: str | Path) -> None:
     if not Path(checkpoint).exists():
         raise NpscoError(f"borrowed reference {member.name}: {checkpoint} is gone")
     if file_sha256(checkpoint) != member.sha256:
-        raise NpscoError(f"borrowed reference {member.name}: {checkpoint} changed since this run borrowed it (another "
-                         f"SHA-256); restore it, or train this population again in another --out")
+        raise NpscoError(
+            f"borrowed reference {member.name}: {checkpoint} changed since this run borrowed it (another "
+            f"SHA-256); restore it, or train this population again in another --out"
+        )

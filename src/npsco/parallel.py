@@ -36,8 +36,18 @@ from npsco.errors import NpscoError
 MAX_RETRIES = 2
 """A job whose worker process dies is submitted again at most this many times."""
 
-PRELOAD = ["torch", "torch._dynamo", "torch.utils.tensorboard", "numpy", "gymnasium", "npsco.population",
-           "npsco.algos.trainer", *METHODS.modules(), "npsco.evaluation", "npsco.novelty.threshold"]
+PRELOAD = [
+    "torch",
+    "torch._dynamo",
+    "torch.utils.tensorboard",
+    "numpy",
+    "gymnasium",
+    "npsco.population",
+    "npsco.algos.trainer",
+    *METHODS.modules(),
+    "npsco.evaluation",
+    "npsco.novelty.threshold",
+]
 """Modules the forkserver imports once, so that a fresh worker does not import them again (torch, `torch._dynamo`,
 imported by the first Adam, and numba, by the novelty methods, are slow to import); the method modules are the
 registry's."""
@@ -118,7 +128,9 @@ class Executor:
     def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close(cancel=exc_type is not None)
 
 
@@ -170,8 +182,9 @@ class LocalExecutor(Executor):
         self._pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context, initializer=_init_worker,
-                                   max_tasks_per_child=1)
+        return ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=self._context, initializer=_init_worker, max_tasks_per_child=1
+        )
 
     def describe(self) -> str:
         return f"local process pool, {self.workers} worker(s) ({self._context.get_start_method()})"
@@ -207,7 +220,9 @@ class RayExecutor(Executor):
         try:
             import ray  # an optional dependency (npsco[cluster])
         except ImportError:
-            raise NpscoError("the Ray backend needs Ray: pip install 'npsco[cluster]' (or pip install 'ray>=2.9')") from None
+            raise NpscoError(
+                "the Ray backend needs Ray: pip install 'npsco[cluster]' (or pip install 'ray>=2.9')"
+            ) from None
         self._ray = ray
         self._started_here = not ray.is_initialized()
         if self._started_here:

@@ -166,28 +166,51 @@ class Policy:
             out[f"actor.{i}.weight"], out[f"actor.{i}.bias"] = w, b
         if not self.deterministic_only:
             out["actor.log_std"] = self.log_std
-        out.update({"obs_norm.mean": self.obs_mean, "obs_norm.var": self.obs_var,
-                    "action.low": self.action_low, "action.high": self.action_high})
+        out.update(
+            {
+                "obs_norm.mean": self.obs_mean,
+                "obs_norm.var": self.obs_var,
+                "action.low": self.action_low,
+                "action.high": self.action_high,
+            }
+        )
         return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the checkpoint atomically to `path` (a `.safetensors` file)."""
         meta = dict(self.metadata)
-        meta.update(format=FORMAT, format_version=self.format_version,
-                    architecture={"actor_hidden": [int(w.shape[0]) for w, _ in self.weights[:-1]],
-                                  "activation": self.activation, "output": self.output,
-                                  "log_std": "none" if self.deterministic_only else "state-independent"},
-                    obs_norm={"enabled": self.norm_obs, "clip": self.obs_clip, "eps": OBS_NORM_EPS},
-                    action_clip=True)
+        meta.update(
+            format=FORMAT,
+            format_version=self.format_version,
+            architecture={
+                "actor_hidden": [int(w.shape[0]) for w, _ in self.weights[:-1]],
+                "activation": self.activation,
+                "output": self.output,
+                "log_std": "none" if self.deterministic_only else "state-independent",
+            },
+            obs_norm={"enabled": self.norm_obs, "clip": self.obs_clip, "eps": OBS_NORM_EPS},
+            action_clip=True,
+        )
         meta.setdefault("created", datetime.now(UTC).isoformat(timespec="seconds"))
         self.metadata = meta
         path = Path(path)
-        atomic_write_bytes(path, save_safetensors(self.tensors(), metadata={"npsco": json.dumps(meta, allow_nan=False)}))
+        atomic_write_bytes(
+            path, save_safetensors(self.tensors(), metadata={"npsco": json.dumps(meta, allow_nan=False)})
+        )
         return path
 
 
-REQUIRED_METADATA = ("format", "format_version", "env_id", "observation_space", "action_space", "architecture",
-                     "obs_norm", "method", "seed")
+REQUIRED_METADATA = (
+    "format",
+    "format_version",
+    "env_id",
+    "observation_space",
+    "action_space",
+    "architecture",
+    "obs_norm",
+    "method",
+    "seed",
+)
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:
@@ -224,8 +247,10 @@ def load_policy(path: str | os.PathLike) -> Policy:
     if missing:
         raise NpscoError(f"{p}: checkpoint metadata lacks {', '.join(missing)}")
     if meta["format_version"] not in FORMAT_VERSIONS or isinstance(meta["format_version"], bool):
-        raise NpscoError(f"{p}: checkpoint format version {meta['format_version']} is not supported (this npsco reads "
-                         f"{' and '.join(map(str, FORMAT_VERSIONS))})")
+        raise NpscoError(
+            f"{p}: checkpoint format version {meta['format_version']} is not supported (this npsco reads "
+            f"{' and '.join(map(str, FORMAT_VERSIONS))})"
+        )
     return _policy_from_tensors(p, tensors, meta)
 
 
@@ -238,24 +263,34 @@ def _policy_from_tensors(p: Path, tensors: dict[str, np.ndarray], meta: dict[str
         obs_clip, norm_obs = float(norm["clip"]), bool(norm["enabled"])
         arch = meta["architecture"]
         # version 1 knows one architecture; version 2 names it (docs/checkpoints.md)
-        kind = ("tanh", "linear", "state-independent") if meta["format_version"] == 1 else (
-            arch["activation"], arch["output"], arch["log_std"])
+        kind = (
+            ("tanh", "linear", "state-independent")
+            if meta["format_version"] == 1
+            else (arch["activation"], arch["output"], arch["log_std"])
+        )
     except (KeyError, TypeError, ValueError) as e:
         raise NpscoError(f"{p}: malformed checkpoint metadata ({type(e).__name__}: {e})") from None
     activation, output, log_std = kind
     if activation not in ACTIVATIONS or output not in OUTPUTS or log_std not in LOG_STDS:
-        raise NpscoError(f"{p}: unknown architecture (activation {activation!r}, output {output!r}, log_std "
-                         f"{log_std!r}; this npsco knows {ACTIVATIONS}, {OUTPUTS}, {LOG_STDS})")
+        raise NpscoError(
+            f"{p}: unknown architecture (activation {activation!r}, output {output!r}, log_std "
+            f"{log_std!r}; this npsco knows {ACTIVATIONS}, {OUTPUTS}, {LOG_STDS})"
+        )
     sizes = [obs_dim, *hidden, act_dim]
-    expected: dict[str, tuple[int, ...]] = {f"actor.{i}.weight": (sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1)}
+    expected: dict[str, tuple[int, ...]] = {
+        f"actor.{i}.weight": (sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1)
+    }
     expected.update({f"actor.{i}.bias": (sizes[i + 1],) for i in range(len(sizes) - 1)})
-    expected.update({"obs_norm.mean": (obs_dim,), "obs_norm.var": (obs_dim,),
-                     "action.low": (act_dim,), "action.high": (act_dim,)})
+    expected.update(
+        {"obs_norm.mean": (obs_dim,), "obs_norm.var": (obs_dim,), "action.low": (act_dim,), "action.high": (act_dim,)}
+    )
     if log_std == "state-independent":
         expected["actor.log_std"] = (act_dim,)
     if set(tensors) != set(expected):
         extra, lacking = sorted(set(tensors) - set(expected)), sorted(set(expected) - set(tensors))
-        raise NpscoError(f"{p}: tensors do not match the architecture (missing {lacking or 'none'}, unexpected {extra or 'none'})")
+        raise NpscoError(
+            f"{p}: tensors do not match the architecture (missing {lacking or 'none'}, unexpected {extra or 'none'})"
+        )
     for name, shape in expected.items():
         t = tensors[name]
         if t.shape != shape:
@@ -269,14 +304,23 @@ def _policy_from_tensors(p: Path, tensors: dict[str, np.ndarray], meta: dict[str
     n = len(sizes) - 1
     return Policy(
         weights=[(tensors[f"actor.{i}.weight"], tensors[f"actor.{i}.bias"]) for i in range(n)],
-        log_std=tensors.get("actor.log_std", np.full(act_dim, -np.inf, np.float32)), obs_mean=tensors["obs_norm.mean"],
-        obs_var=tensors["obs_norm.var"], obs_clip=obs_clip, norm_obs=norm_obs, action_low=tensors["action.low"],
-        action_high=tensors["action.high"], metadata=meta, activation=activation, output=output,
+        log_std=tensors.get("actor.log_std", np.full(act_dim, -np.inf, np.float32)),
+        obs_mean=tensors["obs_norm.mean"],
+        obs_var=tensors["obs_norm.var"],
+        obs_clip=obs_clip,
+        norm_obs=norm_obs,
+        action_low=tensors["action.low"],
+        action_high=tensors["action.high"],
+        metadata=meta,
+        activation=activation,
+        output=output,
     )
 
 
 def space_metadata(space: gym.spaces.Box) -> dict[str, Any]:
     """JSON description of a Box space (shape and bounds; infinite bounds written as null)."""
+
     def bound(a: np.ndarray) -> list:
         return [None if not np.isfinite(x) else float(x) for x in np.asarray(a, np.float64).reshape(-1)]
+
     return {"type": "Box", "shape": list(space.shape), "low": bound(space.low), "high": bound(space.high)}

@@ -51,8 +51,9 @@ def default_population_dir(config: PopulationConfig) -> Path:
     return Path(f"runs/population/{task_name(config.ppo.env_id)}-{config.method.method}")
 
 
-def train_population(config: PopulationConfig, out: str | Path | None = None, progress: bool = True,
-                     log: Callable[[str], None] = print) -> list[Member]:
+def train_population(
+    config: PopulationConfig, out: str | Path | None = None, progress: bool = True, log: Callable[[str], None] = print
+) -> list[Member]:
     """`npsco population`: train (or resume) the population of `config` in `out` (default `default_population_dir`),
     one policy after another, and log a line per policy at the end."""
     out = Path(out) if out else default_population_dir(config)
@@ -73,8 +74,9 @@ class Population:
     side, each chain one policy after another. Without an executor the jobs run in this process one at a time
     (`InlineExecutor`), in the manifest's order."""
 
-    def __init__(self, out: str | Path, config: PopulationConfig, progress: bool = True,
-                 log: Callable[[str], None] = print):
+    def __init__(
+        self, out: str | Path, config: PopulationConfig, progress: bool = True, log: Callable[[str], None] = print
+    ):
         self.out, self.config, self.progress, self.log = Path(out), config.validate(), progress, log
         self.manifest_path = self.out / "manifest.json"
         self.members: list[Member] = []
@@ -83,11 +85,17 @@ class Population:
 
     # ------------------------------------------------------------------------------------------------- manifest
     def save_manifest(self) -> None:
-        atomic_write_json(self.manifest_path, {
-            "format": MANIFEST_FORMAT, "format_version": 1, "env_id": self.config.ppo.env_id,
-            "method": self.config.method.method, "r0_default": self.r0_default,
-            "members": [m.to_dict() for m in self.members],
-        })
+        atomic_write_json(
+            self.manifest_path,
+            {
+                "format": MANIFEST_FORMAT,
+                "format_version": 1,
+                "env_id": self.config.ppo.env_id,
+                "method": self.config.method.method,
+                "r0_default": self.r0_default,
+                "members": [m.to_dict() for m in self.members],
+            },
+        )
 
     def open(self) -> None:
         """Create the run directory, or check that an existing one has the same configuration and load it."""
@@ -96,21 +104,35 @@ class Population:
             stored = read_json(self.out / "config.json")
             differences = configuration_differences(stored, config)
             # the one difference allowed: a larger --novel (the run grows, nothing done is retrained)
-            grows = (bool(differences) and isinstance(stored.get("novel"), int) and config["novel"] > stored["novel"]
-                     and same_configuration({**stored, "novel": config["novel"]}, config))
+            grows = (
+                bool(differences)
+                and isinstance(stored.get("novel"), int)
+                and config["novel"] > stored["novel"]
+                and same_configuration({**stored, "novel": config["novel"]}, config)
+            )
             if differences and not grows:
                 old_default = stored.get("r0_scales") == [1.0] and config["r0_scales"] != [1.0]
-                hint = (" (an earlier npsco's default threshold multiple was 1: add --r0-scale 1 to resume a run made "
-                        "with it)" if old_default else "")
+                hint = (
+                    " (an earlier npsco's default threshold multiple was 1: add --r0-scale 1 to resume a run made "
+                    "with it)"
+                    if old_default
+                    else ""
+                )
                 method = config["method"]
                 if (stored.get("method") or {}).get("tnb_rule") == "safe" != method["tnb_rule"] and method_reads(
-                        method["method"], "tnb_rule"):
-                    hint += (" (an earlier npsco's default tnb_rule was safe: add --mset tnb_rule=safe to resume a run "
-                             "made with it)")
-                raise NpscoError(f"{self.out} holds a population with a different configuration: "
-                                 + "; ".join(differences[:6]) + ("; ..." if len(differences) > 6 else "")
-                                 + f"{hint}. Give the same settings to resume it, or use another --out (or delete it "
-                                   "to start over)")
+                    method["method"], "tnb_rule"
+                ):
+                    hint += (
+                        " (an earlier npsco's default tnb_rule was safe: add --mset tnb_rule=safe to resume a run "
+                        "made with it)"
+                    )
+                raise NpscoError(
+                    f"{self.out} holds a population with a different configuration: "
+                    + "; ".join(differences[:6])
+                    + ("; ..." if len(differences) > 6 else "")
+                    + f"{hint}. Give the same settings to resume it, or use another --out (or delete it "
+                    "to start over)"
+                )
             data = read_json(self.manifest_path) if self.manifest_path.exists() else {"members": []}
             self.members = read_members(data)
             self.r0_default = data.get("r0_default")
@@ -138,15 +160,27 @@ class Population:
         elif cfg.ref_checkpoints:
             members += self._checkpoint_references(cfg.ref_checkpoints)
         else:
-            members += [Member(name=f"ref{i}", role="reference", method="ppo", seed=cfg.ppo.seed + i, path=f"refs/ref{i}")
-                        for i in range(cfg.refs)]
+            members += [
+                Member(name=f"ref{i}", role="reference", method="ppo", seed=cfg.ppo.seed + i, path=f"refs/ref{i}")
+                for i in range(cfg.refs)
+            ]
         return members + self._novel_members()
 
     def _novel_members(self) -> list[Member]:
         seed0 = self.config.ppo.seed + NOVEL_SEED_OFFSET
-        return [Member(name=f"{chain.name}/k{k}", role="novel", method=self.config.method.method, seed=seed0 + k,
-                       path=f"novel/{chain.name}/k{k}", chain=chain, index=k)
-                for chain in self.chains() for k in range(self.config.novel)]
+        return [
+            Member(
+                name=f"{chain.name}/k{k}",
+                role="novel",
+                method=self.config.method.method,
+                seed=seed0 + k,
+                path=f"novel/{chain.name}/k{k}",
+                chain=chain,
+                index=k,
+            )
+            for chain in self.chains()
+            for k in range(self.config.novel)
+        ]
 
     def _novel_names(self) -> list[str]:
         return [m.name for m in self.members if m.role == "novel"]
@@ -157,8 +191,10 @@ class Population:
         known = {m.name: m for m in self.members}
         refs = [m for m in self.members if m.role == "reference"]
         self.members = refs + [known.get(m.name, m) for m in self._novel_members()]
-        self.log(f"{self.out}: {old_novel} -> {self.config.novel} novel policies per chain "
-                 f"({sum(m.name not in known for m in self.members)} to train)")
+        self.log(
+            f"{self.out}: {old_novel} -> {self.config.novel} novel policies per chain "
+            f"({sum(m.name not in known for m in self.members)} to train)"
+        )
 
     def _borrowed_references(self, other: Path) -> list[Member]:
         path = other / "manifest.json"
@@ -166,8 +202,10 @@ class Population:
             raise NpscoError(f"--refs-from {other}: no population manifest there")
         data = read_json(path)
         if data.get("env_id") != self.config.ppo.env_id:
-            raise NpscoError(f"--refs-from {other}: its references were trained on {data.get('env_id')}, "
-                             f"not {self.config.ppo.env_id}")
+            raise NpscoError(
+                f"--refs-from {other}: its references were trained on {data.get('env_id')}, "
+                f"not {self.config.ppo.env_id}"
+            )
         refs = [m for m in read_members(data) if m.role == "reference"]
         if not refs or any(m.status != "done" for m in refs):
             raise NpscoError(f"--refs-from {other}: its references are not all trained")
@@ -187,16 +225,38 @@ class Population:
                 raise NpscoError(f"--ref-checkpoints {p}: expected a run directory or a file named policy.safetensors")
             policy = load_policy(ckpt)
             if policy.metadata["env_id"] != self.config.ppo.env_id:
-                raise NpscoError(f"--ref-checkpoints {p}: trained on {policy.metadata['env_id']}, "
-                                 f"not {self.config.ppo.env_id}")
+                raise NpscoError(
+                    f"--ref-checkpoints {p}: trained on {policy.metadata['env_id']}, not {self.config.ppo.env_id}"
+                )
             metrics = ckpt.parent / "metrics.jsonl"
-            curve = [[r["global_step"], r["eval/return_mean"]] for r in read_metrics(metrics)
-                     if r.get("eval/return_mean") is not None] if metrics.exists() else []
-            final = run_episodes(policy, self.config.final_episodes, seed=FINAL_EVAL_SEED,
-                                 max_episode_steps=self.config.ppo.max_episode_steps)
-            members.append(Member(name=f"ref{i}", role="reference", method=policy.metadata.get("method", "ppo"),
-                                  seed=int(policy.metadata.get("seed", i)), path=str(ckpt.parent), status="done",
-                                  final_eval=final.summary(), eval_curve=curve, sha256=file_sha256(ckpt)))
+            curve = (
+                [
+                    [r["global_step"], r["eval/return_mean"]]
+                    for r in read_metrics(metrics)
+                    if r.get("eval/return_mean") is not None
+                ]
+                if metrics.exists()
+                else []
+            )
+            final = run_episodes(
+                policy,
+                self.config.final_episodes,
+                seed=FINAL_EVAL_SEED,
+                max_episode_steps=self.config.ppo.max_episode_steps,
+            )
+            members.append(
+                Member(
+                    name=f"ref{i}",
+                    role="reference",
+                    method=policy.metadata.get("method", "ppo"),
+                    seed=int(policy.metadata.get("seed", i)),
+                    path=str(ckpt.parent),
+                    status="done",
+                    final_eval=final.summary(),
+                    eval_curve=curve,
+                    sha256=file_sha256(ckpt),
+                )
+            )
         return members
 
     def chains(self) -> list[Chain]:
@@ -233,8 +293,14 @@ class Population:
         steps = self.config.ppo.num_iterations * self.config.ppo.batch_size
 
         def train(m: Member) -> Job:
-            return Job(key=f"{out}:{m.name}", fn=train_member_job, label=m.name, steps=steps, group=out,
-                       args=(out, self.config, members, self.r0_default, m.name, self.jobs_show_progress))
+            return Job(
+                key=f"{out}:{m.name}",
+                fn=train_member_job,
+                label=m.name,
+                steps=steps,
+                group=out,
+                args=(out, self.config, members, self.r0_default, m.name, self.jobs_show_progress),
+            )
 
         refs = [m for m in self.members if m.role == "reference"]
         jobs = [train(m) for m in refs if m.status != "done"]
@@ -242,8 +308,9 @@ class Population:
         if jobs or not novel:
             return [j for j in jobs if j.key not in busy]
         if self.config.method.method != "ppo" and self.config.method.r0 is None and self.r0_default is None:
-            job = Job(key=f"{out}:threshold", fn=threshold_job, args=(out, self.config, members), label="threshold",
-                      group=out)
+            job = Job(
+                key=f"{out}:threshold", fn=threshold_job, args=(out, self.config, members), label="threshold", group=out
+            )
             return [] if job.key in busy else [job]
         for chain in self.chains():
             nxt = next((m for m in novel if m.chain == chain and m.status != "done"), None)
@@ -289,8 +356,10 @@ class PopulationLog:
             log(f"{kind:>5s} {job.label}: {detail}")
         elif job.label == "threshold":
             if kind == "start":
-                log(f"computing the default threshold from {sum(m.role == 'reference' for m in pop.members)} "
-                    f"references ...")
+                log(
+                    f"computing the default threshold from {sum(m.role == 'reference' for m in pop.members)} "
+                    f"references ..."
+                )
             else:
                 metric = pop.config.method.metric
                 metric = "" if metric == "deterministic" else f", {metric} metric"
@@ -302,8 +371,10 @@ class PopulationLog:
             elif pop.config.method.method == "ppo":
                 what = f"novel {member.method} (another seed, no novelty constraint)"
             else:
-                what = (f"novel {member.method} (vs {len(prior_members(pop.members, member))} policies, "
-                        f"r0={pop.threshold_for(member):.4g})")
+                what = (
+                    f"novel {member.method} (vs {len(prior_members(pop.members, member))} policies, "
+                    f"r0={pop.threshold_for(member):.4g})"
+                )
             log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}, seed {member.seed}")
         else:
             final = pop.member(job.label).final_eval

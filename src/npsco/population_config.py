@@ -43,10 +43,17 @@ class PopulationConfig:
     """Deterministic episodes of each policy's final evaluation (None: 100 on the maze, 10 otherwise)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ppo": self.ppo.to_dict(), "method": self.method.to_dict(), "refs": self.refs, "novel": self.novel,
-                "r0_scales": None if self.r0_scales is None else list(self.r0_scales), "refs_from": self.refs_from,
-                "ref_checkpoints": list(self.ref_checkpoints),
-                "threshold_episodes": self.threshold_episodes, "eval_episodes": self.eval_episodes}
+        return {
+            "ppo": self.ppo.to_dict(),
+            "method": self.method.to_dict(),
+            "refs": self.refs,
+            "novel": self.novel,
+            "r0_scales": None if self.r0_scales is None else list(self.r0_scales),
+            "refs_from": self.refs_from,
+            "ref_checkpoints": list(self.ref_checkpoints),
+            "threshold_episodes": self.threshold_episodes,
+            "eval_episodes": self.eval_episodes,
+        }
 
     def validate(self) -> PopulationConfig:
         self.ppo.validate()
@@ -66,11 +73,14 @@ class PopulationConfig:
         if not self.r0_scales or not all(0 < s < float("inf") for s in self.r0_scales):
             raise NpscoError(f"--r0-scale values must be finite and > 0, got {list(self.r0_scales)}")
         if self.method.r0 is not None and self.method.r0_profile == "reference":
-            raise NpscoError("r0_profile=reference scales the references' own threshold profile: it cannot be combined "
-                             "with an absolute --r0 (use --r0-scale)")
+            raise NpscoError(
+                "r0_profile=reference scales the references' own threshold profile: it cannot be combined "
+                "with an absolute --r0 (use --r0-scale)"
+            )
         if self.method.r0 is not None and tuple(self.r0_scales) != (1.0,):
-            raise NpscoError("--r0 (an absolute threshold) and --r0-scale (multiples of the default) are "
-                             "alternatives; give one")
+            raise NpscoError(
+                "--r0 (an absolute threshold) and --r0-scale (multiples of the default) are alternatives; give one"
+            )
         return self
 
     @property
@@ -82,12 +92,25 @@ class PopulationConfig:
         return self.threshold_episodes or default_distance_episodes(self.ppo.env_id)
 
 
-def population_settings(env: str, method: str = "ipd", refs: int = 5, novel: int = 5, seed: int = 0,
-                        preset_name: str = "default", steps: int | None = None, env_backend: str | None = None,
-                        overrides: Sequence[str] = (), method_overrides: Sequence[str] = (), r0: float | None = None,
-                        r0_scales: Sequence[float] | None = None, t_start: int | None = None,
-                        ipd_rule: str | None = None, refs_from: str | None = None, ref_checkpoints: Sequence[str] = (),
-                        env_package: str | None = None) -> PopulationConfig:
+def population_settings(
+    env: str,
+    method: str = "ipd",
+    refs: int = 5,
+    novel: int = 5,
+    seed: int = 0,
+    preset_name: str = "default",
+    steps: int | None = None,
+    env_backend: str | None = None,
+    overrides: Sequence[str] = (),
+    method_overrides: Sequence[str] = (),
+    r0: float | None = None,
+    r0_scales: Sequence[float] | None = None,
+    t_start: int | None = None,
+    ipd_rule: str | None = None,
+    refs_from: str | None = None,
+    ref_checkpoints: Sequence[str] = (),
+    env_package: str | None = None,
+) -> PopulationConfig:
     """The configuration of `npsco population`'s options: the PPO settings as `npsco.settings.ppo_settings` makes
     them, the method's from `--r0`, `--t-start`, `--ipd-rule`, then the `--mset` `method_overrides` (later win)."""
     ppo = ppo_settings(env, preset_name, seed, steps, env_backend, list(overrides), env_package)
@@ -95,9 +118,15 @@ def population_settings(env: str, method: str = "ipd", refs: int = 5, novel: int
     flags += [f"t_start={t_start}"] if t_start is not None else []
     flags += [f"ipd_rule={ipd_rule}"] if ipd_rule else []
     method_config = apply_overrides(MethodConfig(method=method), flags + list(method_overrides))
-    return PopulationConfig(ppo=ppo, method=method_config, refs=refs, novel=novel,
-                            r0_scales=None if r0_scales is None else tuple(r0_scales), refs_from=refs_from,
-                            ref_checkpoints=tuple(ref_checkpoints))
+    return PopulationConfig(
+        ppo=ppo,
+        method=method_config,
+        refs=refs,
+        novel=novel,
+        r0_scales=None if r0_scales is None else tuple(r0_scales),
+        refs_from=refs_from,
+        ref_checkpoints=tuple(ref_checkpoints),
+    )
 
 
 def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:

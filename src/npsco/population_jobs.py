@@ -47,8 +47,11 @@ def chains_of(config: PopulationConfig) -> list[Chain]:
 def prior_members(members: list[Member], member: Member) -> list[Member]:
     """What a novel member must differ from: the references, and the policies before it in its chain."""
     before = member.index if member.index is not None else 0  # a reference's prior members: the references
-    return [m for m in members if m.role == "reference"
-            or (m.chain == member.chain and m.index is not None and m.index < before)]
+    return [
+        m
+        for m in members
+        if m.role == "reference" or (m.chain == member.chain and m.index is not None and m.index < before)
+    ]
 
 
 def threshold_of(config: PopulationConfig, r0_default: float | None, member: Member) -> float:
@@ -71,8 +74,9 @@ class PopulationSnapshot:
     r0_default: float | None
 
     @classmethod
-    def from_records(cls, out: str | Path, config: PopulationConfig, members: list[dict[str, Any]],
-                     r0_default: float | None) -> PopulationSnapshot:
+    def from_records(
+        cls, out: str | Path, config: PopulationConfig, members: list[dict[str, Any]], r0_default: float | None
+    ) -> PopulationSnapshot:
         return cls(Path(out), config, [Member.from_dict(m) for m in members], r0_default)
 
     def member(self, name: str) -> Member:
@@ -104,14 +108,25 @@ class PopulationSnapshot:
             shutil.rmtree(run_dir)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
-        trainer = Trainer(cfg, method, run_dir, metadata={"population": {
-            "name": member.name, "role": member.role, "chain": None if member.chain is None else member.chain.name,
-            "index": member.index}})
+        trainer = Trainer(
+            cfg,
+            method,
+            run_dir,
+            metadata={
+                "population": {
+                    "name": member.name,
+                    "role": member.role,
+                    "chain": None if member.chain is None else member.chain.name,
+                    "index": member.index,
+                }
+            },
+        )
         result = trainer.train(progress=progress)
         if result.interrupted:
             raise KeyboardInterrupt
-        final = run_episodes(result.policy, self.config.final_episodes, seed=FINAL_EVAL_SEED,
-                             max_episode_steps=cfg.max_episode_steps)
+        final = run_episodes(
+            result.policy, self.config.final_episodes, seed=FINAL_EVAL_SEED, max_episode_steps=cfg.max_episode_steps
+        )
         member.final_eval = final.summary()
         member.eval_curve = [[e["global_step"], e["eval/return_mean"]] for e in result.eval_curve]
         member.wall_seconds = round(time.perf_counter() - t0, 3)
@@ -122,16 +137,27 @@ class PopulationSnapshot:
         """The default r0 from the trained references (the mean pairwise distance); writes `threshold.json`."""
         refs = [m for m in self.members if m.role == "reference"]
         method = self.config.method
-        th = default_threshold([self.policy(m) for m in refs], [m.name for m in refs],
-                               episodes=self.config.distance_episodes, seed=0,
-                               max_episode_steps=self.config.ppo.max_episode_steps, metric=method.metric,
-                               discount=method.novelty_discount)
+        th = default_threshold(
+            [self.policy(m) for m in refs],
+            [m.name for m in refs],
+            episodes=self.config.distance_episodes,
+            seed=0,
+            max_episode_steps=self.config.ppo.max_episode_steps,
+            metric=method.metric,
+            discount=method.novelty_discount,
+        )
         atomic_write_json(self.out / "threshold.json", th.to_dict())
         return th.r0
 
 
-def train_member_job(out: str, config: PopulationConfig, members: list[dict[str, Any]], r0_default: float | None,
-                     name: str, progress: bool = False) -> dict[str, Any]:
+def train_member_job(
+    out: str,
+    config: PopulationConfig,
+    members: list[dict[str, Any]],
+    r0_default: float | None,
+    name: str,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Job: train the member `name` of the population at `out` and evaluate it; returns its manifest record."""
     snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
     return snapshot.train(snapshot.member(name), progress).to_dict()

@@ -15,9 +15,15 @@ from npsco.config import PPOConfig, apply_overrides, preset
 from npsco.envs.make import check_env_backend, check_task, with_package
 
 
-def ppo_settings(env: str, preset_name: str = "default", seed: int = 0, steps: int | None = None,
-                 env_backend: str | None = None, overrides: list[str] | tuple[str, ...] = (),
-                 env_package: str | None = None) -> PPOConfig:
+def ppo_settings(
+    env: str,
+    preset_name: str = "default",
+    seed: int = 0,
+    steps: int | None = None,
+    env_backend: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    env_package: str | None = None,
+) -> PPOConfig:
     """The PPO configuration of a command: `preset_name`'s for the task `env` (`PKG:ENV` with `env_package`), then
     `seed`, `steps` (total timesteps), `env_backend` and the `key=value` `overrides` in that order (later ones win).
     The task is made once and the backend checked: a bad task fails here, with a one-line NpscoError."""

@@ -31,16 +31,30 @@ from npsco.parallel import Executor, Job, Scheduler, View, make_executor
 from npsco.population import NOVEL_SEED_OFFSET, Population
 from npsco.report.build import build_report
 
-__all__ = ["Grid", "PopulationSpec", "Progress", "Sweep", "load_grid", "parse_grid", "plan", "population_dirs",
-           "run_experiment", "run_sweep", "plan_lines", "summary_lines", "train_sweep"]
+__all__ = [
+    "Grid",
+    "PopulationSpec",
+    "Progress",
+    "Sweep",
+    "load_grid",
+    "parse_grid",
+    "plan",
+    "population_dirs",
+    "run_experiment",
+    "run_sweep",
+    "plan_lines",
+    "summary_lines",
+    "train_sweep",
+]
 
 
 # ------------------------------------------------------------------------------------------------------- the sweep
 class Sweep:
     """A sweep directory: its populations, opened as their references become available, and `sweep.json`."""
 
-    def __init__(self, grid: Grid, out: str | Path, grid_file: str | Path | None = None,
-                 log: Callable[[str], None] = print):
+    def __init__(
+        self, grid: Grid, out: str | Path, grid_file: str | Path | None = None, log: Callable[[str], None] = print
+    ):
         self.grid, self.out, self.log = grid, Path(out), log
         self.grid_file = str(Path(grid_file).resolve()) if grid_file else None
         self.specs = plan(grid)
@@ -94,23 +108,45 @@ class Sweep:
     def final_returns(self, spec: PopulationSpec) -> list[float]:
         """Final evaluated returns of the policies this population trains itself (a method run's novel ones)."""
         pop = self.pops.get(spec.path)
-        return [m.final_eval["return_mean"] for m in (pop.members if pop else [])
-                if m.final_eval and (spec.refs_of is None or m.role == "novel")]
+        return [
+            m.final_eval["return_mean"]
+            for m in (pop.members if pop else [])
+            if m.final_eval and (spec.refs_of is None or m.role == "novel")
+        ]
 
     def save(self) -> None:
         rows = []
         for spec in self.specs:
             done, total = self.counts(spec)
             pop, returns = self.pops.get(spec.path), self.final_returns(spec)
-            rows.append({"task": spec.task, "method": spec.method, "path": spec.path, "references_from": spec.refs_of,
-                         "chains": spec.chains if spec.refs_of else [], "policies": total, "done": done,
-                         "status": "done" if total and done == total else "waiting" if pop is None else "open",
-                         "r0_default": pop.r0_default if pop else None,
-                         "return_mean": round(sum(returns) / len(returns), 6) if returns else None})
-        atomic_write_json(self.manifest_path, {
-            "format": "npsco-sweep", "format_version": 1, "name": self.grid.name, "grid_file": self.grid_file,
-            "grid": self.grid.to_dict(), "backend": self.backend, "status": self.status,
-            "wall_seconds": round(time.time() - self.started_at, 1), "populations": rows})
+            rows.append(
+                {
+                    "task": spec.task,
+                    "method": spec.method,
+                    "path": spec.path,
+                    "references_from": spec.refs_of,
+                    "chains": spec.chains if spec.refs_of else [],
+                    "policies": total,
+                    "done": done,
+                    "status": "done" if total and done == total else "waiting" if pop is None else "open",
+                    "r0_default": pop.r0_default if pop else None,
+                    "return_mean": round(sum(returns) / len(returns), 6) if returns else None,
+                }
+            )
+        atomic_write_json(
+            self.manifest_path,
+            {
+                "format": "npsco-sweep",
+                "format_version": 1,
+                "name": self.grid.name,
+                "grid_file": self.grid_file,
+                "grid": self.grid.to_dict(),
+                "backend": self.backend,
+                "status": self.status,
+                "wall_seconds": round(time.time() - self.started_at, 1),
+                "populations": rows,
+            },
+        )
 
     # ---------------------------------------------------------------------------------- npsco.parallel.Source
     def ready(self, busy: set[str]) -> list[Job]:
@@ -204,8 +240,11 @@ class Progress:
         if kind == "done":
             self.steps += job.steps
         done, total, running = self.totals()
-        line = (f"[{_clock(time.time() - self.start)}] {kind:>5s} {self._label(job)}" + (f": {detail}" if detail else "")
-                + f"  ({done}/{total} policies done, {running} running, {self.rate()})")
+        line = (
+            f"[{_clock(time.time() - self.start)}] {kind:>5s} {self._label(job)}"
+            + (f": {detail}" if detail else "")
+            + f"  ({done}/{total} policies done, {running} running, {self.rate()})"
+        )
         if not self.live:
             print(line, file=self.stream, flush=True)
             return
@@ -240,10 +279,14 @@ class Progress:
             note = "  (threshold)" if "threshold" in running else ""
             if spec.path not in self.sweep.pops:
                 note = "  (waits for its references)"
-            lines.append(f"{spec.path:<{width}s}  {done:>4d}/{total:<4d}  {n_run:>7d}  {total - done - n_run:>7d}{note}")
+            lines.append(
+                f"{spec.path:<{width}s}  {done:>4d}/{total:<4d}  {n_run:>7d}  {total - done - n_run:>7d}{note}"
+            )
         done, total, n_run = self.totals()
-        lines.append(f"{'all':<{width}s}  {done:>4d}/{total:<4d}  {n_run:>7d}  "
-                     f"{total - done - n_run:>7d}  {_clock(time.time() - self.start)}, {self.rate()}")
+        lines.append(
+            f"{'all':<{width}s}  {done:>4d}/{total:<4d}  {n_run:>7d}  "
+            f"{total - done - n_run:>7d}  {_clock(time.time() - self.start)}, {self.rate()}"
+        )
         return lines
 
 
@@ -276,14 +319,22 @@ def plan_lines(sweep: Sweep) -> list[str]:
     for s in sweep.specs:
         seed = s.config.ppo.seed + (0 if s.refs_of is None else NOVEL_SEED_OFFSET)
         seeds = f"seeds {seed}..{seed + (s.config.refs if s.refs_of is None else s.config.novel) - 1}"
-        what = (f"{s.config.refs} PPO references ({seeds})" if s.refs_of is None else
-                f"{s.config.novel} x {', '.join(s.chains)} ({seeds}; references of {s.refs_of})")
+        what = (
+            f"{s.config.refs} PPO references ({seeds})"
+            if s.refs_of is None
+            else f"{s.config.novel} x {', '.join(s.chains)} ({seeds}; references of {s.refs_of})"
+        )
         lines.append(f"  {s.path}: {what}, {s.config.ppo.total_timesteps:,} steps each")
     return lines
 
 
-def run_sweep(sweep: Sweep, backend: str = "local", workers: int | None = None, address: str | None = None,
-              log: Callable[[str], None] = print) -> None:
+def run_sweep(
+    sweep: Sweep,
+    backend: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    log: Callable[[str], None] = print,
+) -> None:
     """Train a sweep on a new executor (`npsco.parallel.make_executor`) with the live `Progress` view; whatever the
     outcome, one line per population (`summary_lines`) follows."""
     try:
@@ -300,16 +351,24 @@ def report_command(out: str | Path) -> str:
     return f"npsco report {shlex.quote(str(out))} --out {shlex.quote(str(Path(out) / 'report'))}"
 
 
-def train_sweep(grid_file: str | Path, out: str | Path | None = None, backend: str = "local",
-                workers: int | None = None, address: str | None = None, dry_run: bool = False,
-                log: Callable[[str], None] = print) -> Sweep:
+def train_sweep(
+    grid_file: str | Path,
+    out: str | Path | None = None,
+    backend: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    dry_run: bool = False,
+    log: Callable[[str], None] = print,
+) -> Sweep:
     """`npsco sweep GRID`: train the grid file's population runs in `out` (default `runs/sweep/NAME`), or with
     `dry_run` only check the grid and log the plan."""
     grid = load_grid(grid_file)
     out = Path(out or f"runs/sweep/{grid.name}")
     sweep = Sweep(grid, out, grid_file=grid_file, log=log)
-    log(f"sweep {grid.name!r} in {out}: {len(grid.tasks)} task(s) x {len(grid.methods)} method(s), "
-        f"{len(sweep.specs)} population runs, {sum(s.policies for s in sweep.specs)} policies")
+    log(
+        f"sweep {grid.name!r} in {out}: {len(grid.tasks)} task(s) x {len(grid.methods)} method(s), "
+        f"{len(sweep.specs)} population runs, {sum(s.policies for s in sweep.specs)} policies"
+    )
     if dry_run:
         log("\n".join(plan_lines(sweep)))
         return sweep
@@ -322,14 +381,22 @@ def train_sweep(grid_file: str | Path, out: str | Path | None = None, backend: s
     return sweep
 
 
-def run_experiment(grid: Grid, out: Path, workers: int | None = None, episodes: int | None = None,
-                   report: bool = True, log: Callable[[str], None] = print) -> Path | None:
+def run_experiment(
+    grid: Grid,
+    out: Path,
+    workers: int | None = None,
+    episodes: int | None = None,
+    report: bool = True,
+    log: Callable[[str], None] = print,
+) -> Path | None:
     """`npsco experiment`: train the experiment's grid (`npsco.grid.experiment_grid`) as a sweep in `out` on a local
     process pool, then write its report in `out/report`; returns report.md's path (None without `report`)."""
     sweep = Sweep(grid, out, log=log)
-    log(f"experiment in {out}: {grid.refs} PPO references per task, {grid.novel} novel policies per method and "
+    log(
+        f"experiment in {out}: {grid.refs} PPO references per task, {grid.novel} novel policies per method and "
         f"threshold for {', '.join(grid.methods[1:]) or 'no method'}; {sum(s.policies for s in sweep.specs)} "
-        f"policies in {len(sweep.specs)} population runs")
+        f"policies in {len(sweep.specs)} population runs"
+    )
     run_sweep(sweep, "local", workers, log=log)
     runs = [str(p) for p in population_dirs(out)]
     if not report:

@@ -44,14 +44,24 @@ def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) ->
         return False
     changed = differences(stored, record, {"ppo": ppo_defaults()})
     if changed:
-        raise NpscoError(f"{out} holds a run with a different configuration: " + "; ".join(changed[:6])
-                         + ("; ..." if len(changed) > 6 else "") + "; choose another --out or pass --force")
+        raise NpscoError(
+            f"{out} holds a run with a different configuration: "
+            + "; ".join(changed[:6])
+            + ("; ..." if len(changed) > 6 else "")
+            + "; choose another --out or pass --force"
+        )
     return (out / "policy.safetensors").exists()
 
 
-def train_policy(cfg: PPOConfig, preset_name: str, out: str | Path | None = None, force: bool = False,
-                 progress: bool = True, tensorboard: bool = True,
-                 log: Callable[[str], None] = print) -> TrainResult | None:
+def train_policy(
+    cfg: PPOConfig,
+    preset_name: str,
+    out: str | Path | None = None,
+    force: bool = False,
+    progress: bool = True,
+    tensorboard: bool = True,
+    log: Callable[[str], None] = print,
+) -> TrainResult | None:
     """`npsco train`: train `cfg` into `out` (default `default_train_dir`), or find it trained there (returns None)."""
     out = Path(out) if out else default_train_dir(cfg)
     record = train_record(cfg, preset_name)
@@ -67,7 +77,9 @@ def train_policy(cfg: PPOConfig, preset_name: str, out: str | Path | None = None
         return result
     if result.eval_curve:
         last = result.eval_curve[-1]
-        log(f"final deterministic evaluation: {last['eval/return_mean']:.2f} +- {last['eval/return_std']:.2f} "
-            f"({cfg.eval_episodes} episodes)")
+        log(
+            f"final deterministic evaluation: {last['eval/return_mean']:.2f} +- {last['eval/return_std']:.2f} "
+            f"({cfg.eval_episodes} episodes)"
+        )
     log(f"policy: {out / 'policy.safetensors'}   metrics: {out / 'metrics.jsonl'}   tensorboard: {out / 'tensorboard'}")
     return result

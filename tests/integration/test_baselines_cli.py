@@ -21,15 +21,45 @@ METHODS = [  # method, a knob set on the command line, metric keys logged every 
     ("cpo", "cpo_max_kl=0.02", {"cpo/cost", "cpo/case", "cpo/kl", "cpo/step_accepted", "cpo/lambda", "cpo/nu"}),
 ]
 MAZE_TINY = ["--set", "num_steps=64", "--no-progress"]
-HOPPER_TINY = ["--env", "Hopper-v5", "--steps", "1024", "--set", "num_steps=512", "--set", "num_envs=1",
-               "--set", "update_epochs=1", "--set", "eval_episodes=1", "--no-progress"]
+HOPPER_TINY = [
+    "--env",
+    "Hopper-v5",
+    "--steps",
+    "1024",
+    "--set",
+    "num_steps=512",
+    "--set",
+    "num_envs=1",
+    "--set",
+    "update_epochs=1",
+    "--set",
+    "eval_episodes=1",
+    "--no-progress",
+]
 
 
 @pytest.fixture(scope="module")
 def maze_refs(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("maze") / "refs"
-    assert main(["population", "--method", "ppo", "--refs", "2", "--novel", "0", "--steps", "1024", *MAZE_TINY,
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "population",
+                "--method",
+                "ppo",
+                "--refs",
+                "2",
+                "--novel",
+                "0",
+                "--steps",
+                "1024",
+                *MAZE_TINY,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -42,8 +72,25 @@ def hopper_refs(tmp_path_factory) -> Path:
 
 def run_method(out: Path, refs: Path, method: str, knob: str, chain: str, *extra: str) -> tuple[dict, list[dict]]:
     """Train one novel policy with `method` (in chain `chain`); returns its manifest entry and per-iteration metrics."""
-    assert main(["population", "--method", method, "--refs-from", str(refs), "--novel", "1", "--mset", knob, *extra,
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "population",
+                "--method",
+                method,
+                "--refs-from",
+                str(refs),
+                "--novel",
+                "1",
+                "--mset",
+                knob,
+                *extra,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     [novel] = [m for m in manifest["members"] if m["role"] == "novel"]
     assert (novel["status"], novel["method"], novel["chain"]) == ("done", method, chain)
@@ -56,7 +103,9 @@ def run_method(out: Path, refs: Path, method: str, knob: str, chain: str, *extra
 @pytest.mark.parametrize("method, knob, keys", METHODS, ids=[m[0] for m in METHODS])
 def test_method_trains_a_novel_maze_policy(tmp_path, maze_refs, method, knob, keys):
     # the default threshold, 0.5 x r0_default, is a chain of its own name; an absolute --r0 is the method's chain
-    novel, rows = run_method(tmp_path / method, maze_refs, method, knob, f"{method}-r0x0.5", "--steps", "4096", *MAZE_TINY)
+    novel, rows = run_method(
+        tmp_path / method, maze_refs, method, knob, f"{method}-r0x0.5", "--steps", "4096", *MAZE_TINY
+    )
     assert novel["references"] == ["ref0", "ref1"] and novel["threshold"] > 0
     assert [r["global_step"] for r in rows] == [1024, 2048, 3072, 4096]
     for row in rows:

@@ -34,10 +34,12 @@ def load(name: str):
 # ------------------------------------------------------------------------------------------------- ppo_learning.py
 def test_last_episodes_return_weights_iterations_by_their_episodes_newest_first():
     pl = load("ppo_learning")
-    rows = [{"charts/episodes": 50, "charts/episodic_return": 1.0},
-            {"charts/episodes": 0},  # no episode ended in this iteration
-            {"charts/episodes": 80, "charts/episodic_return": 2.0},
-            {"charts/episodes": 40, "charts/episodic_return": 4.0}]
+    rows = [
+        {"charts/episodes": 50, "charts/episodic_return": 1.0},
+        {"charts/episodes": 0},  # no episode ended in this iteration
+        {"charts/episodes": 80, "charts/episodic_return": 2.0},
+        {"charts/episodes": 40, "charts/episodic_return": 4.0},
+    ]
     # the newest 40 at 4.0, 60 of the 80 at 2.0
     assert pl.last_episodes_return(rows, last=100) == (pytest.approx((40 * 4 + 60 * 2) / 100), 100)
     assert pl.last_episodes_return(rows, last=1000) == (pytest.approx((40 * 4 + 80 * 2 + 50) / 170), 170)
@@ -49,8 +51,24 @@ def test_ppo_learning_writes_both_figures_per_task_with_statistics_and_commands(
     runs = []
     for seed in (3, 4):
         run = tmp_path / f"maze-seed{seed}"
-        assert npsco(["train", "--seed", str(seed), "--steps", "8192", "--set", "eval_episodes=2", "--no-progress",
-                      "--no-tensorboard", "--out", str(run)]) == 0
+        assert (
+            npsco(
+                [
+                    "train",
+                    "--seed",
+                    str(seed),
+                    "--steps",
+                    "8192",
+                    "--set",
+                    "eval_episodes=2",
+                    "--no-progress",
+                    "--no-tensorboard",
+                    "--out",
+                    str(run),
+                ]
+            )
+            == 0
+        )
         runs.append(run)
     out = tmp_path / "results" / "learning"
     assert pl.main([*map(str, runs), "--out", str(out), "--episodes", "4"]) == 0
@@ -69,13 +87,16 @@ def test_ppo_learning_writes_both_figures_per_task_with_statistics_and_commands(
     assert (det["iqm"], det["iqm_ci_low"], det["iqm_ci_high"]) == pytest.approx((iqm(finals), *bootstrap_ci(finals)))
     # the training row: the last 100 episodes of each run's metrics.jsonl
     train = data["training_last_episodes"]
-    expected = [pl.last_episodes_return([json.loads(x) for x in (r / "metrics.jsonl").read_text().splitlines()])[0]
-                for r in runs]
+    expected = [
+        pl.last_episodes_return([json.loads(x) for x in (r / "metrics.jsonl").read_text().splitlines()])[0]
+        for r in runs
+    ]
     assert train["per_seed"] == pytest.approx(expected) and train["n"] == 2
     assert all(r["training_episodes"] == 100 for r in data["runs"])
     # the commands that made the runs and the file
-    assert data["commands"]["train"][0] == (f"npsco train --env npsco/FourRewardMaze-v0 --seed 3 --steps 8192 "
-                                            f"--set eval_episodes=2 --out {runs[0]}")
+    assert data["commands"]["train"][0] == (
+        f"npsco train --env npsco/FourRewardMaze-v0 --seed 3 --steps 8192 --set eval_episodes=2 --out {runs[0]}"
+    )
     assert data["commands"]["this_file"].startswith("python benchmarks/ppo_learning.py ")
     for text in (data["commands"]["this_file"], *data["commands"]["train"], *data["commands"]["evaluate"]):
         assert text in md
@@ -93,8 +114,20 @@ def test_ppo_learning_refuses_a_run_that_is_not_finished(tmp_path, capsys):
 # --------------------------------------------------------------------------------------------------- throughput.py
 def test_throughput_alternates_npsco_and_sb3_over_3_repeats_by_default():
     tp = load("throughput")
-    args = type("Args", (), dict(skip_ppo=False, repeats=3, minibatch=[64], envpool=False, skip_sb3=False,
-                                 sb3_threads=1, baseline_src=None, seed=0))()
+    args = type(
+        "Args",
+        (),
+        dict(
+            skip_ppo=False,
+            repeats=3,
+            minibatch=[64],
+            envpool=False,
+            skip_sb3=False,
+            sb3_threads=1,
+            baseline_src=None,
+            seed=0,
+        ),
+    )()
     kinds = [(spec["repeat"], spec["kind"]) for spec, _ in tp.ppo_plan(args, 2048, 2048)]
     assert kinds == [(0, "npsco"), (0, "sb3"), (1, "sb3"), (1, "npsco"), (2, "npsco"), (2, "sb3")]
 
@@ -103,19 +136,39 @@ def test_throughput_reports_the_median_min_and_max_of_the_repeats_ratios(tmp_pat
     tp = load("throughput")
 
     def run(kind, repeat, sps):
-        return {"spec": {"kind": kind, "minibatch": 64, "refs": 0, "src": "current", "repeat": repeat},
-                "steps_per_s": sps, "steps_per_cpu_s": sps, "peak_rss_kib": 1024, "steps": 2048, "rollout_s": 1.0,
-                "update_s": 0.5, "load_before": 1.0, "load_after": 1.0}
+        return {
+            "spec": {"kind": kind, "minibatch": 64, "refs": 0, "src": "current", "repeat": repeat},
+            "steps_per_s": sps,
+            "steps_per_cpu_s": sps,
+            "peak_rss_kib": 1024,
+            "steps": 2048,
+            "rollout_s": 1.0,
+            "update_s": 0.5,
+            "load_before": 1.0,
+            "load_after": 1.0,
+        }
 
-    runs = [run("npsco", 0, 300.0), run("sb3", 0, 100.0), run("sb3", 1, 100.0), run("npsco", 1, 200.0),
-            run("npsco", 2, 250.0), run("sb3", 2, 50.0)]
+    runs = [
+        run("npsco", 0, 300.0),
+        run("sb3", 0, 100.0),
+        run("sb3", 1, 100.0),
+        run("npsco", 1, 200.0),
+        run("npsco", 2, 250.0),
+        run("sb3", 2, 50.0),
+    ]
     args = type("Args", (), dict(minibatch=[64], refs=[]))()
     row = tp.summarize(runs, args)["ppo"]["64"]
     assert (row["ratio_npsco_over_sb3"], row["ratio_npsco_over_sb3_min"], row["ratio_npsco_over_sb3_max"]) == (3, 2, 5)
     assert row["ratio_npsco_over_sb3_repeats"] == 3
-    data = {"command": "python benchmarks/throughput.py", "date": "today", "total_minutes": 1.0, "notes": [],
-            "machine": {"cpu": "cpu", "cores": 2, "python": "3", "versions": {}}, "runs": runs,
-            "summary": tp.summarize(runs, args)}
+    data = {
+        "command": "python benchmarks/throughput.py",
+        "date": "today",
+        "total_minutes": 1.0,
+        "notes": [],
+        "machine": {"cpu": "cpu", "cores": 2, "python": "3", "versions": {}},
+        "runs": runs,
+        "summary": tp.summarize(runs, args),
+    }
     tp.write_results(tmp_path / "t", data)
     assert "| **3.00x** [2.00, 5.00] (3) |" in (tmp_path / "t.md").read_text()
     assert json.loads((tmp_path / "t.json").read_text())["summary"]["ppo"]["64"]["ratio_npsco_over_sb3"] == 3
@@ -138,9 +191,22 @@ def test_throughput_results_are_written_atomically(tmp_path, monkeypatch):
 
 # -------------------------------------------------------------------------------------------------- ppo_mujoco.py
 def mujoco_bench(tmp_path: Path, seed: int) -> list[str]:
-    return [sys.executable, str(REPO / "benchmarks" / "ppo_mujoco.py"), "--envs", "npsco/FourRewardMaze-v0",
-            "--seeds", str(seed), "--steps", "2048", "--episodes", "2", "--results", str(tmp_path / "r.json"),
-            "--runs", str(tmp_path / "runs")]
+    return [
+        sys.executable,
+        str(REPO / "benchmarks" / "ppo_mujoco.py"),
+        "--envs",
+        "npsco/FourRewardMaze-v0",
+        "--seeds",
+        str(seed),
+        "--steps",
+        "2048",
+        "--episodes",
+        "2",
+        "--results",
+        str(tmp_path / "r.json"),
+        "--runs",
+        str(tmp_path / "runs"),
+    ]
 
 
 def test_ppo_mujoco_skips_a_run_that_another_process_is_training(tmp_path):
@@ -157,8 +223,9 @@ def test_ppo_mujoco_merges_its_row_only_under_the_results_lock(tmp_path):
     pm = load("ppo_mujoco")
     results = tmp_path / "r.json"
     with pm.locked(tmp_path / "r.json.lock"):  # "another process" is in the middle of its read-modify-write
-        proc = subprocess.Popen(mujoco_bench(tmp_path, 1), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=CHILD_ENV)
+        proc = subprocess.Popen(
+            mujoco_bench(tmp_path, 1), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV
+        )
         policy = tmp_path / "runs" / "npsco" / "FourRewardMaze-v0-seed1" / "policy.safetensors"
         deadline = time.monotonic() + 300
         while not policy.exists():
@@ -168,7 +235,9 @@ def test_ppo_mujoco_merges_its_row_only_under_the_results_lock(tmp_path):
         assert not results.exists()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
-    assert [(r["env_id"], r["seed"]) for r in json.loads(results.read_text())["runs"]] == [("npsco/FourRewardMaze-v0", 1)]
+    assert [(r["env_id"], r["seed"]) for r in json.loads(results.read_text())["runs"]] == [
+        ("npsco/FourRewardMaze-v0", 1)
+    ]
 
 
 # --------------------------------------------------------------------------------------------------- hopper_ipd.py
@@ -188,11 +257,46 @@ def test_hopper_ipd_summary_states_the_runs_settings_and_keeps_the_hand_written_
     refs = []
     for seed in (0, 1):
         refs.append(tmp_path / f"ref{seed}")
-        assert npsco(["train", "--seed", str(seed), "--steps", "2048", "--set", "eval_every=0", "--no-progress",
-                      "--no-tensorboard", "--out", str(refs[-1])]) == 0
+        assert (
+            npsco(
+                [
+                    "train",
+                    "--seed",
+                    str(seed),
+                    "--steps",
+                    "2048",
+                    "--set",
+                    "eval_every=0",
+                    "--no-progress",
+                    "--no-tensorboard",
+                    "--out",
+                    str(refs[-1]),
+                ]
+            )
+            == 0
+        )
     run = tmp_path / "pop"
-    assert npsco(["population", "--ref-checkpoints", *map(str, refs), "--novel", "1", "--steps", "1024",
-                  "--set", "num_steps=32", "--r0-scale", "0.75", "--no-progress", "--out", str(run)]) == 0
+    assert (
+        npsco(
+            [
+                "population",
+                "--ref-checkpoints",
+                *map(str, refs),
+                "--novel",
+                "1",
+                "--steps",
+                "1024",
+                "--set",
+                "num_steps=32",
+                "--r0-scale",
+                "0.75",
+                "--no-progress",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     results = tmp_path / "results"
     results.mkdir()
     (results / "mine.md").write_text("# old generated part\n\nold table\n\n## What this shows (by hand)\n\nKeep me.\n")

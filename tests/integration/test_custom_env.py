@@ -51,14 +51,26 @@ class Reach(gym.Env):
         return image
 '''
 
-REGISTER = '''
+REGISTER = """
 import gymnasium as gym
 
 gym.register("Reach-v0", entry_point="mytasks.reach:Reach", max_episode_steps=40)
-'''
+"""
 
-TINY = ["--steps", "1024", "--set", "num_envs=2", "--set", "num_steps=256", "--set", "update_epochs=1",
-        "--set", "eval_episodes=2", "--set", "eval_every=1"]
+TINY = [
+    "--steps",
+    "1024",
+    "--set",
+    "num_envs=2",
+    "--set",
+    "num_steps=256",
+    "--set",
+    "update_epochs=1",
+    "--set",
+    "eval_episodes=2",
+    "--set",
+    "eval_every=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +90,23 @@ def package(tmp_path_factory) -> Path:
 
 def test_a_registered_task_from_another_package_trains_and_evaluates(package, tmp_path, capsys):
     out = tmp_path / "train"
-    assert main(["train", "--env-package", "mytasks", "--env", "Reach-v0", *TINY, "--no-progress",
-                 "--no-tensorboard", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--env-package",
+                "mytasks",
+                "--env",
+                "Reach-v0",
+                *TINY,
+                "--no-progress",
+                "--no-tensorboard",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     policy = load_policy(out)
     assert policy.metadata["env_id"] == "mytasks:Reach-v0" and policy.obs_dim == 4
     assert main(["evaluate", str(out), "--episodes", "3"]) == 0
@@ -88,8 +115,29 @@ def test_a_registered_task_from_another_package_trains_and_evaluates(package, tm
 
 def test_a_module_class_task_trains_in_workers_evaluates_and_reports(package, tmp_path, capsys):
     out = tmp_path / "exp"
-    assert main(["experiment", "--env", "mytasks.reach:Reach", "--refs", "2", "--novel", "1", "--methods", "ipd",
-                 "--workers", "2", "--episodes", "4", "--out", str(out), *TINY]) == 0
+    assert (
+        main(
+            [
+                "experiment",
+                "--env",
+                "mytasks.reach:Reach",
+                "--refs",
+                "2",
+                "--novel",
+                "1",
+                "--methods",
+                "ipd",
+                "--workers",
+                "2",
+                "--episodes",
+                "4",
+                "--out",
+                str(out),
+                *TINY,
+            ]
+        )
+        == 0
+    )
     report = out / "report"
     text = (report / "report.md").read_text()
     assert "## Who is near whom: action distances" in text and "figures/distances_Reach.png" in text
@@ -97,7 +145,8 @@ def test_a_module_class_task_trains_in_workers_evaluates_and_reports(package, tm
     rows = (report / "distances_Reach.csv").read_text().splitlines()
     assert rows[0] == "policy,group,ref0,ref1,ipd-r0x0.5/k0" and len(rows) == 4
     videos = sorted((report / "figures" / "behaviour").glob("*.mp4")) or sorted(
-        (report / "figures" / "behaviour").glob("*.gif"))
+        (report / "figures" / "behaviour").glob("*.gif")
+    )
     assert len(videos) == 3 and all(v.stat().st_size > 500 for v in videos)
     manifest = json.loads((out / "Reach" / "ipd" / "manifest.json").read_text())
     assert manifest["env_id"] == "mytasks.reach:Reach" and all(m["status"] == "done" for m in manifest["members"])
@@ -106,8 +155,26 @@ def test_a_module_class_task_trains_in_workers_evaluates_and_reports(package, tm
 
 def test_pendulum_trains_evaluates_and_reports(tmp_path, capsys):
     run = tmp_path / "pendulum"
-    assert main(["population", "--env", "Pendulum-v1", "--method", "ppo", "--refs", "2", "--novel", "0", *TINY,
-                 "--no-progress", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "population",
+                "--env",
+                "Pendulum-v1",
+                "--method",
+                "ppo",
+                "--refs",
+                "2",
+                "--novel",
+                "0",
+                *TINY,
+                "--no-progress",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     assert main(["report", str(run), "--out", str(tmp_path / "report"), "--episodes", "2"]) == 0
     text = (tmp_path / "report" / "report.md").read_text()
     assert "figures/distances_Pendulum-v1.png" in text
@@ -121,9 +188,11 @@ def test_pendulum_trains_evaluates_and_reports(tmp_path, capsys):
 
 
 def test_unusable_tasks_are_refused_with_one_line(package, tmp_path, capsys):
-    for env, fragment in [("nosuchmodule:Task", "cannot import module 'nosuchmodule'"),
-                          ("mytasks.reach:Nothing", "has no environment class of that name"),
-                          ("CartPole-v1", "Discrete actions are not supported")]:
+    for env, fragment in [
+        ("nosuchmodule:Task", "cannot import module 'nosuchmodule'"),
+        ("mytasks.reach:Nothing", "has no environment class of that name"),
+        ("CartPole-v1", "Discrete actions are not supported"),
+    ]:
         assert main(["train", "--env", env, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and fragment in err, err

@@ -61,7 +61,7 @@ def put_in_state(env: gym.Env, obs: np.ndarray) -> None:
     """Set a MuJoCo env to the state of an observation (qpos without the root's x, then qvel)."""
     u = env.unwrapped
     nq = u.model.nq
-    u.set_state(np.concatenate([u.init_qpos[:1], obs[: nq - 1]]), obs[nq - 1:])
+    u.set_state(np.concatenate([u.init_qpos[:1], obs[: nq - 1]]), obs[nq - 1 :])
 
 
 def hopper_actions(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -111,8 +111,9 @@ def test_the_same_transitions_as_the_gymnasium_backend_from_the_same_states(envp
         # The same up to rounding (1e-15, which a contact can amplify for a few steps to ~1e-8: the root's x, not in
         # the observations, differs by up to reset_noise_scale between the two)
         np.testing.assert_allclose(obs[~done], g_obs[~done], rtol=0, atol=1e-6)
-        np.testing.assert_allclose(final_observations(infos, done, obs), final_observations(g_infos, done, g_obs),
-                                   rtol=0, atol=1e-5)  # (final_observations gives float32)
+        np.testing.assert_allclose(
+            final_observations(infos, done, obs), final_observations(g_infos, done, g_obs), rtol=0, atol=1e-5
+        )  # (final_observations gives float32)
         for i in np.flatnonzero(done):
             np.testing.assert_allclose(infos["final_obs"][i], g_infos["final_obs"][i], rtol=0, atol=1e-6)
         for i in np.flatnonzero(done):
@@ -245,8 +246,25 @@ def test_a_missing_envpool_is_refused_with_the_pip_command(monkeypatch, tmp_path
 # ------------------------------------------------------------------------------------------------------------ CLI
 def test_npsco_train_with_the_envpool_backend(envpool, tmp_path):
     out = tmp_path / "hopper"
-    args = ["train", "--env", "Hopper-v5", "--env-backend", "envpool", "--steps", "1024", "--set", "num_steps=512",
-            "--set", "update_epochs=1", "--set", "eval_every=0", "--no-progress", "--no-tensorboard", "--out", str(out)]
+    args = [
+        "train",
+        "--env",
+        "Hopper-v5",
+        "--env-backend",
+        "envpool",
+        "--steps",
+        "1024",
+        "--set",
+        "num_steps=512",
+        "--set",
+        "update_epochs=1",
+        "--set",
+        "eval_every=0",
+        "--no-progress",
+        "--no-tensorboard",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     assert json.loads((out / "config.json").read_text())["ppo"]["env_backend"] == "envpool"
     rows = read_metrics(out / "metrics.jsonl")
@@ -259,7 +277,9 @@ def test_env_backend_option_of_population_and_set_still_works():
     assert population_config(args).ppo.env_backend == "sync"
     args = parser.parse_args(["population", "--env", "Hopper-v5", "--set", "env_backend=async"])
     assert population_config(args).ppo.env_backend == "async"
-    args = parser.parse_args(["population", "--env", "Hopper-v5", "--env-backend", "sync", "--set", "env_backend=async"])
+    args = parser.parse_args(
+        ["population", "--env", "Hopper-v5", "--env-backend", "sync", "--set", "env_backend=async"]
+    )
     assert population_config(args).ppo.env_backend == "async"  # --set wins, as for every other option
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "--env-backend", "threads"])

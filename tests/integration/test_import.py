@@ -70,8 +70,18 @@ def hopper(tmp_path_factory):
 
 def test_sb3_ppo_hopper_with_vecnormalize_gives_the_same_actions(hopper, tmp_path, capsys):
     out, model, venv = hopper
-    code = main(["import", str(out / "hopper_ppo.zip"), "--vecnormalize", str(out / "vecnormalize.pkl"),
-                 "--env", "Hopper-v5", "--out", str(tmp_path / "imported")])
+    code = main(
+        [
+            "import",
+            str(out / "hopper_ppo.zip"),
+            "--vecnormalize",
+            str(out / "vecnormalize.pkl"),
+            "--env",
+            "Hopper-v5",
+            "--out",
+            str(tmp_path / "imported"),
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "stable-baselines3 PPO: MLP 64x64 tanh, clipped actions, with observation normalisation" in text
@@ -96,7 +106,10 @@ def test_the_python_example_of_docs_import_md_runs(hopper, tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     exec(compile(examples[0], "docs/import.md", "exec"), namespace)
-    assert namespace["policy"].metadata["method"] == "sb3-ppo" and "with observation normalisation" in capsys.readouterr().out
+    assert (
+        namespace["policy"].metadata["method"] == "sb3-ppo"
+        and "with observation normalisation" in capsys.readouterr().out
+    )
     assert (tmp_path / "runs/imported/sb3-hopper/policy.safetensors").exists()
 
 
@@ -107,9 +120,37 @@ def test_an_imported_policy_is_a_reference_and_is_evaluated(hopper, tmp_path, ca
     assert main(["evaluate", str(ref), "--episodes", "2"]) == 0
     assert json.loads((ref / "policy.eval.json").read_text())["episodes"] == 2
     run = tmp_path / "ipd"
-    assert main(["population", "--env", "Hopper-v5", "--method", "ipd", "--ref-checkpoints", str(ref), "--novel", "1",
-                 "--r0", "0.5", "--steps", "1024", "--set", "num_steps=512", "--set", "num_envs=1", "--set",
-                 "update_epochs=1", "--set", "eval_episodes=1", "--no-progress", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "population",
+                "--env",
+                "Hopper-v5",
+                "--method",
+                "ipd",
+                "--ref-checkpoints",
+                str(ref),
+                "--novel",
+                "1",
+                "--r0",
+                "0.5",
+                "--steps",
+                "1024",
+                "--set",
+                "num_steps=512",
+                "--set",
+                "num_envs=1",
+                "--set",
+                "update_epochs=1",
+                "--set",
+                "eval_episodes=1",
+                "--no-progress",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((run / "manifest.json").read_text())
     ref0, k0 = manifest["members"]
     assert ref0["method"] == "sb3-ppo" and ref0["status"] == "done" and Path(ref0["path"]) == ref.resolve()
@@ -120,14 +161,34 @@ def test_an_imported_policy_is_a_reference_and_is_evaluated(hopper, tmp_path, ca
 @pytest.mark.parametrize("algo", ["a2c", "sac", "td3"])
 def test_sb3_a2c_sac_td3_give_the_same_actions(tmp_path, algo):
     if algo == "a2c":  # ReLU, separate policy and value branches of other sizes
-        model = A2C("MlpPolicy", "Pendulum-v1", n_steps=8, seed=0, device="cpu",
-                    policy_kwargs=dict(activation_fn=nn.ReLU, net_arch=dict(pi=[32, 16], vf=[8])))
+        model = A2C(
+            "MlpPolicy",
+            "Pendulum-v1",
+            n_steps=8,
+            seed=0,
+            device="cpu",
+            policy_kwargs=dict(activation_fn=nn.ReLU, net_arch=dict(pi=[32, 16], vf=[8])),
+        )
     elif algo == "sac":
-        model = SAC("MlpPolicy", "Pendulum-v1", learning_starts=16, batch_size=16, seed=0, device="cpu",
-                    policy_kwargs=dict(net_arch=[32, 32]))
+        model = SAC(
+            "MlpPolicy",
+            "Pendulum-v1",
+            learning_starts=16,
+            batch_size=16,
+            seed=0,
+            device="cpu",
+            policy_kwargs=dict(net_arch=[32, 32]),
+        )
     else:
-        model = TD3("MlpPolicy", "Pendulum-v1", learning_starts=16, batch_size=16, seed=0, device="cpu",
-                    policy_kwargs=dict(net_arch=[24, 12], activation_fn=nn.Tanh))
+        model = TD3(
+            "MlpPolicy",
+            "Pendulum-v1",
+            learning_starts=16,
+            batch_size=16,
+            seed=0,
+            device="cpu",
+            policy_kwargs=dict(net_arch=[24, 12], activation_fn=nn.Tanh),
+        )
     model.learn(32)
     perturbed(model).save(tmp_path / "model.zip")
     result = import_policy(tmp_path / "model.zip", "Pendulum-v1", tmp_path / "out")
@@ -146,8 +207,9 @@ class CleanRLAgent(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int):
         super().__init__()
         self.critic = nn.Sequential(nn.Linear(obs_dim, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 1))
-        self.actor_mean = nn.Sequential(nn.Linear(obs_dim, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(),
-                                        nn.Linear(64, act_dim))
+        self.actor_mean = nn.Sequential(
+            nn.Linear(obs_dim, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, act_dim)
+        )
         self.actor_logstd = nn.Parameter(torch.zeros(1, act_dim))
 
 
@@ -170,8 +232,21 @@ def test_cleanrl_ppo_gives_the_same_actions_and_says_what_is_lost(tmp_path, caps
     # with the statistics the user kept: the same normalisation as Gymnasium's NormalizeObservation
     mean, var = obs.mean(0), obs.var(0)
     np.savez(tmp_path / "stats.npz", mean=mean, var=var)
-    assert main(["import", str(path), "--env", "Hopper-v5", "--obs-norm", str(tmp_path / "stats.npz"), "--out",
-                 str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                "import",
+                str(path),
+                "--env",
+                "Hopper-v5",
+                "--obs-norm",
+                str(tmp_path / "stats.npz"),
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     assert "not imported" not in capsys.readouterr().out
     normalised = np.clip((obs - mean) / np.sqrt(var + 1e-8), -10, 10).astype(np.float32)
     with torch.no_grad():
@@ -217,8 +292,12 @@ def test_a_policy_file_carrying_a_pickle_payload_is_refused_without_running(pend
     payload = io.BytesIO()
     torch.save({"action_net.weight": _Touch(marker)}, payload)
     bad = rewrite_zip(pendulum_zip, tmp_path / "bad.zip", policy_pth=payload.getvalue())
-    refused(capsys, [str(bad), "--env", "Pendulum-v1", "--out", str(tmp_path / "o")], "refused",
-            "not a plain PyTorch state dict")
+    refused(
+        capsys,
+        [str(bad), "--env", "Pendulum-v1", "--out", str(tmp_path / "o")],
+        "refused",
+        "not a plain PyTorch state dict",
+    )
     assert not marker.exists() and not (tmp_path / "o").exists()
     torch.load(io.BytesIO(payload.getvalue()), weights_only=False)  # the payload is live
     assert marker.exists()
@@ -228,8 +307,10 @@ def test_the_pickled_fields_of_data_are_never_decoded(pendulum_zip, tmp_path):
     marker = tmp_path / "pwned"
     with zipfile.ZipFile(pendulum_zip) as z:
         data = json.loads(z.read("data"))
-    data["policy_kwargs"] = {":type:": "<class 'dict'>",
-                             ":serialized:": base64.b64encode(pickle.dumps(_Touch(marker))).decode()}
+    data["policy_kwargs"] = {
+        ":type:": "<class 'dict'>",
+        ":serialized:": base64.b64encode(pickle.dumps(_Touch(marker))).decode(),
+    }
     data["lr_schedule"][":serialized:"] = data["policy_kwargs"][":serialized:"]
     zip_ = rewrite_zip(pendulum_zip, tmp_path / "model.zip", data=json.dumps(data).encode())
     import_policy(zip_, "Pendulum-v1", tmp_path / "out")
@@ -262,13 +343,23 @@ def test_refuses_unknown_architectures_and_activations(pendulum_zip, tmp_path, c
     refused(capsys, [str(bad), "--env", "Pendulum-v1"], "unknown policy architecture")
     with zipfile.ZipFile(pendulum_zip) as z:
         data = json.loads(z.read("data"))
-    data["policy_kwargs"] = {":type:": "<class 'dict'>", ":serialized:": "",
-                             "activation_fn": "<class 'torch.nn.modules.activation.ELU'>"}
+    data["policy_kwargs"] = {
+        ":type:": "<class 'dict'>",
+        ":serialized:": "",
+        "activation_fn": "<class 'torch.nn.modules.activation.ELU'>",
+    }
     bad = rewrite_zip(pendulum_zip, tmp_path / "elu.zip", data=json.dumps(data).encode())
     refused(capsys, [str(bad), "--env", "Pendulum-v1"], "activation ELU is not supported")
     buffer = io.BytesIO()  # SAC with gSDE wraps mu in Hardtanh: a clipped mean npsco cannot express
-    torch.save({"actor.latent_pi.0.weight": torch.zeros(8, 3), "actor.latent_pi.0.bias": torch.zeros(8),
-                "actor.mu.0.weight": torch.zeros(1, 8), "actor.mu.0.bias": torch.zeros(1)}, buffer)
+    torch.save(
+        {
+            "actor.latent_pi.0.weight": torch.zeros(8, 3),
+            "actor.latent_pi.0.bias": torch.zeros(8),
+            "actor.mu.0.weight": torch.zeros(1, 8),
+            "actor.mu.0.bias": torch.zeros(1),
+        },
+        buffer,
+    )
     bad = rewrite_zip(pendulum_zip, tmp_path / "sde.zip", policy_pth=buffer.getvalue())
     refused(capsys, [str(bad), "--env", "Pendulum-v1"], "SAC with gSDE clips its mean")
     torch.save({"conv.weight": torch.zeros(2, 2, 3, 3)}, tmp_path / "x.cleanrl_model")
@@ -276,10 +367,17 @@ def test_refuses_unknown_architectures_and_activations(pendulum_zip, tmp_path, c
 
 
 def test_refuses_the_wrong_task_and_mismatched_statistics(pendulum_zip, hopper, tmp_path, capsys):
-    refused(capsys, [str(pendulum_zip), "--env", "Hopper-v5"], "maps 3 observations to 1 actions",
-            "Hopper-v5 has 11 observations and 3 actions")
-    refused(capsys, [str(pendulum_zip), "--env", "Pendulum-v1", "--vecnormalize", str(hopper[0] / "vecnormalize.pkl")],
-            "statistics have shape (11,)")
+    refused(
+        capsys,
+        [str(pendulum_zip), "--env", "Hopper-v5"],
+        "maps 3 observations to 1 actions",
+        "Hopper-v5 has 11 observations and 3 actions",
+    )
+    refused(
+        capsys,
+        [str(pendulum_zip), "--env", "Pendulum-v1", "--vecnormalize", str(hopper[0] / "vecnormalize.pkl")],
+        "statistics have shape (11,)",
+    )
     refused(capsys, [str(tmp_path / "none.zip"), "--env", "Pendulum-v1"], "no such file")
     refused(capsys, [str(pendulum_zip), "--env", "NoSuchTask-v0"], "unknown environment id")
     with pytest.raises(NpscoError, match="--obs-norm is for CleanRL"):

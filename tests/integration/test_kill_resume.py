@@ -24,8 +24,22 @@ from safetensors.numpy import load_file
 
 from npsco.logger import read_metrics
 
-ARGS = ["population", "--refs", "2", "--novel", "2", "--steps", "4096", "--set", "num_steps=64",
-        "--set", "eval_every=2", "--set", "eval_episodes=5", "--no-progress"]
+ARGS = [
+    "population",
+    "--refs",
+    "2",
+    "--novel",
+    "2",
+    "--steps",
+    "4096",
+    "--set",
+    "num_steps=64",
+    "--set",
+    "eval_every=2",
+    "--set",
+    "eval_episodes=5",
+    "--no-progress",
+]
 NAMES = ["ref0", "ref1", "ipd-r0x0.5/k0", "ipd-r0x0.5/k1"]
 PATHS = ["refs/ref0", "refs/ref1", "novel/ipd-r0x0.5/k0", "novel/ipd-r0x0.5/k1"]
 CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -34,8 +48,13 @@ TIMEOUT = 300.0
 
 
 def start(out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "npsco.cli", *ARGS, "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=CHILD_ENV)
+    return subprocess.Popen(
+        [sys.executable, "-m", "npsco.cli", *ARGS, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=CHILD_ENV,
+    )
 
 
 class Watch:
@@ -142,8 +161,9 @@ def members(out: Path) -> dict[str, dict]:
 
 def test_every_policy_is_there_once_done_and_never_retrained(runs):
     out, _, kills, watch, output = runs
-    story = "\n".join(f"kill after {k.anchor} started + {k.delay:.2f} s (killed: {k.killed}): {k.before} -> {k.after}"
-                      for k in kills)
+    story = "\n".join(
+        f"kill after {k.anchor} started + {k.delay:.2f} s (killed: {k.killed}): {k.before} -> {k.after}" for k in kills
+    )
     print(story)
     # the kills interrupted running processes, and at least one of them a run that already had finished policies
     assert kills[0].killed, story
@@ -155,7 +175,9 @@ def test_every_policy_is_there_once_done_and_never_retrained(runs):
     assert all(m["status"] == "done" for m in manifest["members"]), story
     on_disk = sorted(str(p.parent.relative_to(out)) for p in out.rglob("policy.safetensors"))
     assert on_disk == sorted(PATHS)
-    run_dirs = sorted(str(p.relative_to(out)) for p in [*(out / "refs").iterdir(), *(out / "novel" / "ipd-r0x0.5").iterdir()])
+    run_dirs = sorted(
+        str(p.relative_to(out)) for p in [*(out / "refs").iterdir(), *(out / "novel" / "ipd-r0x0.5").iterdir()]
+    )
     assert run_dirs == sorted(PATHS)
     # every finished policy was seen, and its file never changed from the moment it was first seen done
     assert set(watch.stamps) == set(NAMES)
@@ -174,7 +196,12 @@ def test_the_resumed_run_ends_as_the_uninterrupted_one(runs):
     for name in NAMES:
         a, b = got[name], expected[name]
         assert (a["seed"], a["threshold"], a["references"], a["final_eval"], a["eval_curve"]) == (
-            b["seed"], b["threshold"], b["references"], b["final_eval"], b["eval_curve"]), name
+            b["seed"],
+            b["threshold"],
+            b["references"],
+            b["final_eval"],
+            b["eval_curve"],
+        ), name
     assert json.loads((out / "threshold.json").read_text()) == json.loads((baseline / "threshold.json").read_text())
 
 

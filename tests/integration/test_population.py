@@ -29,8 +29,22 @@ from npsco.population import Population
 from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
 
 # 2 iterations of 16 envs x 32 steps per policy, 2 epochs per update: the workflow, not learning, is under test
-TINY = ["population", "--refs", "2", "--novel", "2", "--steps", "1024", "--set", "num_steps=32",
-        "--set", "update_epochs=2", "--set", "eval_episodes=5", "--no-progress"]
+TINY = [
+    "population",
+    "--refs",
+    "2",
+    "--novel",
+    "2",
+    "--steps",
+    "1024",
+    "--set",
+    "num_steps=32",
+    "--set",
+    "update_epochs=2",
+    "--set",
+    "eval_episodes=5",
+    "--no-progress",
+]
 STATUS_ORDER = ["pending", "training", "done"]
 
 
@@ -70,7 +84,11 @@ def test_manifest_records_roles_seeds_threshold_references_and_statuses(run):
     assert (data["format"], data["env_id"], data["method"]) == ("npsco-population", "npsco/FourRewardMaze-v0", "ipd")
     ms = data["members"]
     assert [(m["name"], m["role"], m["seed"]) for m in ms] == [
-        ("ref0", "reference", 0), ("ref1", "reference", 1), ("ipd-r0x0.5/k0", "novel", 1000), ("ipd-r0x0.5/k1", "novel", 1001)]
+        ("ref0", "reference", 0),
+        ("ref1", "reference", 1),
+        ("ipd-r0x0.5/k0", "novel", 1000),
+        ("ipd-r0x0.5/k1", "novel", 1001),
+    ]
     assert all(m["status"] == "done" for m in ms)
     threshold = json.loads((out / "threshold.json").read_text())
     assert threshold["names"] == ["ref0", "ref1"] and threshold["episodes_per_policy"] == 50
@@ -168,8 +186,14 @@ def test_resume_after_sigkill_retrains_nothing_done_and_equals_an_uninterrupted_
     reference_run, _ = run
     out = tmp_path / "run"
     args = [*TINY, "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-c", PAUSING_CHILD, *args], stdin=subprocess.PIPE, env=same_blas_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PAUSING_CHILD, *args],
+        stdin=subprocess.PIPE,
+        env=same_blas_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for_training(out, proc, "ipd-r0x0.5/k0")
     finally:
@@ -177,7 +201,11 @@ def test_resume_after_sigkill_retrains_nothing_done_and_equals_an_uninterrupted_
         proc.wait()
     before = members(out)
     assert [before[n]["status"] for n in ("ref0", "ref1", "ipd-r0x0.5/k0", "ipd-r0x0.5/k1")] == [
-        "done", "done", "training", "pending"]
+        "done",
+        "done",
+        "training",
+        "pending",
+    ]
     stamps = {n: os.stat(out / before[n]["path"] / "policy.safetensors") for n in ("ref0", "ref1")}
     threshold_stamp = os.stat(out / "threshold.json")
     assert not (out / "novel" / "ipd-r0x0.5" / "k0" / "policy.safetensors").exists()
@@ -201,7 +229,11 @@ def test_resume_after_sigkill_retrains_nothing_done_and_equals_an_uninterrupted_
     for n, m in after.items():
         e = expected[n]
         assert (m["threshold"], m["references"], m["final_eval"], m["eval_curve"]) == (
-            e["threshold"], e["references"], e["final_eval"], e["eval_curve"]), n
+            e["threshold"],
+            e["references"],
+            e["final_eval"],
+            e["eval_curve"],
+        ), n
         a = load_policy(out / m["path"] / "policy.safetensors")
         b = load_policy(reference_run / e["path"] / "policy.safetensors")
         for (wa, ba), (wb, bb) in zip(a.weights, b.weights, strict=True):
@@ -243,8 +275,9 @@ def test_refs_from_reuses_the_references_without_training_them(run, tmp_path, mo
 
 
 @pytest.mark.parametrize("borrow", ["--refs-from", "--ref-checkpoints"])
-def test_a_borrowed_reference_replaced_after_borrowing_is_refused_by_resume_and_evaluation(run, tmp_path, capsys,
-                                                                                           borrow):
+def test_a_borrowed_reference_replaced_after_borrowing_is_refused_by_resume_and_evaluation(
+    run, tmp_path, capsys, borrow
+):
     source = tmp_path / "source"
     shutil.copytree(run[0], source)
     out = tmp_path / "borrow"
@@ -254,7 +287,9 @@ def test_a_borrowed_reference_replaced_after_borrowing_is_refused_by_resume_and_
     assert main(args) == 0
     assert all(len(m.get("sha256") or "") == 64 for m in members(out).values() if m["role"] == "reference")
     # another policy put in ref0's place: resuming (one more novel policy) and evaluating must not use it
-    shutil.copy(source / "novel" / "ipd-r0x0.5" / "k0" / "policy.safetensors", source / "refs" / "ref0" / "policy.safetensors")
+    shutil.copy(
+        source / "novel" / "ipd-r0x0.5" / "k0" / "policy.safetensors", source / "refs" / "ref0" / "policy.safetensors"
+    )
     capsys.readouterr()
     args[args.index("--novel") + 1] = "2"
     assert main(args) == 2
@@ -307,8 +342,7 @@ def test_same_configuration_compares_settings_and_fills_only_defaults():
     assert not same_configuration(older, current)
     assert configuration_differences(changed, config) == ["ppo.seed: 1 in the run, 0 now"]
     assert configuration_differences(extra, config) == ["method.removed_setting: 1 in the run, not a setting now"]
-    assert configuration_differences(older, current) == [
-        "method.metric: not recorded in the run, 'wasserstein2' now"]
+    assert configuration_differences(older, current) == ["method.metric: not recorded in the run, 'wasserstein2' now"]
 
 
 def test_a_run_made_at_the_old_default_multiple_is_told_to_add_r0_scale_1(tmp_path, capsys):
@@ -387,8 +421,11 @@ def test_a_larger_novel_count_extends_a_finished_run_without_retraining_it(run, 
     out = tmp_path / "grown"
     shutil.copytree(run[0], out)
     before = members(out)
-    stamps = {n: (out / m["path"] / "policy.safetensors").stat().st_mtime_ns
-              for n, m in before.items() if m["role"] == "novel"}
+    stamps = {
+        n: (out / m["path"] / "policy.safetensors").stat().st_mtime_ns
+        for n, m in before.items()
+        if m["role"] == "novel"
+    }
     args = [*TINY, "--out", str(out)]
     args[args.index("--novel") + 1] = "3"
     assert main(args) == 0
@@ -426,8 +463,11 @@ def test_growing_writes_the_manifest_before_the_config(run, tmp_path, monkeypatc
     out = tmp_path / "grown"
     shutil.copytree(run[0], out)
     order = []
-    monkeypatch.setattr(npsco.population, "atomic_write_json",
-                        lambda path, obj: order.append(Path(path).name) or atomic_write_json(path, obj))
+    monkeypatch.setattr(
+        npsco.population,
+        "atomic_write_json",
+        lambda path, obj: order.append(Path(path).name) or atomic_write_json(path, obj),
+    )
     monkeypatch.setattr(Population, "run", lambda self: self.open() or self.members)  # the bookkeeping, no training
     args = [*TINY, "--out", str(out)]
     args[args.index("--novel") + 1] = "3"
@@ -441,7 +481,11 @@ def test_the_ppo_seed_setting_shifts_every_seed_of_the_population(tmp_path):
     pop = npsco.population.Population(tmp_path / "replicate", config, progress=False, log=lambda _: None)
     pop.open()  # plans and writes the manifest, trains nothing
     assert [(m["name"], m["seed"]) for m in manifest(tmp_path / "replicate")["members"]] == [
-        ("ref0", 7), ("ref1", 8), ("ipd-r0x0.5/k0", 1007), ("ipd-r0x0.5/k1", 1008)]
+        ("ref0", 7),
+        ("ref1", 8),
+        ("ipd-r0x0.5/k0", 1007),
+        ("ipd-r0x0.5/k1", 1008),
+    ]
 
 
 def test_the_seed_option_is_the_base_seed(tmp_path):
@@ -457,8 +501,24 @@ def test_the_seed_option_is_the_base_seed(tmp_path):
 
 def test_a_wasserstein_threshold_and_a_reference_profile_reach_the_novel_policy(tmp_path):
     out = tmp_path / "w2"
-    assert main([*TINY, "--novel", "1", "--r0-scale", "1", "--mset", "metric=wasserstein2",
-                 "--mset", "r0_profile=reference", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                *TINY,
+                "--novel",
+                "1",
+                "--r0-scale",
+                "1",
+                "--mset",
+                "metric=wasserstein2",
+                "--mset",
+                "r0_profile=reference",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     th = json.loads((out / "threshold.json").read_text())
     assert th["metric"] == "wasserstein2" and len(th["profile"]) >= 1
     assert manifest(out)["r0_default"] == pytest.approx(th["r0_default"])
@@ -479,8 +539,9 @@ def test_a_job_trains_without_writing_the_manifest_and_the_population_records_it
     from npsco.parallel import Job
     from npsco.population_jobs import train_member_job
 
-    ppo = apply_overrides(preset(MAZE_ID), ["total_timesteps=1024", "num_steps=32", "update_epochs=2",
-                                            "eval_episodes=5"])
+    ppo = apply_overrides(
+        preset(MAZE_ID), ["total_timesteps=1024", "num_steps=32", "update_epochs=2", "eval_episodes=5"]
+    )
     config = PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"), refs=1, novel=0)
     pop = Population(tmp_path / "pop", config, progress=False, log=lambda _: None)
     pop.open()

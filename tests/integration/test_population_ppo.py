@@ -7,8 +7,26 @@ from npsco.cli import main
 
 def test_ppo_population_trains_more_seeds_without_a_threshold(tmp_path, capsys):
     out = tmp_path / "pop"
-    code = main(["population", "--method", "ppo", "--refs", "1", "--novel", "1", "--steps", "1024",
-                 "--set", "num_steps=64", "--set", "eval_episodes=2", "--no-progress", "--out", str(out)])
+    code = main(
+        [
+            "population",
+            "--method",
+            "ppo",
+            "--refs",
+            "1",
+            "--novel",
+            "1",
+            "--steps",
+            "1024",
+            "--set",
+            "num_steps=64",
+            "--set",
+            "eval_episodes=2",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     members = json.loads((out / "manifest.json").read_text())["members"]
     novel = [m for m in members if m["role"] == "novel"]

@@ -46,8 +46,11 @@ def test_every_results_file_a_page_names_exists_and_names_its_command(page):
     named |= {p for _, p in links(page) if "benchmarks/results" in str(p)}
     missing = sorted(str(p.relative_to(REPO)) for p in named if not p.exists())
     assert not missing, f"{page.name} names results files that do not exist: {missing}"
-    silent = sorted(str(p.relative_to(REPO)) for p in named
-                    if p.suffix == ".md" and not COMMAND.search(p.read_text(encoding="utf-8")))
+    silent = sorted(
+        str(p.relative_to(REPO))
+        for p in named
+        if p.suffix == ".md" and not COMMAND.search(p.read_text(encoding="utf-8"))
+    )
     assert not silent, f"results files that do not say the command that made them: {silent}"
 
 

@@ -84,19 +84,31 @@ def make_inputs(root: Path) -> None:
     # a finished maze population (one reference) to borrow references from
     (root / "maze_pop" / "refs" / "ref0").mkdir(parents=True)
     shutil.copy(maze, root / "maze_pop" / "refs" / "ref0" / "policy.safetensors")
-    atomic_write_json(root / "maze_pop" / "manifest.json", {
-        "format": "npsco-population", "format_version": 1, "env_id": MAZE_ID, "method": "ppo", "r0_default": None,
-        "members": [{"name": "ref0", "role": "reference", "method": "ppo", "seed": 0, "path": "refs/ref0",
-                     "status": "done"}]})
+    atomic_write_json(
+        root / "maze_pop" / "manifest.json",
+        {
+            "format": "npsco-population",
+            "format_version": 1,
+            "env_id": MAZE_ID,
+            "method": "ppo",
+            "r0_default": None,
+            "members": [
+                {"name": "ref0", "role": "reference", "method": "ppo", "seed": 0, "path": "refs/ref0", "status": "done"}
+            ],
+        },
+    )
     # run directories holding another configuration, and a folder that is not a run directory
     other = apply_overrides(preset(MAZE_ID), ["total_timesteps=2048", "eval_episodes=2", "learning_rate=5e-4"])
-    atomic_write_json(root / "other_train" / "config.json", {"command": "train", "preset": "default",
-                                                             "ppo": other.to_dict()})
+    atomic_write_json(
+        root / "other_train" / "config.json", {"command": "train", "preset": "default", "ppo": other.to_dict()}
+    )
     atomic_write_json(root / "other_pop" / "config.json", {"refs": 7})
     atomic_write_text(root / "notes" / "notes.txt", "my notes\n")
     # a pickle renamed .safetensors whose unpickling would create DIR/pwned
     (root / "pickle").mkdir()
-    (root / "pickle" / "policy.safetensors").write_bytes(pickle.dumps({"actor.0.weight": _CreatesMarker(root / "pwned")}))
+    (root / "pickle" / "policy.safetensors").write_bytes(
+        pickle.dumps({"actor.0.weight": _CreatesMarker(root / "pwned")})
+    )
 
     # hand-written safetensors headers: an extra tensor the architecture does not have, and an extra non-tensor entry
     def extra_tensor(header, data):
@@ -133,60 +145,126 @@ class Case:
 
 TINY = "--steps 2048 --set eval_episodes=2 --no-progress --out DIR/out"
 CASES = [
-    Case("unknown environment id", "train --env NoSuchEnv-v0 --out DIR/out", "unknown environment id 'NoSuchEnv-v0'",
-         creates="out"),
+    Case(
+        "unknown environment id",
+        "train --env NoSuchEnv-v0 --out DIR/out",
+        "unknown environment id 'NoSuchEnv-v0'",
+        creates="out",
+    ),
     Case("a MuJoCo -v3 environment id", "population --env Hopper-v3 --out DIR/out", "use Hopper-v5", creates="out"),
-    Case("reference checkpoints of another task (maze policy, Hopper run)",
-         "population --env Hopper-v5 --ref-checkpoints DIR/maze --novel 1 --out DIR/out",
-         "trained on npsco/FourRewardMaze-v0, not Hopper-v5", creates="out"),
-    Case("reference checkpoints of another task (Hopper policy, maze run)",
-         "population --ref-checkpoints DIR/hopper --novel 1 --out DIR/out",
-         "trained on Hopper-v5, not npsco/FourRewardMaze-v0", creates="out"),
-    Case("references borrowed from a run on another task",
-         "population --env Hopper-v5 --refs-from DIR/maze_pop --novel 1 --out DIR/out",
-         "its references were trained on npsco/FourRewardMaze-v0, not Hopper-v5", creates="out"),
+    Case(
+        "reference checkpoints of another task (maze policy, Hopper run)",
+        "population --env Hopper-v5 --ref-checkpoints DIR/maze --novel 1 --out DIR/out",
+        "trained on npsco/FourRewardMaze-v0, not Hopper-v5",
+        creates="out",
+    ),
+    Case(
+        "reference checkpoints of another task (Hopper policy, maze run)",
+        "population --ref-checkpoints DIR/hopper --novel 1 --out DIR/out",
+        "trained on Hopper-v5, not npsco/FourRewardMaze-v0",
+        creates="out",
+    ),
+    Case(
+        "references borrowed from a run on another task",
+        "population --env Hopper-v5 --refs-from DIR/maze_pop --novel 1 --out DIR/out",
+        "its references were trained on npsco/FourRewardMaze-v0, not Hopper-v5",
+        creates="out",
+    ),
     Case("threshold 0", "population --r0 0 --out DIR/out", "r0 must be a positive number, got 0.0", creates="out"),
-    Case("negative threshold", "population --r0 -1 --out DIR/out", "r0 must be a positive number, got -1.0",
-         creates="out"),
+    Case(
+        "negative threshold",
+        "population --r0 -1 --out DIR/out",
+        "r0 must be a positive number, got -1.0",
+        creates="out",
+    ),
     Case("threshold nan", "population --r0 nan --out DIR/out", "r0 must be a positive number, got nan", creates="out"),
     Case("threshold inf", "population --r0 inf --out DIR/out", "r0 must be a positive number, got inf", creates="out"),
-    Case("threshold not a number", "population --r0 abc --out DIR/out", "argument --r0: invalid float value: 'abc'",
-         argparse=True, creates="out"),
-    Case("threshold scale nan", "population --r0-scale 1 nan --out DIR/out", "--r0-scale values must be finite and > 0",
-         creates="out"),
-    Case("--refs-from a folder that does not exist", "population --refs-from DIR/nothing --out DIR/out",
-         "no population manifest there", creates="out"),
+    Case(
+        "threshold not a number",
+        "population --r0 abc --out DIR/out",
+        "argument --r0: invalid float value: 'abc'",
+        argparse=True,
+        creates="out",
+    ),
+    Case(
+        "threshold scale nan",
+        "population --r0-scale 1 nan --out DIR/out",
+        "--r0-scale values must be finite and > 0",
+        creates="out",
+    ),
+    Case(
+        "--refs-from a folder that does not exist",
+        "population --refs-from DIR/nothing --out DIR/out",
+        "no population manifest there",
+        creates="out",
+    ),
     Case("`npsco threshold` of a folder that does not exist", "threshold DIR/nothing", "no such checkpoint"),
     Case("`npsco evaluate` of a folder that does not exist", "evaluate DIR/nothing", "no such checkpoint"),
-    Case("--refs-from together with --ref-checkpoints",
-         "population --refs-from DIR/maze_pop --ref-checkpoints DIR/maze --out DIR/out",
-         "--refs-from and --ref-checkpoints are alternatives", creates="out"),
-    Case("--r0 together with --r0-scale", "population --r0 0.5 --r0-scale 2 --out DIR/out",
-         "--r0 (an absolute threshold) and --r0-scale (multiples of the default) are alternatives", creates="out"),
-    Case("`npsco train` into a run directory of another configuration", f"train {TINY.replace('DIR/out', 'DIR/other_train')}",
-         "holds a run with a different configuration", unchanged="other_train"),
-    Case("`npsco population` into a run directory of another configuration",
-         f"population {TINY.replace('DIR/out', 'DIR/other_pop')}", "holds a population with a different configuration",
-         unchanged="other_pop"),
-    Case("`npsco population` into a folder that is not a run directory",
-         f"population {TINY.replace('DIR/out', 'DIR/notes')}", "exists and is not a population run directory",
-         unchanged="notes"),
-    Case("unknown --set key", "population --set learning_rat=1e-3 --out DIR/out", "unknown setting 'learning_rat'",
-         creates="out"),
-    Case("bad --set value", "population --set num_envs=two --out DIR/out", "bad value for num_envs: 'two'",
-         creates="out"),
+    Case(
+        "--refs-from together with --ref-checkpoints",
+        "population --refs-from DIR/maze_pop --ref-checkpoints DIR/maze --out DIR/out",
+        "--refs-from and --ref-checkpoints are alternatives",
+        creates="out",
+    ),
+    Case(
+        "--r0 together with --r0-scale",
+        "population --r0 0.5 --r0-scale 2 --out DIR/out",
+        "--r0 (an absolute threshold) and --r0-scale (multiples of the default) are alternatives",
+        creates="out",
+    ),
+    Case(
+        "`npsco train` into a run directory of another configuration",
+        f"train {TINY.replace('DIR/out', 'DIR/other_train')}",
+        "holds a run with a different configuration",
+        unchanged="other_train",
+    ),
+    Case(
+        "`npsco population` into a run directory of another configuration",
+        f"population {TINY.replace('DIR/out', 'DIR/other_pop')}",
+        "holds a population with a different configuration",
+        unchanged="other_pop",
+    ),
+    Case(
+        "`npsco population` into a folder that is not a run directory",
+        f"population {TINY.replace('DIR/out', 'DIR/notes')}",
+        "exists and is not a population run directory",
+        unchanged="notes",
+    ),
+    Case(
+        "unknown --set key",
+        "population --set learning_rat=1e-3 --out DIR/out",
+        "unknown setting 'learning_rat'",
+        creates="out",
+    ),
+    Case(
+        "bad --set value", "population --set num_envs=two --out DIR/out", "bad value for num_envs: 'two'", creates="out"
+    ),
     Case("--steps 0 (train)", "train --steps 0 --out DIR/out", "total_timesteps must be > 0", creates="out"),
     Case("--steps 0 (population)", "population --steps 0 --out DIR/out", "total_timesteps must be > 0", creates="out"),
-    Case("--refs 1 with the default threshold", "population --refs 1 --out DIR/out",
-         "the default threshold needs at least 2 references", creates="out"),
-    Case("a pickle renamed .safetensors (evaluate)", "evaluate DIR/pickle/policy.safetensors",
-         "not a valid safetensors checkpoint", creates="pwned"),
-    Case("a pickle renamed .safetensors (reference checkpoint)",
-         "population --ref-checkpoints DIR/pickle --novel 1 --out DIR/out", "not a valid safetensors checkpoint",
-         creates="pwned"),
+    Case(
+        "--refs 1 with the default threshold",
+        "population --refs 1 --out DIR/out",
+        "the default threshold needs at least 2 references",
+        creates="out",
+    ),
+    Case(
+        "a pickle renamed .safetensors (evaluate)",
+        "evaluate DIR/pickle/policy.safetensors",
+        "not a valid safetensors checkpoint",
+        creates="pwned",
+    ),
+    Case(
+        "a pickle renamed .safetensors (reference checkpoint)",
+        "population --ref-checkpoints DIR/pickle --novel 1 --out DIR/out",
+        "not a valid safetensors checkpoint",
+        creates="pwned",
+    ),
     Case("a checkpoint with an extra tensor", "evaluate DIR/extra_tensor.safetensors", "unexpected ['actor.extra']"),
-    Case("a checkpoint header with an extra non-tensor entry", "evaluate DIR/extra_entry.safetensors",
-         "not a valid safetensors checkpoint"),
+    Case(
+        "a checkpoint header with an extra non-tensor entry",
+        "evaluate DIR/extra_entry.safetensors",
+        "not a valid safetensors checkpoint",
+    ),
 ]
 
 
@@ -214,8 +292,9 @@ def table_rows(root: Path) -> list[str]:
     rows = ["| Bad input | Command | Exit | What the user sees (stderr) |", "|---|---|---|---|"]
     for case in CASES:
         rc, _, err = run_case(case, root)
-        rows.append(f"| {md_escape(case.name)} | `npsco {md_escape(case.argv)}` | {rc} | "
-                    f"`{md_escape(shown(err, root))}` |")
+        rows.append(
+            f"| {md_escape(case.name)} | `npsco {md_escape(case.argv)}` | {rc} | `{md_escape(shown(err, root))}` |"
+        )
     return rows
 
 
@@ -286,8 +365,17 @@ def test_the_pickle_payload_of_the_cases_is_live(inputs):
 
 
 def test_train_into_an_interrupted_run_with_the_same_configuration_trains_it(tmp_path, capsys):
-    args = ["train", "--steps", "1024", "--set", "eval_episodes=2", "--no-progress", "--no-tensorboard",
-            "--out", str(tmp_path / "run")]
+    args = [
+        "train",
+        "--steps",
+        "1024",
+        "--set",
+        "eval_episodes=2",
+        "--no-progress",
+        "--no-tensorboard",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     assert main(args) == 0
     (tmp_path / "run" / "policy.safetensors").unlink()  # as if the first run had been killed before the end
     config = (tmp_path / "run" / "config.json").read_text()
@@ -305,13 +393,26 @@ WRITERS_ALLOWED = {
     "io.py:atomic_write_bytes: os.fdopen(fd, 'wb')": "the atomic writer itself (a mkstemp file, then os.replace)",
     "io.py:fresh_dir: os.rename(path, trash)": "moves a whole run folder aside in one step, then deletes it",
     "logger.py:MetricsLogger.__init__: open(run_dir / 'metrics.jsonl', 'w', encoding='utf-8')": (
-        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line"),
+        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line"
+    ),
     "report/figures.py:save_figure: open(temp, 'xb')": "renders into a fresh temp file, then os.replace",
     "report/figures.py:save_figure: fig.savefig(handle, format=fmt, dpi=dpi)": "(into that temp file)",
 }
-_MODULE_WRITERS = {("json", "dump"), ("pickle", "dump"), ("np", "save"), ("np", "savez"), ("numpy", "save"),
-                   ("torch", "save"), ("shutil", "copy"), ("shutil", "copyfile"), ("shutil", "copy2"),
-                   ("shutil", "copytree"), ("shutil", "move"), ("os", "rename"), ("os", "fdopen")}
+_MODULE_WRITERS = {
+    ("json", "dump"),
+    ("pickle", "dump"),
+    ("np", "save"),
+    ("np", "savez"),
+    ("numpy", "save"),
+    ("torch", "save"),
+    ("shutil", "copy"),
+    ("shutil", "copyfile"),
+    ("shutil", "copy2"),
+    ("shutil", "copytree"),
+    ("shutil", "move"),
+    ("os", "rename"),
+    ("os", "fdopen"),
+}
 _METHOD_WRITERS = {"write_text", "write_bytes", "savefig", "to_csv", "save_file"}
 
 
@@ -348,8 +449,11 @@ def _write_calls(tree: ast.AST) -> list[str]:
 
 
 def test_every_file_write_in_the_package_goes_through_npsco_io_or_is_allowed():
-    found = [f"{path.relative_to(SRC)}:{call}" for path in sorted(SRC.rglob("*.py"))
-             for call in _write_calls(ast.parse(path.read_text(encoding="utf-8")))]
+    found = [
+        f"{path.relative_to(SRC)}:{call}"
+        for path in sorted(SRC.rglob("*.py"))
+        for call in _write_calls(ast.parse(path.read_text(encoding="utf-8")))
+    ]
     assert set(WRITERS_ALLOWED) <= set(found), "the scan no longer sees the allowed writers: it is broken"
     assert [c for c in found if c not in WRITERS_ALLOWED] == [], "write these files with npsco.io"
 
@@ -364,8 +468,11 @@ def f(run, fig, rows):
     open(run / "x").read()
 """
     assert _write_calls(ast.parse(code)) == [
-        "f: (run / 'config.json').write_text('{}')", "f: open(run / 'm.json', 'w')", "f: json.dump(rows, fh)",
-        "f: fig.savefig(run / 'a.png')"]
+        "f: (run / 'config.json').write_text('{}')",
+        "f: open(run / 'm.json', 'w')",
+        "f: json.dump(rows, fh)",
+        "f: fig.savefig(run / 'a.png')",
+    ]
 
 
 def test_an_interrupted_atomic_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatch):
@@ -391,8 +498,10 @@ def test_metrics_are_read_back_without_a_torn_last_line(tmp_path):
         f.write(json.dumps({"global_step": 3072, "charts/episodic_return": 3.0})[:17])
     logger.close()
     rows = read_metrics(tmp_path / "metrics.jsonl")
-    assert rows == [{"global_step": 1024, "charts/episodic_return": 1.024, "losses/value_loss": None},
-                    {"global_step": 2048, "charts/episodic_return": 2.048, "losses/value_loss": None}]
+    assert rows == [
+        {"global_step": 1024, "charts/episodic_return": 1.024, "losses/value_loss": None},
+        {"global_step": 2048, "charts/episodic_return": 2.048, "losses/value_loss": None},
+    ]
 
 
 @pytest.mark.parametrize("damage", ["not json", "[1, 2]", ""])
@@ -415,9 +524,28 @@ def interruptible() -> None:
 def test_ctrl_c_saves_the_policy_in_training_and_exits_130_without_a_traceback(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "npsco.cli", "train", "--steps", "100000000", "--set", "eval_every=1",
-         "--set", "eval_episodes=2", "--no-progress", "--no-tensorboard", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV, preexec_fn=interruptible)
+        [
+            sys.executable,
+            "-m",
+            "npsco.cli",
+            "train",
+            "--steps",
+            "100000000",
+            "--set",
+            "eval_every=1",
+            "--set",
+            "eval_episodes=2",
+            "--no-progress",
+            "--no-tensorboard",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=CHILD_ENV,
+        preexec_fn=interruptible,
+    )
     try:
         deadline = time.monotonic() + 180
         while not read_metrics_if_any(out / "metrics.jsonl"):
@@ -497,13 +625,16 @@ def test_a_nan_parameter_stops_npsco_train_with_a_one_line_error(tmp_path, capsy
 
     monkeypatch.setattr(Trainer, "ppo_update", corrupting)
     out = tmp_path / "run"
-    rc = main(["train", "--steps", "3072", "--set", "eval_every=0", "--no-progress", "--no-tensorboard",
-               "--out", str(out)])
+    rc = main(
+        ["train", "--steps", "3072", "--set", "eval_every=0", "--no-progress", "--no-tensorboard", "--out", str(out)]
+    )
     err = capsys.readouterr().err
     assert rc == 2
     last_good = out / "checkpoints" / "last_good.safetensors"
-    assert err == (f"npsco train: error: training diverged at iteration 2 (non-finite parameters); the last good "
-                   f"policy is saved at {last_good}\n")
+    assert err == (
+        f"npsco train: error: training diverged at iteration 2 (non-finite parameters); the last good "
+        f"policy is saved at {last_good}\n"
+    )
     assert_finite_checkpoint(last_good, iteration=1)
     assert not (out / "policy.safetensors").exists()
 

@@ -15,16 +15,38 @@ from npsco.cli import main
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-SECTIONS = ["# npsco report", "## Table 1: reward, success rate and relative novelty", "## Novelty",
-            "## Who is near whom: action distances", "## Fig. 2: Four Reward Maze trajectories",
-            "## Fig. 3: relative novelty and reward",
-            "## Fig. 4: threshold ablation", "## Training curves", "## Behaviour", "## Per-policy results",
-            "## Configuration and commands"]
+SECTIONS = [
+    "# npsco report",
+    "## Table 1: reward, success rate and relative novelty",
+    "## Novelty",
+    "## Who is near whom: action distances",
+    "## Fig. 2: Four Reward Maze trajectories",
+    "## Fig. 3: relative novelty and reward",
+    "## Fig. 4: threshold ablation",
+    "## Training curves",
+    "## Behaviour",
+    "## Per-policy results",
+    "## Configuration and commands",
+]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-EXPERIMENT = ["--refs", "2", "--novel", "1", "--steps", "2048", "--methods", "ipd", "--ablation", "2",
-              "--episodes", "20", "--workers", "2"]
+EXPERIMENT = [
+    "--refs",
+    "2",
+    "--novel",
+    "1",
+    "--steps",
+    "2048",
+    "--methods",
+    "ipd",
+    "--ablation",
+    "2",
+    "--episodes",
+    "20",
+    "--workers",
+    "2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +66,11 @@ def test_experiment_layout(experiment):
         rows = list(csv.DictReader(f))
     # the references once (borrowed by the ipd run), then one policy per IPD chain
     assert [(r["name"], r["group"], r["r0_scale"]) for r in rows] == [
-        ("ref0", "ppo", ""), ("ref1", "ppo", ""), ("ipd-r0x0.5/k0", "ipd", "0.5"), ("ipd-r0x2/k0", "ipd-r0x2", "2.0")]
+        ("ref0", "ppo", ""),
+        ("ref1", "ppo", ""),
+        ("ipd-r0x0.5/k0", "ipd", "0.5"),
+        ("ipd-r0x2/k0", "ipd-r0x2", "2.0"),
+    ]
     assert all(r["episodes"] == "20" and r["relative_novelty"] for r in rows)
 
 
@@ -56,8 +82,13 @@ def test_report_has_every_section_and_real_images(experiment):
         assert section in headings, section
     assert headings.index(SECTIONS[1]) < headings.index(SECTIONS[3]) < headings.index(SECTIONS[5])
     images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
-    for name in ("fig2_maze_trajectories.png", "fig3_novelty_reward.png", "fig4_threshold_ablation.png",
-                 "curves_FourRewardMaze-v0.png", "distances_FourRewardMaze-v0.png"):
+    for name in (
+        "fig2_maze_trajectories.png",
+        "fig3_novelty_reward.png",
+        "fig4_threshold_ablation.png",
+        "curves_FourRewardMaze-v0.png",
+        "distances_FourRewardMaze-v0.png",
+    ):
         assert f"figures/{name}" in images
     assert sum(i.startswith("figures/behaviour/") for i in images) == 4  # one filmstrip per policy
     for image in images:
@@ -67,10 +98,11 @@ def test_report_has_every_section_and_real_images(experiment):
             assert np.asarray(picture.convert("L")).std() > 5, image  # not a blank picture
     html = (report / "report.html").read_text()
     assert html.count('src="data:image/png;base64,') == len(images)
-    assert "<h2 id=\"table-1-reward-success-rate-and-relative-novelty\">" in html
+    assert '<h2 id="table-1-reward-success-rate-and-relative-novelty">' in html
     # a video per policy, next to its filmstrip: MP4 where imageio-ffmpeg is installed (the dev extra), else GIF
     videos = sorted((report / "figures" / "behaviour").glob("*.mp4")) or sorted(
-        (report / "figures" / "behaviour").glob("*.gif"))
+        (report / "figures" / "behaviour").glob("*.gif")
+    )
     assert len(videos) == 4 and html.count('<div class="row">') == 4
     if videos[0].suffix == ".mp4":
         assert html.count('<video src="data:video/mp4;base64,') == 4 and text.count("<video src=") == 4
@@ -130,11 +162,21 @@ def test_table_1_has_a_row_per_method_and_the_commands_are_listed(experiment):
     table = text.split("## Table 1")[1].split("## Novelty")[0]
     first_table = next(block for block in table.split("\n\n") if block.startswith("| "))
     main_rows = [[c.strip() for c in line.split("|")[1:-1]] for line in first_table.splitlines()]
-    assert main_rows[0] == ["Task", "Method", "policies", "reward", "success (paper: during training)",
-                            "success (final policy)", "relative novelty (paper: / PPO novelty)",
-                            "relative novelty (/ PPO pairwise distance)"]
-    assert [r[:3] for r in main_rows[2:]] == [["FourRewardMaze-v0", "ppo", "2"], ["FourRewardMaze-v0", "ipd", "1"],
-                                              ["FourRewardMaze-v0", "ipd-r0x2", "1"]]
+    assert main_rows[0] == [
+        "Task",
+        "Method",
+        "policies",
+        "reward",
+        "success (paper: during training)",
+        "success (final policy)",
+        "relative novelty (paper: / PPO novelty)",
+        "relative novelty (/ PPO pairwise distance)",
+    ]
+    assert [r[:3] for r in main_rows[2:]] == [
+        ["FourRewardMaze-v0", "ppo", "2"],
+        ["FourRewardMaze-v0", "ipd", "1"],
+        ["FourRewardMaze-v0", "ipd-r0x2", "1"],
+    ]
     number = r"-?\d+\.\d+"
     assert re.fullmatch(rf"{number} ± {number}", main_rows[3][3])  # ipd's reward
     assert all(re.fullmatch(r"[01]\.\d\d", cell) for r in main_rows[2:] for cell in r[4:6])  # success rates
@@ -161,8 +203,9 @@ def test_the_report_names_no_absolute_path_so_it_travels_with_its_runs(experimen
     moved = tmp_path / "elsewhere"
     shutil.copytree(experiment, moved / "exp", symlinks=True)
     data = json.loads((moved / "exp" / "report" / "evaluation.json").read_text())
-    assert data["policies"] and all((moved / r["checkpoint"]).exists() and (moved / r["run"]).is_dir()
-                                    for r in data["policies"])
+    assert data["policies"] and all(
+        (moved / r["checkpoint"]).exists() and (moved / r["run"]).is_dir() for r in data["policies"]
+    )
 
 
 def test_rerunning_the_experiment_resumes_and_reuses_the_evaluations(experiment, capsys):
@@ -185,8 +228,22 @@ def test_report_of_an_experiment_directory_equals_its_population_runs(experiment
 
 def test_render_maze_gif(experiment, tmp_path, capsys):
     out = tmp_path / "ref0.gif"
-    assert main(["render", str(experiment / "FourRewardMaze-v0" / "ppo" / "refs" / "ref0"), "--gif", "--frames", "5", "--every", "1",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "render",
+                str(experiment / "FourRewardMaze-v0" / "ppo" / "refs" / "ref0"),
+                "--gif",
+                "--frames",
+                "5",
+                "--every",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     with Image.open(out) as gif:
         assert gif.format == "GIF" and gif.n_frames >= 2 and gif.size == (160, 160)
     assert "written: " in capsys.readouterr().out

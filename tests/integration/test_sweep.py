@@ -65,15 +65,22 @@ def test_local_pool_trains_every_population_of_the_grid(local_sweep):
     doc = json.loads((local_sweep / "sweep.json").read_text())
     assert (doc["format"], doc["name"], doc["status"]) == ("npsco-sweep", "tiny", "done")
     assert [(p["path"], p["references_from"], p["policies"], p["done"]) for p in doc["populations"]] == [
-        ("FourRewardMaze-v0/ppo", None, 2, 2), ("FourRewardMaze-v0/ipd", "FourRewardMaze-v0/ppo", 1, 1)]
-    assert tree(local_sweep) == {"FourRewardMaze-v0/ppo/refs/ref0/policy.safetensors",
-                                 "FourRewardMaze-v0/ppo/refs/ref1/policy.safetensors",
-                                 "FourRewardMaze-v0/ipd/novel/ipd-r0x0.5/k0/policy.safetensors"}
+        ("FourRewardMaze-v0/ppo", None, 2, 2),
+        ("FourRewardMaze-v0/ipd", "FourRewardMaze-v0/ppo", 1, 1),
+    ]
+    assert tree(local_sweep) == {
+        "FourRewardMaze-v0/ppo/refs/ref0/policy.safetensors",
+        "FourRewardMaze-v0/ppo/refs/ref1/policy.safetensors",
+        "FourRewardMaze-v0/ipd/novel/ipd-r0x0.5/k0/policy.safetensors",
+    }
     ipd = json.loads((local_sweep / "FourRewardMaze-v0/ipd/manifest.json").read_text())
     assert ipd["r0_default"] > 0 and (local_sweep / "FourRewardMaze-v0/ipd/threshold.json").exists()
     k0 = ipd["members"][-1]
     assert k0["references"] == ["ref0", "ref1"] and k0["threshold"] == 0.5 * ipd["r0_default"]
-    assert population_dirs(local_sweep) == [local_sweep / "FourRewardMaze-v0/ppo", local_sweep / "FourRewardMaze-v0/ipd"]
+    assert population_dirs(local_sweep) == [
+        local_sweep / "FourRewardMaze-v0/ppo",
+        local_sweep / "FourRewardMaze-v0/ipd",
+    ]
 
 
 def test_second_run_trains_nothing(grid, local_sweep, capsys):
@@ -124,15 +131,18 @@ def test_a_job_whose_worker_dies_is_retried(tmp_path):
 
 
 # -------------------------------------------------------------------------------------------------- bad grids
-@pytest.mark.parametrize("text, message", [
-    ("foo = 1\n" + TINY_GRID, "unknown key 'foo'"),
-    (TINY_GRID.replace('"ipd"]', '"ipdx"]'), "unknown method 'ipdx'"),
-    (TINY_GRID.replace('tasks = ["npsco/FourRewardMaze-v0"]', ""), "missing 'tasks'"),
-    (TINY_GRID.replace("eval_every = 0", "eval_evry = 0"), "unknown setting 'eval_evry'"),
-    (TINY_GRID + "\n[method.wsr]\nwsr_weight = 2\n", "'wsr' is not in methods"),
-    ("tasks = [", "not valid TOML"),
-    (TINY_GRID.replace('name = "tiny"', 'name = "../up"'), "plain folder name"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("foo = 1\n" + TINY_GRID, "unknown key 'foo'"),
+        (TINY_GRID.replace('"ipd"]', '"ipdx"]'), "unknown method 'ipdx'"),
+        (TINY_GRID.replace('tasks = ["npsco/FourRewardMaze-v0"]', ""), "missing 'tasks'"),
+        (TINY_GRID.replace("eval_every = 0", "eval_evry = 0"), "unknown setting 'eval_evry'"),
+        (TINY_GRID + "\n[method.wsr]\nwsr_weight = 2\n", "'wsr' is not in methods"),
+        ("tasks = [", "not valid TOML"),
+        (TINY_GRID.replace('name = "tiny"', 'name = "../up"'), "plain folder name"),
+    ],
+)
 def test_bad_grid_files_give_one_line_errors(tmp_path, capsys, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -182,8 +192,10 @@ def test_the_paper_campaign_grid_plans_fresh_seeds_and_fig4_on_hopper_only(capsy
     out = capsys.readouterr().out
     assert "18 population runs, 105 policies" in out
     assert "Hopper-v5/ppo: 5 PPO references (seeds 50000..50004), 1,000,000 steps each" in out
-    assert ("Hopper-v5/ipd: 5 x ipd-r0x1, ipd-r0x0.5, ipd-r0x1.5, ipd-r0x2 (seeds 51000..51004; references of "
-            "Hopper-v5/ppo)") in out
+    assert (
+        "Hopper-v5/ipd: 5 x ipd-r0x1, ipd-r0x0.5, ipd-r0x1.5, ipd-r0x2 (seeds 51000..51004; references of "
+        "Hopper-v5/ppo)"
+    ) in out
     for task in ("Walker2d-v5", "HalfCheetah-v5"):
         assert f"{task}/ipd: 5 x ipd (seeds 51000..51004" in out
         assert f"{task}/ppo: 5 PPO references (seeds 50000..50004), 1,000,000 steps each" in out
@@ -217,9 +229,15 @@ def test_a_base_seed_shifts_every_seed_and_an_old_sweep_without_one_resumes(tmp_
 
 
 def test_task_method_tables_override_the_method_tables_on_their_task_only():
-    grid = {"tasks": ["npsco/FourRewardMaze-v0", "Hopper-v5"], "methods": ["ppo", "ipd", "wsr"], "refs": 2,
-            "novel": 1, "r0_scales": [1.0], "method": {"t_start": 5, "ipd": {"r0_scales": [1.0, 2.0]}},
-            "task": {"Hopper-v5": {"method": {"t_start": 9, "ipd": {"r0_scales": [1.0, 0.5]}}}}}
+    grid = {
+        "tasks": ["npsco/FourRewardMaze-v0", "Hopper-v5"],
+        "methods": ["ppo", "ipd", "wsr"],
+        "refs": 2,
+        "novel": 1,
+        "r0_scales": [1.0],
+        "method": {"t_start": 5, "ipd": {"r0_scales": [1.0, 2.0]}},
+        "task": {"Hopper-v5": {"method": {"t_start": 9, "ipd": {"r0_scales": [1.0, 0.5]}}}},
+    }
     specs = {(s.task, s.method): s for s in plan(parse_grid(grid, "test"))}
     assert specs[("npsco/FourRewardMaze-v0", "ipd")].chains == ["ipd-r0x1", "ipd-r0x2"]
     assert specs[("Hopper-v5", "ipd")].chains == ["ipd-r0x1", "ipd-r0x0.5"]
@@ -235,14 +253,21 @@ def test_task_method_tables_override_the_method_tables_on_their_task_only():
 def test_threshold_multiples_default_to_each_task_own_and_an_absolute_r0_needs_none():
     from npsco.sweep import parse_grid, plan
 
-    grid = {"tasks": ["npsco/FourRewardMaze-v0", "Hopper-v5"], "methods": ["ppo", "ipd", "wsr", "cpo"],
-            "refs": 2, "novel": 1, "method": {"ipd": {"r0_scales": ["default", 2]}, "cpo": {"r0": 0.3}}}
+    grid = {
+        "tasks": ["npsco/FourRewardMaze-v0", "Hopper-v5"],
+        "methods": ["ppo", "ipd", "wsr", "cpo"],
+        "refs": 2,
+        "novel": 1,
+        "method": {"ipd": {"r0_scales": ["default", 2]}, "cpo": {"r0": 0.3}},
+    }
     chains = {(s.task, s.method): s.chains for s in plan(parse_grid(grid, "test"))}
     assert chains[("npsco/FourRewardMaze-v0", "ipd")] == ["ipd-r0x0.5", "ipd-r0x2"]
     assert chains[("Hopper-v5", "ipd")] == ["ipd-r0x0.5", "ipd-r0x2"]
-    assert chains[("npsco/FourRewardMaze-v0", "wsr")] == ["wsr-r0x0.5"] and chains[("Hopper-v5", "wsr")] == ["wsr-r0x0.5"]
+    assert chains[("npsco/FourRewardMaze-v0", "wsr")] == ["wsr-r0x0.5"] and chains[("Hopper-v5", "wsr")] == [
+        "wsr-r0x0.5"
+    ]
     assert chains[("Hopper-v5", "cpo")] == ["cpo"]  # r0 = 0.3, absolute
-    with pytest.raises(NpscoError, match="or \"default\""):
+    with pytest.raises(NpscoError, match='or "default"'):
         parse_grid({**grid, "r0_scales": ["twice"]}, "test")
 
 
@@ -250,8 +275,10 @@ def test_every_tasks_references_are_offered_before_any_methods_jobs(tmp_path, mo
     # the scheduler starts jobs in the order `ready` lists them: references first unblocks the most work (and gives
     # every task its PPO row early), whatever the order of the tasks in the grid
     path = tmp_path / "two.toml"
-    path.write_text('tasks = ["npsco/FourRewardMaze-v0", "Pendulum-v1"]\nmethods = ["ppo", "ipd", "wsr"]\nrefs = 2\n'
-                    'novel = 1\nsteps = 2048\n')
+    path.write_text(
+        'tasks = ["npsco/FourRewardMaze-v0", "Pendulum-v1"]\nmethods = ["ppo", "ipd", "wsr"]\nrefs = 2\n'
+        "novel = 1\nsteps = 2048\n"
+    )
     sweep = Sweep(load_grid(path), tmp_path / "sweep")
 
     class Ready:  # a population whose every job is ready: its path stands for its jobs
@@ -262,5 +289,11 @@ def test_every_tasks_references_are_offered_before_any_methods_jobs(tmp_path, mo
             return [self.path]
 
     monkeypatch.setattr(sweep, "_population", Ready)
-    assert sweep.ready(set()) == ["FourRewardMaze-v0/ppo", "Pendulum-v1/ppo", "FourRewardMaze-v0/ipd",
-                                  "FourRewardMaze-v0/wsr", "Pendulum-v1/ipd", "Pendulum-v1/wsr"]
+    assert sweep.ready(set()) == [
+        "FourRewardMaze-v0/ppo",
+        "Pendulum-v1/ppo",
+        "FourRewardMaze-v0/ipd",
+        "FourRewardMaze-v0/wsr",
+        "Pendulum-v1/ipd",
+        "Pendulum-v1/wsr",
+    ]

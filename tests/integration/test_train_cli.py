@@ -46,15 +46,31 @@ def test_train_writes_config_metrics_tensorboard_and_policy(maze_run):
     assert (config["command"], config["preset"]) == ("train", "default")
     ppo = config["ppo"]
     assert (ppo["env_id"], ppo["seed"], ppo["total_timesteps"], ppo["eval_every"], ppo["eval_episodes"]) == (
-        MAZE, 0, 2048, 1, 5)
+        MAZE,
+        0,
+        2048,
+        1,
+        5,
+    )
 
     rows = read_metrics(maze_run / "metrics.jsonl")
     assert [r["global_step"] for r in rows] == [1024, 2048]
     for row in rows:
-        for key in ("charts/SPS", "charts/learning_rate", "charts/episodic_return", "charts/episodes",
-                    "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
-                    "losses/clipfrac", "losses/explained_variance", "eval/return_mean", "eval/return_std",
-                    "eval/length_mean"):
+        for key in (
+            "charts/SPS",
+            "charts/learning_rate",
+            "charts/episodic_return",
+            "charts/episodes",
+            "losses/policy_loss",
+            "losses/value_loss",
+            "losses/entropy",
+            "losses/approx_kl",
+            "losses/clipfrac",
+            "losses/explained_variance",
+            "eval/return_mean",
+            "eval/return_std",
+            "eval/length_mean",
+        ):
             assert key in row and math.isfinite(row[key]), key
         assert row["charts/SPS"] > 0 and -1.01 <= row["eval/return_mean"] <= 10.0
     assert rows[0]["charts/learning_rate"] == 1e-3 and rows[1]["charts/learning_rate"] == pytest.approx(5e-4)
@@ -86,7 +102,9 @@ def test_train_prints_what_it_does_and_the_final_evaluation(tmp_path, capsys):
 
 def test_periodic_checkpoint_is_the_final_policy(tmp_path):
     assert train(tmp_path / "run", "--set", "checkpoint_every=1", "--no-tensorboard") == 0
-    last, final = (load_file(tmp_path / "run" / name) for name in ("checkpoints/last.safetensors", "policy.safetensors"))
+    last, final = (
+        load_file(tmp_path / "run" / name) for name in ("checkpoints/last.safetensors", "policy.safetensors")
+    )
     assert last.keys() == final.keys()
     for name in final:
         np.testing.assert_array_equal(last[name], final[name])
@@ -101,10 +119,13 @@ def test_evaluate_prints_mean_and_std_and_writes_json(maze_run, capsys):
     assert summary["env_id"] == MAZE and summary["checkpoint"] == str(maze_run / "policy.safetensors")
     returns = np.array(summary["returns"])
     assert len(returns) == 6
-    assert summary["return_mean"] == pytest.approx(returns.mean()) and summary["return_std"] == pytest.approx(returns.std())
+    assert summary["return_mean"] == pytest.approx(returns.mean()) and summary["return_std"] == pytest.approx(
+        returns.std()
+    )
     assert sum(summary["goals"].values()) == 6
     assert lines[0].startswith(
-        f"{MAZE}: return {summary['return_mean']:.2f} +- {summary['return_std']:.2f} over 6 deterministic episodes")
+        f"{MAZE}: return {summary['return_mean']:.2f} +- {summary['return_std']:.2f} over 6 deterministic episodes"
+    )
     assert lines[1] == f"written: {maze_run / 'policy.eval.json'}"
 
 
@@ -135,8 +156,23 @@ def test_evaluate_a_missing_checkpoint_is_a_one_line_error(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------------------- MuJoCo
 def test_train_and_evaluate_hopper_end_to_end(tmp_path, capsys):
     out = tmp_path / "hopper"
-    args = ["train", "--env", "Hopper-v5", "--steps", "4096", "--set", "num_steps=2048", "--set", "update_epochs=1",
-            "--set", "eval_episodes=1", "--no-progress", "--no-tensorboard", "--out", str(out)]
+    args = [
+        "train",
+        "--env",
+        "Hopper-v5",
+        "--steps",
+        "4096",
+        "--set",
+        "num_steps=2048",
+        "--set",
+        "update_epochs=1",
+        "--set",
+        "eval_episodes=1",
+        "--no-progress",
+        "--no-tensorboard",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["global_step"] for r in rows] == [2048, 4096]
@@ -205,8 +241,11 @@ def test_unsupported_env_ids_are_one_line_errors(tmp_path, capsys, env_id, fragm
 
 @pytest.mark.parametrize(
     ("setting", "fragment"),
-    [("learning_rat=1", "unknown setting 'learning_rat'"), ("num_envs=two", "bad value for num_envs"),
-     ("num_minibatches=3", "must divide the batch size")],
+    [
+        ("learning_rat=1", "unknown setting 'learning_rat'"),
+        ("num_envs=two", "bad value for num_envs"),
+        ("num_minibatches=3", "must divide the batch size"),
+    ],
 )
 def test_bad_settings_are_one_line_errors(tmp_path, capsys, setting, fragment):
     assert main(["train", "--set", setting, "--out", str(tmp_path / "run")]) == 2
@@ -218,13 +257,19 @@ def test_same_seed_gives_identical_metrics_and_policy_and_another_seed_differs(m
     assert train(tmp_path / "again", "--no-tensorboard") == 0
     assert train(tmp_path / "seed1", "--seed", "1", "--no-tensorboard") == 0
     first = read_metrics(maze_run / "metrics.jsonl")
-    again, other = read_metrics(tmp_path / "again" / "metrics.jsonl"), read_metrics(tmp_path / "seed1" / "metrics.jsonl")
+    again, other = (
+        read_metrics(tmp_path / "again" / "metrics.jsonl"),
+        read_metrics(tmp_path / "seed1" / "metrics.jsonl"),
+    )
     assert timing.removed(again) == timing.removed(first)
     assert first[0].keys() == again[0].keys() and timing.keys <= first[0].keys()
     assert timing.removed(other) != timing.removed(first)
 
     tensors = load_file(maze_run / "policy.safetensors")
-    same, different = load_file(tmp_path / "again" / "policy.safetensors"), load_file(tmp_path / "seed1" / "policy.safetensors")
+    same, different = (
+        load_file(tmp_path / "again" / "policy.safetensors"),
+        load_file(tmp_path / "seed1" / "policy.safetensors"),
+    )
     for name in tensors:
         np.testing.assert_array_equal(same[name], tensors[name])
     assert not np.array_equal(different["actor.0.weight"], tensors["actor.0.weight"])
@@ -241,15 +286,33 @@ def test_console_script_trains_and_reports_errors(tmp_path):
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     out = tmp_path / "run"
     done = subprocess.run(
-        [console_script(), "train", "--steps", "1024", "--set", "eval_episodes=2", "--no-progress", "--no-tensorboard",
-         "--out", str(out)],
-        capture_output=True, text=True, env=env, timeout=120,
+        [
+            console_script(),
+            "train",
+            "--steps",
+            "1024",
+            "--set",
+            "eval_episodes=2",
+            "--no-progress",
+            "--no-tensorboard",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "final deterministic evaluation" in done.stdout
     assert (out / "policy.safetensors").exists() and (out / "metrics.jsonl").exists()
 
-    failed = subprocess.run([console_script(), "train", "--env", "Hopper-v3", "--out", str(tmp_path / "v3")],
-                            capture_output=True, text=True, env=env, timeout=120)
+    failed = subprocess.run(
+        [console_script(), "train", "--env", "Hopper-v3", "--out", str(tmp_path / "v3")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert failed.returncode == 2
     assert failed.stderr.count("\n") == 1 and "mujoco-py" in failed.stderr and "Traceback" not in failed.stderr

@@ -72,7 +72,8 @@ def test_force_killed_at_any_moment_never_leaves_a_policy_of_another_configurati
     rng = random.Random(16)
     delays = [rng.uniform(0.2, full) for _ in range(3)]  # random moments of a whole forced run
     moments = [lambda t: renamed_aside(out), lambda t: config_of_b(out), lambda t: training(out)] + [
-        lambda t, d=d: t > d for d in delays]
+        lambda t, d=d: t > d for d in delays
+    ]
     for moment in moments:
         kill_when([sys.executable, "-m", "npsco.cli", *B, "--force", "--out", str(out)], moment)
         accepted_policy_matches(out)

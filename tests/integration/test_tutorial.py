@@ -35,8 +35,13 @@ def test_the_tutorial_runs_end_to_end(tmp_path, monkeypatch):
     assert [kind for kind, _ in found].count("bash") >= 3 and [kind for kind, _ in found].count("python") >= 2
     monkeypatch.chdir(tmp_path)
     (tmp_path / "scripts").symlink_to(ROOT / "scripts")  # the page runs from the repository root
-    env = {**os.environ, "SB3_STEPS": "512", "STEPS": "2048", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "SB3_STEPS": "512",
+        "STEPS": "2048",
+        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     monkeypatch.setenv("SB3_STEPS", "512")
     namespace: dict = {"__name__": "__tutorial__"}
     skipped = []
@@ -47,19 +52,25 @@ def test_the_tutorial_runs_end_to_end(tmp_path, monkeypatch):
         if "check_report.py" in code and not chromium_available():
             skipped.append(k)
             continue
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", code], env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, f"block {k + 1} failed:\n{code}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         if "check_report.py" in code:
             assert "4/4 videos playing" in done.stdout, done.stdout
     manifest = json.loads((tmp_path / "runs/tutorial/ipd/manifest.json").read_text())
     assert [(m["name"], m["status"]) for m in manifest["members"]] == [
-        ("ref0", "done"), ("ipd/k0", "done"), ("ipd/k1", "done"), ("ipd/k2", "done")]
+        ("ref0", "done"),
+        ("ipd/k0", "done"),
+        ("ipd/k1", "done"),
+        ("ipd/k2", "done"),
+    ]
     assert manifest["members"][0]["method"] == "sb3-ppo"
     report = (tmp_path / "runs/tutorial/report/report.md").read_text()
     behaviour = tmp_path / "runs/tutorial/report/figures/behaviour"
     assert len([*behaviour.glob("*.mp4"), *behaviour.glob("*.gif")]) == 4  # a video per policy
     assert "figures/distances_Hopper-v5.png" in report
     if skipped:
-        pytest.skip("the report was built but not opened in a browser: Chromium is not installed "
-                    "(apt-get install chromium)")
+        pytest.skip(
+            "the report was built but not opened in a browser: Chromium is not installed (apt-get install chromium)"
+        )

@@ -53,8 +53,14 @@ def test_unknown_env_gets_the_plain_defaults_and_unknown_preset_is_refused():
 
 @pytest.mark.parametrize(
     ("env_id", "family"),
-    [(MAZE_ID, "maze"), ("Hopper-v5", "Hopper"), ("Walker2d-v4", "Walker2d"), ("HalfCheetah-v5", "HalfCheetah"),
-     ("Ant-v5", "other"), ("npsco/Other-v0", "other")],
+    [
+        (MAZE_ID, "maze"),
+        ("Hopper-v5", "Hopper"),
+        ("Walker2d-v4", "Walker2d"),
+        ("HalfCheetah-v5", "HalfCheetah"),
+        ("Ant-v5", "other"),
+        ("npsco/Other-v0", "other"),
+    ],
 )
 def test_task_family(env_id, family):
     assert task_family(env_id) == family
@@ -107,7 +113,9 @@ def test_num_iterations_rounds_the_budget_down_to_whole_batches():
 def test_a_budget_smaller_than_one_batch_is_refused_not_trained_as_a_full_batch(capsys):
     from npsco.cli import main
 
-    with pytest.raises(NpscoError, match=r"total_timesteps \(10\) is less than one batch, num_envs\*num_steps \(2048\)"):
+    with pytest.raises(
+        NpscoError, match=r"total_timesteps \(10\) is less than one batch, num_envs\*num_steps \(2048\)"
+    ):
         dataclasses.replace(PPOConfig(), total_timesteps=10).validate()
     assert main(["train", "--env", "Hopper-v5", "--steps", "1000", "--out", "unused"]) == 2
     assert "is less than one batch" in capsys.readouterr().err
@@ -232,7 +240,9 @@ def test_default_threshold_multiple_per_task_and_r0_scale_is_not_a_method_settin
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig()).validate().r0_scales == (0.5,)
     assert PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig()).validate().r0_scales == (0.5,)
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig(r0=0.6)).validate().r0_scales == (1.0,)
-    assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig(), r0_scales=(2,)).validate().r0_scales == (2.0,)
+    assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig(), r0_scales=(2,)).validate().r0_scales == (
+        2.0,
+    )
     with pytest.raises(NpscoError, match="r0_scale is not a method setting.*--r0-scale"):
         apply_overrides(MethodConfig(), ["r0_scale=2"]).validate()
 

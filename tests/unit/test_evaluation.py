@@ -33,17 +33,43 @@ SQRT_1_25 = float(np.sqrt(1.25))
 
 def const_policy(action, name: str) -> Policy:
     """A maze policy whose executed action is `action` everywhere (one linear layer, zero weights)."""
-    return Policy(weights=[(np.zeros((2, 2), np.float32), np.asarray(action, np.float32))],
-                  log_std=np.zeros(2, np.float32), obs_mean=np.zeros(2, np.float32), obs_var=np.ones(2, np.float32),
-                  obs_clip=10.0, norm_obs=False, action_low=ACT.low, action_high=ACT.high,
-                  metadata={"env_id": MAZE_ID, "observation_space": space_metadata(OBS),
-                            "action_space": space_metadata(ACT), "method": name, "seed": 0, "config": {}})
+    return Policy(
+        weights=[(np.zeros((2, 2), np.float32), np.asarray(action, np.float32))],
+        log_std=np.zeros(2, np.float32),
+        obs_mean=np.zeros(2, np.float32),
+        obs_var=np.ones(2, np.float32),
+        obs_clip=10.0,
+        norm_obs=False,
+        action_low=ACT.low,
+        action_high=ACT.high,
+        metadata={
+            "env_id": MAZE_ID,
+            "observation_space": space_metadata(OBS),
+            "action_space": space_metadata(ACT),
+            "method": name,
+            "seed": 0,
+            "config": {},
+        },
+    )
 
 
 def member(name, role, path, action, curve=(), chain=None, method="ipd", seed=0, threshold=None):
-    return {"name": name, "role": role, "method": "ppo" if role == "reference" else method, "seed": seed,
-            "path": path, "chain": chain, "index": None, "threshold": threshold, "references": [], "status": "done",
-            "final_eval": None, "eval_curve": [list(p) for p in curve], "wall_seconds": 1.0, "_action": action}
+    return {
+        "name": name,
+        "role": role,
+        "method": "ppo" if role == "reference" else method,
+        "seed": seed,
+        "path": path,
+        "chain": chain,
+        "index": None,
+        "threshold": threshold,
+        "references": [],
+        "status": "done",
+        "final_eval": None,
+        "eval_curve": [list(p) for p in curve],
+        "wall_seconds": 1.0,
+        "_action": action,
+    }
 
 
 def write_run(root: Path, members: list[dict], r0_scales=(1.0,), method="ipd") -> Path:
@@ -53,11 +79,22 @@ def write_run(root: Path, members: list[dict], r0_scales=(1.0,), method="ipd") -
         action = m.pop("_action")
         if action is not None:
             const_policy(action, m["method"]).save(root / m["path"] / "policy.safetensors")
-    manifest = {"format": "npsco-population", "format_version": 1, "env_id": MAZE_ID, "method": method,
-                "r0_default": 0.5, "members": members}
-    config = {"ppo": {"env_id": MAZE_ID, "max_episode_steps": 20, "total_timesteps": 2048},
-              "method": {"method": method, "r0": None}, "refs": 2, "novel": 1, "r0_scales": list(r0_scales),
-              "refs_from": None}
+    manifest = {
+        "format": "npsco-population",
+        "format_version": 1,
+        "env_id": MAZE_ID,
+        "method": method,
+        "r0_default": 0.5,
+        "members": members,
+    }
+    config = {
+        "ppo": {"env_id": MAZE_ID, "max_episode_steps": 20, "total_timesteps": 2048},
+        "method": {"method": method, "r0": None},
+        "refs": 2,
+        "novel": 1,
+        "r0_scales": list(r0_scales),
+        "refs_from": None,
+    }
     (root / "manifest.json").write_text(json.dumps(manifest))
     (root / "config.json").write_text(json.dumps(config))
     return root
@@ -67,28 +104,64 @@ def write_run(root: Path, members: list[dict], r0_scales=(1.0,), method="ipd") -
 def run(tmp_path) -> Path:
     """refs act (-1, 0) and (-1, 0.5): D = 0.5 both ways. k0 acts (0, 1) and its curve reaches +50; k1 acts like
     ref0 and its curve never exceeds -5."""
-    return write_run(tmp_path / "pop", [
-        member("ref0", "reference", "refs/ref0", (-1.0, 0.0), curve=[(1024, 1.0)]),
-        member("ref1", "reference", "refs/ref1", (-1.0, 0.5), seed=1, curve=[(1024, 1.0)]),
-        member("ipd/k0", "novel", "novel/ipd/k0", (0.0, 1.0), curve=[(1024, -5.0), (2048, 50.0)], chain="ipd",
-               seed=1000, threshold=0.5),
-        member("ipd/k1", "novel", "novel/ipd/k1", (-1.0, 0.0), curve=[(1024, -5.0), (2048, -6.0)], chain="ipd",
-               seed=1001, threshold=0.5),
-    ])
+    return write_run(
+        tmp_path / "pop",
+        [
+            member("ref0", "reference", "refs/ref0", (-1.0, 0.0), curve=[(1024, 1.0)]),
+            member("ref1", "reference", "refs/ref1", (-1.0, 0.5), seed=1, curve=[(1024, 1.0)]),
+            member(
+                "ipd/k0",
+                "novel",
+                "novel/ipd/k0",
+                (0.0, 1.0),
+                curve=[(1024, -5.0), (2048, 50.0)],
+                chain="ipd",
+                seed=1000,
+                threshold=0.5,
+            ),
+            member(
+                "ipd/k1",
+                "novel",
+                "novel/ipd/k1",
+                (-1.0, 0.0),
+                curve=[(1024, -5.0), (2048, -6.0)],
+                chain="ipd",
+                seed=1001,
+                threshold=0.5,
+            ),
+        ],
+    )
 
 
 # ------------------------------------------------------------------------------------------ pure scoring rules
 def erow(**fields) -> EvaluationRow:
     """An evaluation row with the given fields, the others of no concern to the test filled in."""
-    base = dict(run="run", env=MAZE_ID, task="T", group="ppo", method="ppo", name="p", role="novel", seed=0, episodes=1,
-                eval_seed=0, return_mean=0.0, return_std=0.0, return_min=0.0, return_max=0.0, length_mean=1.0,
-                checkpoint="p.safetensors")
+    base = dict(
+        run="run",
+        env=MAZE_ID,
+        task="T",
+        group="ppo",
+        method="ppo",
+        name="p",
+        role="novel",
+        seed=0,
+        episodes=1,
+        eval_seed=0,
+        return_mean=0.0,
+        return_std=0.0,
+        return_min=0.0,
+        return_max=0.0,
+        length_mean=1.0,
+        checkpoint="p.safetensors",
+    )
     return EvaluationRow(**{**base, **fields})
 
 
 def test_score_rows_success_by_median_of_reference_returns_and_relative_novelty():
-    refs = [erow(role="reference", return_mean=r, eval_curve=[[1, 0.0]], novelty=n)
-            for r, n in zip((1, 2, 3, 4, 5), (0.2, 0.2, 0.4, 0.4, 0.8), strict=True)]  # the references' mean novelty: 0.4
+    refs = [
+        erow(role="reference", return_mean=r, eval_curve=[[1, 0.0]], novelty=n)
+        for r, n in zip((1, 2, 3, 4, 5), (0.2, 0.2, 0.4, 0.4, 0.8), strict=True)
+    ]  # the references' mean novelty: 0.4
     novel = [
         erow(role="novel", return_mean=0.0, eval_curve=[[1, 2.0], [2, 3.0]], novelty=0.8),  # reaches 3 exactly
         erow(role="novel", return_mean=9.0, eval_curve=[[1, 2.9], [2, 2.99]], novelty=0.2),  # never reaches 3
@@ -117,10 +190,26 @@ def test_score_rows_without_references_or_distance_leaves_blanks():
 
 
 def test_statistics_mean_std_iqm_and_success_rate_per_group():
-    rows = [erow(group=g, task="T", return_mean=r, success=s, success_final=r >= 2.0, relative_novelty=n,
-                 relative_novelty_paper=2 * n, state_novelty=0.1, success_baseline=2.0)
-            for g, r, s, n in [("ppo", 1.0, False, 1.0), ("ppo", 3.0, True, 1.0), ("ipd", 2.0, True, 2.0),
-                               ("ipd", 4.0, True, 3.0), ("ipd", 6.0, False, 4.0)]]
+    rows = [
+        erow(
+            group=g,
+            task="T",
+            return_mean=r,
+            success=s,
+            success_final=r >= 2.0,
+            relative_novelty=n,
+            relative_novelty_paper=2 * n,
+            state_novelty=0.1,
+            success_baseline=2.0,
+        )
+        for g, r, s, n in [
+            ("ppo", 1.0, False, 1.0),
+            ("ppo", 3.0, True, 1.0),
+            ("ipd", 2.0, True, 2.0),
+            ("ipd", 4.0, True, 3.0),
+            ("ipd", 6.0, False, 4.0),
+        ]
+    ]
     stats = statistics(rows)
     by = {s["group"]: s for s in stats["per_task"]}
     assert [s["group"] for s in stats["per_task"]] == ["ppo", "ipd"]  # paper order
@@ -194,11 +283,15 @@ def test_evaluate_cli_writes_tidy_csv_and_json_and_reuses_them(run, capsys):
 
 def test_several_runs_share_references_and_are_combined(run, tmp_path):
     ref_paths = [str((run / "refs" / r).resolve()) for r in ("ref0", "ref1")]
-    other = write_run(tmp_path / "wsr", [
-        member("ref0", "reference", ref_paths[0], None, curve=[(1024, 1.0)]),
-        member("ref1", "reference", ref_paths[1], None, seed=1, curve=[(1024, 1.0)]),
-        member("wsr/k0", "novel", "novel/wsr/k0", (0.0, -1.0), chain="wsr", method="wsr", seed=1000),
-    ], method="wsr")
+    other = write_run(
+        tmp_path / "wsr",
+        [
+            member("ref0", "reference", ref_paths[0], None, curve=[(1024, 1.0)]),
+            member("ref1", "reference", ref_paths[1], None, seed=1, curve=[(1024, 1.0)]),
+            member("wsr/k0", "novel", "novel/wsr/k0", (0.0, -1.0), chain="wsr", method="wsr", seed=1000),
+        ],
+        method="wsr",
+    )
     docs = evaluate_runs([run, other], episodes=EPISODES, log=lambda _: None)
     assert (other / "evaluation" / "evaluation.csv").exists()
     assert docs[0]["policies"][0]["return_mean"] == docs[1]["policies"][0]["return_mean"]
@@ -243,15 +336,28 @@ def test_groups_and_chain_scales():
 
 
 def row(name, group, role="novel", method="ipd", chain=None, r0_scale=None, ret=1.0, rel=1.0, traj=True):
-    return {"name": name, "group": group, "role": role, "method": method, "chain": chain, "r0_scale": r0_scale,
-            "task": "FourRewardMaze-v0", "return_mean": ret, "relative_novelty": rel,
-            "fig2_trajectory": [[14.5, 8.0], [13.5, 8.0]] if traj else None, "goal_from_right": "left"}
+    return {
+        "name": name,
+        "group": group,
+        "role": role,
+        "method": method,
+        "chain": chain,
+        "r0_scale": r0_scale,
+        "task": "FourRewardMaze-v0",
+        "return_mean": ret,
+        "relative_novelty": rel,
+        "fig2_trajectory": [[14.5, 8.0], [13.5, 8.0]] if traj else None,
+        "goal_from_right": "left",
+    }
 
 
 def test_figure_data_from_rows():
-    rows = [row("ref0", "ppo", role="reference", method="ppo", ret=9.0), row("ref1", "ppo", role="reference", method="ppo"),
-            row("ipd/k0", "ipd", chain="ipd-r0x1", r0_scale=1.0, ret=8.0),
-            row("ipd/k1", "ipd-r0x2", chain="ipd-r0x2", r0_scale=2.0, ret=5.0, rel=None)]
+    rows = [
+        row("ref0", "ppo", role="reference", method="ppo", ret=9.0),
+        row("ref1", "ppo", role="reference", method="ppo"),
+        row("ipd/k0", "ipd", chain="ipd-r0x1", r0_scale=1.0, ret=8.0),
+        row("ipd/k1", "ipd-r0x2", chain="ipd-r0x2", r0_scale=2.0, ret=5.0, rel=None),
+    ]
     assert list(fig2_panels(rows)) == ["ppo", "ipd", "ipd-r0x2"]
     assert len(fig2_panels(rows)["ppo"]) == 2 and fig2_panels(rows)["ipd"][0].shape == (2, 2)
     assert list(fig3_data(rows)["FourRewardMaze-v0"]) == ["ppo", "ipd"]  # no relative novelty: left out
@@ -267,8 +373,10 @@ def test_population_command_reconstructs_the_flags(tmp_path):
     method = MethodConfig(method="ipd", t_start=5).to_dict()
     config = {"ppo": ppo, "method": method, "refs": 2, "novel": 3, "r0_scales": [1.0, 2.0], "refs_from": "/x/ppo"}
     command = population_command(tmp_path / "run", config)
-    assert command.startswith(f"npsco population --env {MAZE_ID} --method ipd --refs-from /x/ppo --novel 3 "
-                              "--r0-scale 1 2 --steps 2048 --set learning_rate=0.0005 --t-start 5 --out ")
+    assert command.startswith(
+        f"npsco population --env {MAZE_ID} --method ipd --refs-from /x/ppo --novel 3 "
+        "--r0-scale 1 2 --steps 2048 --set learning_rate=0.0005 --t-start 5 --out "
+    )
     # a run made when tnb_rule's default was safe: IPD never reads it, TNB does
     config["method"]["tnb_rule"] = "safe"
     assert "tnb_rule" not in population_command(tmp_path / "run", config)
@@ -279,7 +387,11 @@ def test_population_command_reconstructs_the_flags(tmp_path):
 def test_the_csv_columns_are_the_row_fields_but_the_per_episode_data():
     assert CSV_COLUMNS[:3] == ("run", "env", "task") and CSV_COLUMNS[-1] == "checkpoint"
     assert set(CSV_COLUMNS) == {f.name for f in dataclasses.fields(EvaluationRow)} - {
-        "eval_curve", "returns", "episode_seeds", "fig2_trajectory"}
+        "eval_curve",
+        "returns",
+        "episode_seeds",
+        "fig2_trajectory",
+    }
     mujoco = erow(name="k0", threshold=None, success=True, return_mean=1.0 / 3.0, returns=[1.0], eval_curve=[[1, 2.0]])
     assert "goal_top" not in mujoco.to_dict() and "fig2_trajectory" not in mujoco.to_dict()  # the maze's only
     maze = erow(name="k1", goal_top=0.5, goal_none=0.5, goal_from_right="none", fig2_trajectory=[[14.5, 8.0]])
@@ -302,8 +414,9 @@ def test_docs_describe_every_csv_column():
 def test_report_leaves_out_runs_with_nothing_trained_yet(run, tmp_path):
     from npsco.report.build import build_report
 
-    empty = write_run(tmp_path / "cpo", [member("cpo/k0", "novel", "novel/cpo/k0", None, chain="cpo", method="cpo")],
-                      method="cpo")
+    empty = write_run(
+        tmp_path / "cpo", [member("cpo/k0", "novel", "novel/cpo/k0", None, chain="cpo", method="cpo")], method="cpo"
+    )
     manifest = json.loads((empty / "manifest.json").read_text())
     manifest["members"][0]["status"] = "training"
     (empty / "manifest.json").write_text(json.dumps(manifest))

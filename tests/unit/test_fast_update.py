@@ -32,8 +32,18 @@ class ExtraStream(Method):
 
 
 def maze_trainer(method=None, **overrides) -> Trainer:
-    base = dict(env_id=MAZE_ID, num_envs=8, num_steps=32, num_minibatches=4, update_epochs=3, eval_every=0,
-                checkpoint_every=0, actor_hidden=(32, 10), critic_hidden=(16,), seed=3)
+    base = dict(
+        env_id=MAZE_ID,
+        num_envs=8,
+        num_steps=32,
+        num_minibatches=4,
+        update_epochs=3,
+        eval_every=0,
+        checkpoint_every=0,
+        actor_hidden=(32, 10),
+        critic_hidden=(16,),
+        seed=3,
+    )
     base.update(overrides)
     return Trainer(PPOConfig(**base), method, tensorboard=False)
 
@@ -72,8 +82,9 @@ def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, met
     a = normalize_advantages(adv) if norm_adv else adv
     pg, info = policy_loss(new_lp, old_lp, a, cfg.clip_coef)
     mb = torch.arange(256)
-    batch = Batch(obs=obs, actions=actions, logprobs=old_lp, advantages={"task": adv}, returns=returns, values=values,
-                  size=256)
+    batch = Batch(
+        obs=obs, actions=actions, logprobs=old_lp, advantages={"task": adv}, returns=returns, values=values, size=256
+    )
     v_loss = tr.critic_loss(batch, mb, obs)
     loss = pg - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
     tr.optimizer.zero_grad(set_to_none=True)
@@ -81,8 +92,14 @@ def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, met
 
     fast = NumpyPPOUpdate(tr.cfg, tr.agent, tr.optimizer, tr.streams)
     fast._load()
-    stats = fast.loss_and_grad(obs.numpy(), actions.numpy(), old_lp.numpy(), adv.numpy(),
-                               {s: v.numpy() for s, v in values.items()}, {s: r.numpy() for s, r in returns.items()})
+    stats = fast.loss_and_grad(
+        obs.numpy(),
+        actions.numpy(),
+        old_lp.numpy(),
+        adv.numpy(),
+        {s: v.numpy() for s, v in values.items()},
+        {s: r.numpy() for s, r in returns.items()},
+    )
     assert 0.2 < float(info["clipfrac"]) < 0.8  # both branches of the surrogate's clip are exercised
     expected = flat_grads(fast.params)
     np.testing.assert_allclose(fast.grad, expected, rtol=1e-4, atol=1e-6)
@@ -106,9 +123,11 @@ def params_vector(tr: Trainer) -> np.ndarray:
 
 def adam_state(tr: Trainer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     st = [tr.optimizer.state[p] for p in tr.agent.parameters()]
-    return (np.concatenate([s["exp_avg"].reshape(-1).numpy() for s in st]),
-            np.concatenate([s["exp_avg_sq"].reshape(-1).numpy() for s in st]),
-            np.array([float(s["step"]) for s in st]))
+    return (
+        np.concatenate([s["exp_avg"].reshape(-1).numpy() for s in st]),
+        np.concatenate([s["exp_avg_sq"].reshape(-1).numpy() for s in st]),
+        np.array([float(s["step"]) for s in st]),
+    )
 
 
 @pytest.mark.parametrize("history", ["fresh", "warm", "uneven-steps"])

@@ -28,7 +28,8 @@ def module_names() -> dict[str, Path]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _executed_statements(body: list[ast.stmt]):
@@ -85,7 +86,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -124,14 +125,21 @@ def test_npsco_modules_import_each_other_without_a_cycle():
 
 def function_imports(source: str) -> list[ast.Import | ast.ImportFrom]:
     """The import statements inside functions (methods and nested functions included), in source order."""
-    found = {node.lineno: node for fn in ast.walk(ast.parse(source)) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-             for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
+    found = {
+        node.lineno: node
+        for fn in ast.walk(ast.parse(source))
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ast.walk(fn)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    }
     return [found[line] for line in sorted(found)]
 
 
 def test_function_imports_are_found_in_methods_and_nested_functions():
-    source = ("import os\nclass A:\n    def f(self):\n        def g():\n            import json\n"
-              "        from sys import argv\n")
+    source = (
+        "import os\nclass A:\n    def f(self):\n        def g():\n            import json\n"
+        "        from sys import argv\n"
+    )
     assert [node.lineno for node in function_imports(source)] == [5, 6]
 
 
@@ -139,5 +147,7 @@ def test_function_imports_are_found_in_methods_and_nested_functions():
 def test_modules_import_at_module_level_or_say_why(path):
     lines = path.read_text(encoding="utf-8").splitlines()
     for node in function_imports("\n".join(lines)):
-        assert "#" in lines[node.lineno - 1], (f"{path.relative_to(SRC)}:{node.lineno}: an import in a function needs "
-                                               "a comment saying why it is not at module level (e.g. `# lazy: torch`)")
+        assert "#" in lines[node.lineno - 1], (
+            f"{path.relative_to(SRC)}:{node.lineno}: an import in a function needs "
+            "a comment saying why it is not at module level (e.g. `# lazy: torch`)"
+        )

@@ -21,8 +21,20 @@ from npsco.novelty.references import NoveltyTracker, ReferenceSet
 # Per-step distances to two references; reference 0 is the nearest. Running means of reference 0:
 #   t:  1    2    3      4      5      6       7       8       9
 #   u:  0    0    0.5    0.625  0.54   0.4833  0.4143  0.3625  0.3222
-SCRIPT = np.array([[0.0, 2.0], [0.0, 2.0], [1.5, 2.0], [1.0, 2.0], [0.2, 2.0], [0.2, 2.0], [0.0, 2.0], [0.0, 2.0],
-                   [0.0, 2.0], [0.0, 2.0]])
+SCRIPT = np.array(
+    [
+        [0.0, 2.0],
+        [0.0, 2.0],
+        [1.5, 2.0],
+        [1.0, 2.0],
+        [0.2, 2.0],
+        [0.2, 2.0],
+        [0.0, 2.0],
+        [0.0, 2.0],
+        [0.0, 2.0],
+        [0.0, 2.0],
+    ]
+)
 
 
 def instant_stop(maze_policies, distances, r0, t_start):
@@ -57,7 +69,9 @@ def test_instant_rule_never_fires_at_or_before_t_start(maze_policies):
     always_zero = np.zeros((10, 2))  # the worst possible novelty at every step
     assert instant_stop(maze_policies, always_zero, r0=0.5, t_start=9) == 10
     assert instant_stop(maze_policies, always_zero, r0=0.5, t_start=10) is None
-    assert instant_stop(maze_policies, SCRIPT, r0=1e-3, t_start=3) is None  # novelty above a tiny r0 after t_S: never ends
+    assert (
+        instant_stop(maze_policies, SCRIPT, r0=1e-3, t_start=3) is None
+    )  # novelty above a tiny r0 after t_S: never ends
 
 
 def test_instant_rule_is_per_env():
@@ -66,13 +80,16 @@ def test_instant_rule_is_per_env():
     np.testing.assert_array_equal(ipd_instant_violation(u, steps, r0=0.5, t_start=3), [True, False, False, False])
 
 
-@pytest.mark.parametrize("t_start,slack,expected", [
-    (3, 0.1, 9),    # margins from t = 4: +.125 +.04 -.0167 -.0857 -.1375 (-.075 at t=8) -.1778 -> sum -.253 at t = 9
-    (3, 0.0, 8),    # sum first <= 0 at t = 8 (-.0749)
-    (3, 0.3, 10),   # -.253 at t = 9, -.553 at t = 10
-    (6, 0.1, 8),    # only t >= 7 counts: -.0857 at t = 7, -.2232 at t = 8
-    (0, 0.1, 1),    # t = 1: u = 0, margin -0.5
-])
+@pytest.mark.parametrize(
+    "t_start,slack,expected",
+    [
+        (3, 0.1, 9),  # margins from t = 4: +.125 +.04 -.0167 -.0857 -.1375 (-.075 at t=8) -.1778 -> sum -.253 at t = 9
+        (3, 0.0, 8),  # sum first <= 0 at t = 8 (-.0749)
+        (3, 0.3, 10),  # -.253 at t = 9, -.553 at t = 10
+        (6, 0.1, 8),  # only t >= 7 counts: -.0857 at t = 7, -.2232 at t = 8
+        (0, 0.1, 1),  # t = 1: u = 0, margin -0.5
+    ],
+)
 def test_cumulative_rule_sums_margins_after_t_start_until_minus_slack(t_start, slack, expected):
     assert cumulative_stop(SCRIPT, r0=0.5, t_start=t_start, slack=slack) == expected
 
@@ -208,7 +225,9 @@ def test_trainer_with_the_cumulative_rule_ends_when_the_margin_sum_reaches_minus
 def test_the_new_policys_mean_is_measured_against_every_reference_and_the_nearest_counts(maze_policies):
     # references at distance 0.3 and 0.6 from the new policy's (0, 0): u = 0.3 < r0 = 0.4 -> every episode ends at
     # t_S + 1 = 4, whatever its start
-    trainer, ipd, _ = maze_trainer([maze_policies.const([0.6, 0.0]), maze_policies.const([0.0, -0.3])], r0=0.4, t_start=3)
+    trainer, ipd, _ = maze_trainer(
+        [maze_policies.const([0.6, 0.0]), maze_policies.const([0.0, -0.3])], r0=0.4, t_start=3
+    )
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: 4)
     np.testing.assert_array_equal(buf.terminated, forced)
@@ -258,8 +277,18 @@ def test_novelty_metrics_of_an_iteration_on_scripted_values(maze_policies):
     ipd.tracker.update = lambda obs, action, std=None: (None, next(script))
     zeros = np.zeros((2, 2), np.float32)
     for steps in ([1, 1], [2, 2], [3, 1]):  # the constraint applies where the episode step is > t_S = 1
-        ipd.novelty(StepInfo(None, zeros, zeros, np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), np.array(steps),
-                             np.ones(2, np.float32)))
+        ipd.novelty(
+            StepInfo(
+                None,
+                zeros,
+                zeros,
+                np.zeros(2),
+                np.zeros(2, bool),
+                np.zeros(2, bool),
+                np.array(steps),
+                np.ones(2, np.float32),
+            )
+        )
     metrics = ipd.iteration_metrics(RolloutSummary())
     assert metrics["novelty/running_mean"] == pytest.approx(2.9 / 6)  # every step of every env
     assert metrics["novelty/running_min"] == pytest.approx(0.4)  # over 0.4, 0.6, 0.7 (the constrained steps)
@@ -287,7 +316,9 @@ def test_discounted_tracker_matches_the_discounted_running_novelty(maze_policies
     rng = np.random.default_rng(0)
     d = rng.uniform(0, 2, (30, 2))
     for g in (1.0, 0.9, 0.5):
-        tracker = NoveltyTracker(ReferenceSet([maze_policies.const([0.0, 0.0]), maze_policies.const([0.0, 0.0])]), num_envs=1, discount=g)
+        tracker = NoveltyTracker(
+            ReferenceSet([maze_policies.const([0.0, 0.0]), maze_policies.const([0.0, 0.0])]), num_envs=1, discount=g
+        )
         tracker.references.distances = lambda obs, action, std, metric: action  # feed the scripted distances
         u = [tracker.update(None, row[None])[1][0] for row in d]
         np.testing.assert_allclose(u, running_novelty(d, g), rtol=1e-12)
@@ -311,8 +342,9 @@ def test_warmup_lets_every_episode_run_until_the_threshold_passes_the_novelty(ma
 @pytest.mark.parametrize("profile,end_step", [([1.0, 1.0, 1.0], 2), ([1.0, 0.5, 1.0], 3), ([1.0, 0.5, 0.5], None)])
 def test_a_reference_profile_scales_the_threshold_per_episode_step(profile, end_step, maze_policies):
     # the reference is 0.3 away, r0 = 0.5, t_S = 1: the episode ends at the first step t >= 2 with 0.5 rho(t) > 0.3
-    trainer, ipd, _ = maze_trainer([maze_policies.const([0.3, 0.0])], r0=0.5, t_start=1, r0_profile="reference", seed=5,
-                                   profile=np.array(profile))
+    trainer, ipd, _ = maze_trainer(
+        [maze_policies.const([0.3, 0.0])], r0=0.5, t_start=1, r0_profile="reference", seed=5, profile=np.array(profile)
+    )
     buf = trainer.collect_rollout()
     ends, forced = predicted_episodes(ipd, lambda x: end_step)
     np.testing.assert_array_equal(buf.terminated, forced)
@@ -331,11 +363,18 @@ def test_a_profile_is_used_exactly_when_r0_profile_is_reference(maze_policies):
         IPD(refs, 0.5, MethodConfig(method="ipd", r0_profile="reference"), MAZE_ID, np.array([1.0, -1.0]))
 
 
-@pytest.mark.parametrize("settings,message", [
-    (dict(novelty_discount=0.0), "novelty_discount"), (dict(novelty_discount=1.5), "novelty_discount"),
-    (dict(r0_warmup=-0.1), "r0_warmup"), (dict(r0_warmup=2.0), "r0_warmup"), (dict(r0_profile="x"), "r0_profile"),
-    (dict(method="wsr", r0_warmup=0.5), "IPD settings"), (dict(method="cpo", r0_profile="reference"), "IPD settings"),
-])
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        (dict(novelty_discount=0.0), "novelty_discount"),
+        (dict(novelty_discount=1.5), "novelty_discount"),
+        (dict(r0_warmup=-0.1), "r0_warmup"),
+        (dict(r0_warmup=2.0), "r0_warmup"),
+        (dict(r0_profile="x"), "r0_profile"),
+        (dict(method="wsr", r0_warmup=0.5), "IPD settings"),
+        (dict(method="cpo", r0_profile="reference"), "IPD settings"),
+    ],
+)
 def test_bad_threshold_settings_are_refused(settings, message):
     with pytest.raises(NpscoError, match=message):
         MethodConfig(**settings).validate()

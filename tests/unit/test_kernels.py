@@ -27,8 +27,18 @@ def test_dense_grid_is_within_one_rounding_of_tanh():
     assert np.abs(y).max() == 1.0
 
 
-@pytest.mark.parametrize("x, expected", [(0.0, 0.0), (np.inf, 1.0), (-np.inf, -1.0), (20.0, 1.0), (-9.02, -1.0),
-                                         (9.0, np.float32(np.tanh(9.0))), (1e-30, 1e-30)])
+@pytest.mark.parametrize(
+    "x, expected",
+    [
+        (0.0, 0.0),
+        (np.inf, 1.0),
+        (-np.inf, -1.0),
+        (20.0, 1.0),
+        (-9.02, -1.0),
+        (9.0, np.float32(np.tanh(9.0))),
+        (1e-30, 1e-30),
+    ],
+)
 def test_special_values(x, expected):
     assert kernel_tanh(np.array([x]))[0] == np.float32(expected)
 

@@ -7,9 +7,17 @@ import pytest
 from npsco.manifest import Chain, Member
 
 
-@pytest.mark.parametrize(("chain", "name"), [
-    (Chain("ipd"), "ipd"), (Chain("ipd", 0.5), "ipd-r0x0.5"), (Chain("ipd", 2.0), "ipd-r0x2"),
-    (Chain("wsr", 1.5), "wsr-r0x1.5"), (Chain("ppo"), "ppo"), (Chain("ipd", 0.25), "ipd-r0x0.25")])
+@pytest.mark.parametrize(
+    ("chain", "name"),
+    [
+        (Chain("ipd"), "ipd"),
+        (Chain("ipd", 0.5), "ipd-r0x0.5"),
+        (Chain("ipd", 2.0), "ipd-r0x2"),
+        (Chain("wsr", 1.5), "wsr-r0x1.5"),
+        (Chain("ppo"), "ppo"),
+        (Chain("ipd", 0.25), "ipd-r0x0.25"),
+    ],
+)
 def test_a_chain_is_named_as_on_disk_and_parsed_back(chain, name):
     assert chain.name == name and str(chain) == name
     assert Chain.parse(name) == chain
@@ -30,8 +38,17 @@ def test_multiple_and_odd_names():
 
 
 def test_a_member_record_round_trips_with_its_chain_by_name():
-    member = Member(name="ipd-r0x2/k1", role="novel", method="ipd", seed=1001, path="novel/ipd-r0x2/k1",
-                    chain=Chain("ipd", 2.0), index=1, threshold=0.4, references=["ref0", "ipd-r0x2/k0"])
+    member = Member(
+        name="ipd-r0x2/k1",
+        role="novel",
+        method="ipd",
+        seed=1001,
+        path="novel/ipd-r0x2/k1",
+        chain=Chain("ipd", 2.0),
+        index=1,
+        threshold=0.4,
+        references=["ref0", "ipd-r0x2/k0"],
+    )
     record = member.to_dict()
     assert record["chain"] == "ipd-r0x2" and list(record) == [f.name for f in dataclasses.fields(Member)]
     assert Member.from_dict(record) == member

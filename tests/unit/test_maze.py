@@ -250,9 +250,7 @@ def assert_same_step(ours, theirs):
 def test_vec_matches_sync_vector_env():
     n, max_steps = 8, 15
     ours = FourRewardMazeVec(n, max_steps=max_steps)
-    theirs = SyncVectorEnv(
-        [lambda: FourRewardMaze(max_steps=max_steps)] * n, autoreset_mode=AutoresetMode.SAME_STEP
-    )
+    theirs = SyncVectorEnv([lambda: FourRewardMaze(max_steps=max_steps)] * n, autoreset_mode=AutoresetMode.SAME_STEP)
     rng = np.random.default_rng(0)
     obs, _ = ours.reset(seed=42)
     np.testing.assert_array_equal(obs, theirs.reset(seed=42)[0])

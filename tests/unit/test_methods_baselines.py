@@ -21,14 +21,28 @@ from npsco.config import MAZE_ID, MethodConfig, preset
 from npsco.errors import NpscoError
 from npsco.novelty.references import ReferenceSet
 
-TINY = dict(num_envs=4, num_steps=16, total_timesteps=64, num_minibatches=1, update_epochs=1, eval_every=0,
-            scale_reward=False, max_grad_norm=1e9)
+TINY = dict(
+    num_envs=4,
+    num_steps=16,
+    total_timesteps=64,
+    num_minibatches=1,
+    update_epochs=1,
+    eval_every=0,
+    scale_reward=False,
+    max_grad_norm=1e9,
+)
 
 
 def tiny_trainer(method: str, r0: float = 0.1, num_steps: int = 16, **knobs) -> Trainer:
     """A maze trainer (seed 0) with `method` against one randomly initialised reference (seed 7)."""
-    cfg = dataclasses.replace(preset(MAZE_ID), **{**TINY, "num_steps": num_steps,  # at least one batch
-                                                  "total_timesteps": max(TINY["total_timesteps"], 4 * num_steps)})
+    cfg = dataclasses.replace(
+        preset(MAZE_ID),
+        **{
+            **TINY,
+            "num_steps": num_steps,  # at least one batch
+            "total_timesteps": max(TINY["total_timesteps"], 4 * num_steps),
+        },
+    )
     maker = Trainer(dataclasses.replace(cfg, seed=7), tensorboard=False)
     reference = maker.policy()
     maker.envs.close()
@@ -61,8 +75,15 @@ def test_make_method_builds_each_baseline_and_validates_its_knobs():
     assert MethodConfig().tnb_rule == "authors"
     for rule in ("authors", "paper_eq5", "safe", "paper"):  # `paper`: the name of paper_eq5 in older runs
         MethodConfig(method="tnb", tnb_rule=rule).validate()
-    for bad in (dict(tnb_rule="sum"), dict(ctnb_slack=-1.0), dict(cpo_max_kl=0.0), dict(cpo_damping=0.0),
-                dict(cpo_cg_iters=0), dict(cpo_backtrack_iters=0), dict(cpo_backtrack_coef=1.0)):
+    for bad in (
+        dict(tnb_rule="sum"),
+        dict(ctnb_slack=-1.0),
+        dict(cpo_max_kl=0.0),
+        dict(cpo_damping=0.0),
+        dict(cpo_cg_iters=0),
+        dict(cpo_backtrack_iters=0),
+        dict(cpo_backtrack_coef=1.0),
+    ):
         with pytest.raises(NpscoError):
             MethodConfig(method="tnb", **bad).validate()
 
@@ -103,8 +124,10 @@ def tnb_expected(trainer: Trainer, batch, rule: str = "authors"):
     """Independently computed p = bisector(f, g) on the whole batch and the critics' gradient."""
     agent, cfg = trainer.agent, trainer.cfg
     logprob, _, _ = agent.evaluate(batch.obs, batch.actions)
-    losses = [policy_loss(logprob, batch.logprobs, normalize_advantages(batch.advantages[s]), cfg.clip_coef)[0]
-              for s in ("task", "novelty")]
+    losses = [
+        policy_loss(logprob, batch.logprobs, normalize_advantages(batch.advantages[s]), cfg.clip_coef)[0]
+        for s in ("task", "novelty")
+    ]
     f = -flat_grad(losses[0], agent.actor_parameters(), retain_graph=True)
     g = -flat_grad(losses[1], agent.actor_parameters())
     all_mb = torch.arange(batch.size)
@@ -152,19 +175,22 @@ def test_tnb_with_known_antiparallel_gradients(rule, along_task):
 
 # ---------------------------------------------------------------------------------------------------------- CTNB
 def test_ctnb_violation_rule_on_exact_numbers():
-    assert ctnb_violated(-1.0, 10, 0.0)          # mean margin -0.1 < 0
-    assert not ctnb_violated(-1.0, 10, 0.2)      # ... but not below -0.2
-    assert not ctnb_violated(0.0, 10, 0.0)       # exactly on the threshold: satisfied
+    assert ctnb_violated(-1.0, 10, 0.0)  # mean margin -0.1 < 0
+    assert not ctnb_violated(-1.0, 10, 0.2)  # ... but not below -0.2
+    assert not ctnb_violated(0.0, 10, 0.0)  # exactly on the threshold: satisfied
     assert not ctnb_violated(2.0, 5, 0.0)
-    assert not ctnb_violated(0.0, 0, 0.0)        # no step after t_S: nothing to violate
+    assert not ctnb_violated(0.0, 0, 0.0)  # no step after t_S: nothing to violate
 
 
 def test_ctnb_takes_the_plain_ppo_step_when_the_constraint_holds():
     trainer = tiny_trainer("ctnb", r0=1e-6)  # every running novelty is above a tiny r0
     batch = rollout_batch(trainer)
     agent = trainer.agent
-    start = ({k: v.clone() for k, v in agent.state_dict().items()}, trainer.optimizer.state_dict(),
-             trainer.torch_rng.get_state())  # (the minibatches come from the trainer's generator)
+    start = (
+        {k: v.clone() for k, v in agent.state_dict().items()},
+        trainer.optimizer.state_dict(),
+        trainer.torch_rng.get_state(),
+    )  # (the minibatches come from the trainer's generator)
     out = trainer.method.update(trainer, batch)
     after_ctnb = flat(agent.parameters())
     agent.load_state_dict(start[0])
@@ -196,8 +222,9 @@ def test_novelty_cost_and_gaussian_kl_on_exact_numbers():
     torch.testing.assert_close(gaussian_kl(mean_p, log_std_p, mean_q, log_std_q), expected)
     # one dimension by hand: p = N(0, 1), q = N(1, e^2): log e + (1 + 1) / (2 e^2) - 1/2
     by_hand = 1.0 + 1.0 / math.e**2 - 0.5
-    assert gaussian_kl(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), torch.ones(1, 1)).item() == \
-        pytest.approx(by_hand, rel=1e-6)
+    assert gaussian_kl(
+        torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), torch.ones(1, 1)
+    ).item() == pytest.approx(by_hand, rel=1e-6)
 
 
 def measured_kl(trainer: Trainer, batch, old_mean: torch.Tensor, old_log_std: torch.Tensor) -> float:

@@ -242,8 +242,10 @@ def test_policy_distance_matches_mean_of_per_state_distances(policies):
     assert policy_distance(means[0], means[0]) == 0.0
 
 
-@given(arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 3)), elements=st.floats(0, 10)),
-       st.floats(0.05, 1.0))
+@given(
+    arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 3)), elements=st.floats(0, 10)),
+    st.floats(0.05, 1.0),
+)
 def test_discounted_running_mean_is_a_weighted_mean_of_the_past(d, g):
     from npsco.novelty.metrics import running_mean
 

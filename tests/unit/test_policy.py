@@ -92,7 +92,9 @@ def test_orthogonal_init_shapes_gains_and_biases():
             w = m.weight.detach().double()
             # orthogonal with gain g: W W^T = g^2 I (more columns than rows) or W^T W = g^2 I (more rows)
             gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
-            torch.testing.assert_close(gram, gain**2 * torch.eye(gram.shape[0], dtype=torch.float64), atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(
+                gram, gain**2 * torch.eye(gram.shape[0], dtype=torch.float64), atol=1e-5, rtol=1e-4
+            )
             assert torch.all(m.bias == 0)
     torch.testing.assert_close(agent.actor_logstd, torch.full((1, ACT_DIM), -0.3))
     agent.add_critic("novelty")
@@ -112,10 +114,16 @@ def make_policy(seed: int = 0, norm_obs: bool = True, bounds: float = 1.0) -> Po
     agent.obs_rms.update(rng.normal(2.0, 3.0, size=(50, OBS_DIM)))
     obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
     act_space = gym.spaces.Box(-bounds, bounds, (ACT_DIM,), np.float32)
-    meta = {"env_id": "Hopper-v5", "observation_space": space_metadata(obs_space),
-            "action_space": space_metadata(act_space), "method": "ppo", "seed": seed,
-            "config": {"gamma": 0.99, "actor_hidden": [16, 8]}, "method_config": {},
-            "training": {"global_step": 2048, "iteration": 1}}
+    meta = {
+        "env_id": "Hopper-v5",
+        "observation_space": space_metadata(obs_space),
+        "action_space": space_metadata(act_space),
+        "method": "ppo",
+        "seed": seed,
+        "config": {"gamma": 0.99, "actor_hidden": [16, 8]},
+        "method_config": {},
+        "training": {"global_step": 2048, "iteration": 1},
+    }
     return Policy.from_agent(agent, act_space, meta)
 
 
@@ -136,7 +144,9 @@ def test_round_trip_gives_identical_actions(saved):
     obs = raw_observations()
     np.testing.assert_array_equal(loaded.mean_action(obs), policy.mean_action(obs))
     np.testing.assert_array_equal(loaded.act(obs, deterministic=True), policy.act(obs, deterministic=True))
-    np.testing.assert_array_equal(loaded.act(obs, rng=np.random.default_rng(3)), policy.act(obs, rng=np.random.default_rng(3)))
+    np.testing.assert_array_equal(
+        loaded.act(obs, rng=np.random.default_rng(3)), policy.act(obs, rng=np.random.default_rng(3))
+    )
     np.testing.assert_array_equal(loaded(obs), policy.mean_action(obs))
     np.testing.assert_array_equal(loaded.action_std, np.exp(np.float32(-0.2)) * np.ones(ACT_DIM, np.float32))
     assert not np.allclose(loaded.mean_action(obs)[0], loaded.mean_action(obs)[1])  # not a constant policy
@@ -321,8 +331,14 @@ def test_refuses_another_format_version(saved, tmp_path, version):
 
 
 @pytest.mark.parametrize(
-    ("name", "shape"), [("actor.0.weight", (OBS_DIM, 16)), ("actor.1.bias", (9,)), ("obs_norm.mean", (OBS_DIM + 1,)),
-                        ("actor.log_std", (1, ACT_DIM))])
+    ("name", "shape"),
+    [
+        ("actor.0.weight", (OBS_DIM, 16)),
+        ("actor.1.bias", (9,)),
+        ("obs_norm.mean", (OBS_DIM + 1,)),
+        ("actor.log_std", (1, ACT_DIM)),
+    ],
+)
 def test_refuses_wrong_tensor_shapes(saved, tmp_path, name, shape):
     tensors, meta = checkpoint_parts(saved[1])
     tensors[name] = np.zeros(shape, np.float32)
@@ -337,10 +353,14 @@ def test_refuses_a_hidden_size_that_disagrees_with_the_tensors(saved, tmp_path):
 
 def test_refuses_missing_or_unexpected_tensors(saved, tmp_path):
     tensors, meta = checkpoint_parts(saved[1])
-    refused(write(tmp_path / "a.safetensors", {k: v for k, v in tensors.items() if k != "action.low"}, meta),
-            "missing ['action.low']")
-    refused(write(tmp_path / "b.safetensors", {**tensors, "actor.3.weight": np.zeros((1, 1), np.float32)}, meta),
-            "unexpected ['actor.3.weight']")
+    refused(
+        write(tmp_path / "a.safetensors", {k: v for k, v in tensors.items() if k != "action.low"}, meta),
+        "missing ['action.low']",
+    )
+    refused(
+        write(tmp_path / "b.safetensors", {**tensors, "actor.3.weight": np.zeros((1, 1), np.float32)}, meta),
+        "unexpected ['actor.3.weight']",
+    )
 
 
 @pytest.mark.parametrize("bad_value", [np.nan, np.inf, -np.inf])
@@ -354,12 +374,20 @@ def test_refuses_non_finite_tensors(saved, tmp_path, name, bad_value):
 
 def test_refuses_float64_tensors_negative_variance_and_inverted_bounds(saved, tmp_path):
     tensors, meta = checkpoint_parts(saved[1])
-    refused(write(tmp_path / "a.safetensors", {**tensors, "actor.0.bias": tensors["actor.0.bias"].astype(np.float64)}, meta),
-            "dtype")
-    refused(write(tmp_path / "b.safetensors", {**tensors, "obs_norm.var": -tensors["obs_norm.var"]}, meta),
-            "negative observation variance")
-    refused(write(tmp_path / "c.safetensors", {**tensors, "action.low": tensors["action.high"] + 1}, meta),
-            "inverted action bounds")
+    refused(
+        write(
+            tmp_path / "a.safetensors", {**tensors, "actor.0.bias": tensors["actor.0.bias"].astype(np.float64)}, meta
+        ),
+        "dtype",
+    )
+    refused(
+        write(tmp_path / "b.safetensors", {**tensors, "obs_norm.var": -tensors["obs_norm.var"]}, meta),
+        "negative observation variance",
+    )
+    refused(
+        write(tmp_path / "c.safetensors", {**tensors, "action.low": tensors["action.high"] + 1}, meta),
+        "inverted action bounds",
+    )
 
 
 def test_a_rewritten_valid_checkpoint_still_loads(saved, tmp_path):
@@ -380,13 +408,16 @@ def test_load_policy_is_the_public_api():
 def test_relu_forward_and_tanh_squash_on_exact_numbers():
     from npsco.policy import mlp_forward, squash
 
-    layers = [(np.array([[1.0, -1.0], [2.0, 0.0]], np.float32), np.array([0.0, -3.0], np.float32)),
-              (np.array([[1.0, 1.0]], np.float32), np.array([0.5], np.float32))]
+    layers = [
+        (np.array([[1.0, -1.0], [2.0, 0.0]], np.float32), np.array([0.0, -3.0], np.float32)),
+        (np.array([[1.0, 1.0]], np.float32), np.array([0.5], np.float32)),
+    ]
     x = np.array([[1.0, 2.0], [3.0, 1.0]], np.float32)
     # hidden pre-activations: [-1, -1] and [2, 3]; relu -> [0, 0] and [2, 3]; output 0.5 and 5.5
     np.testing.assert_array_equal(mlp_forward(layers, x, "relu"), [[0.5], [5.5]])
-    np.testing.assert_allclose(mlp_forward(layers, x, "tanh"), [[2 * np.tanh(-1.0) + 0.5], [np.tanh(2) + np.tanh(3) + 0.5]],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        mlp_forward(layers, x, "tanh"), [[2 * np.tanh(-1.0) + 0.5], [np.tanh(2) + np.tanh(3) + 0.5]], rtol=1e-6
+    )
     low, high = np.array([-2.0, 0.0]), np.array([2.0, 10.0])
     np.testing.assert_allclose(squash(np.array([0.0, 0.0]), low, high), [0.0, 5.0])
     np.testing.assert_allclose(squash(np.array([50.0, -50.0]), low, high), [2.0, 0.0])  # saturates at the bounds
@@ -401,17 +432,22 @@ def version_2_policy(activation="relu", output="tanh", deterministic=True) -> Po
     return p
 
 
-@pytest.mark.parametrize(("activation", "output", "deterministic"),
-                         [("relu", "tanh", True), ("relu", "linear", False), ("tanh", "tanh", True),
-                          ("tanh", "linear", True)])
+@pytest.mark.parametrize(
+    ("activation", "output", "deterministic"),
+    [("relu", "tanh", True), ("relu", "linear", False), ("tanh", "tanh", True), ("tanh", "linear", True)],
+)
 def test_version_2_round_trip(tmp_path, activation, output, deterministic):
     policy = version_2_policy(activation, output, deterministic)
     path = policy.save(tmp_path / "v2.safetensors")
     loaded = load_policy(path)
     meta = loaded.metadata
     assert meta["format_version"] == 2
-    assert meta["architecture"] == {"actor_hidden": [16, 8], "activation": activation, "output": output,
-                                    "log_std": "none" if deterministic else "state-independent"}
+    assert meta["architecture"] == {
+        "actor_hidden": [16, 8],
+        "activation": activation,
+        "output": output,
+        "log_std": "none" if deterministic else "state-independent",
+    }
     assert (loaded.activation, loaded.output, loaded.deterministic_only) == (activation, output, deterministic)
     assert ("actor.log_std" in load_file(path)) != deterministic
     obs = raw_observations(50)
@@ -433,8 +469,10 @@ def test_npsco_policies_are_still_written_and_read_as_version_1(saved, tmp_path)
     assert load_policy(path).metadata["format_version"] == 1 and policy.format_version == 1
     tensors, meta = checkpoint_parts(path)
     meta["architecture"]["activation"] = "relu"  # version 1 ignores the field: its architecture is fixed
-    np.testing.assert_array_equal(load_policy(write(tmp_path / "p.safetensors", tensors, meta)).mean_action(
-        raw_observations()), policy.mean_action(raw_observations()))
+    np.testing.assert_array_equal(
+        load_policy(write(tmp_path / "p.safetensors", tensors, meta)).mean_action(raw_observations()),
+        policy.mean_action(raw_observations()),
+    )
 
 
 @pytest.mark.parametrize("field", [{"activation": "gelu"}, {"output": "sigmoid"}, {"log_std": "state-dependent"}])

@@ -144,7 +144,9 @@ def test_value_loss_clipped_takes_the_larger_error_per_sample():
     assert value_loss(new, old, ret, 0.2, clip=True).item() == pytest.approx(0.5 * (1.69 + 4.0 + 5.29) / 3)
     # inside the clip range both losses agree
     near = t64([1.4, 1.6, 1.55])
-    assert value_loss(near, old, ret, 0.2, clip=True).item() == pytest.approx(value_loss(near, old, ret, 0.2, False).item())
+    assert value_loss(near, old, ret, 0.2, clip=True).item() == pytest.approx(
+        value_loss(near, old, ret, 0.2, False).item()
+    )
 
 
 def test_normalize_advantages_exact_and_zero_mean_unit_std():
@@ -258,7 +260,9 @@ def test_rollout_next_values_bootstrap_truncations_from_the_final_observation():
     np.testing.assert_allclose(next_values[~done], following[~done], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(next_values[terminated & ~truncated], 0.0)  # unused: compute_gae ignores it
     t_idx, n_idx = np.nonzero(truncated)
-    final_values = mlp_forward(critics["task"], np.stack([finals[t][n] for t, n in zip(t_idx, n_idx, strict=True)]))[:, 0]
+    final_values = mlp_forward(critics["task"], np.stack([finals[t][n] for t, n in zip(t_idx, n_idx, strict=True)]))[
+        :, 0
+    ]
     np.testing.assert_allclose(next_values[truncated], final_values, rtol=1e-5, atol=1e-6)
     # the final observation is not the next episode's first observation, whose value `following` holds
     assert not np.allclose(next_values[truncated], following[truncated])

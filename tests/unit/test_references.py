@@ -15,13 +15,26 @@ from npsco.policy import Policy, space_metadata
 OBS_DIM, ACT_DIM = 3, 2
 
 
-def make_policy(seed: int, hidden=(8, 8), norm_obs: bool = True, bound: float = 1.0, obs_dim: int = OBS_DIM,
-                act_dim: int = ACT_DIM, obs_clip: float = 5.0, obs_low: float = -np.inf) -> Policy:
+def make_policy(
+    seed: int,
+    hidden=(8, 8),
+    norm_obs: bool = True,
+    bound: float = 1.0,
+    obs_dim: int = OBS_DIM,
+    act_dim: int = ACT_DIM,
+    obs_clip: float = 5.0,
+    obs_low: float = -np.inf,
+) -> Policy:
     """A policy with random weights (big enough that some means fall outside the bounds) and its own normaliser."""
     rng = np.random.default_rng(seed)
     sizes = [obs_dim, *hidden, act_dim]
-    weights = [(rng.normal(0.0, 0.9, (sizes[i + 1], sizes[i])).astype(np.float32),
-                rng.normal(0.0, 0.5, sizes[i + 1]).astype(np.float32)) for i in range(len(sizes) - 1)]
+    weights = [
+        (
+            rng.normal(0.0, 0.9, (sizes[i + 1], sizes[i])).astype(np.float32),
+            rng.normal(0.0, 0.5, sizes[i + 1]).astype(np.float32),
+        )
+        for i in range(len(sizes) - 1)
+    ]
     obs_space = gym.spaces.Box(obs_low, np.inf, (obs_dim,), np.float32)
     act_space = gym.spaces.Box(-bound, bound, (act_dim,), np.float32)
     return Policy(
@@ -29,10 +42,15 @@ def make_policy(seed: int, hidden=(8, 8), norm_obs: bool = True, bound: float = 
         log_std=rng.normal(-0.5, 0.3, act_dim).astype(np.float32),
         obs_mean=rng.normal(1.0, 2.0, obs_dim).astype(np.float32),
         obs_var=rng.uniform(0.5, 9.0, obs_dim).astype(np.float32),
-        obs_clip=obs_clip, norm_obs=norm_obs,
-        action_low=act_space.low, action_high=act_space.high,
-        metadata={"env_id": "Test-v0", "observation_space": space_metadata(obs_space),
-                  "action_space": space_metadata(act_space)},
+        obs_clip=obs_clip,
+        norm_obs=norm_obs,
+        action_low=act_space.low,
+        action_high=act_space.high,
+        metadata={
+            "env_id": "Test-v0",
+            "observation_space": space_metadata(obs_space),
+            "action_space": space_metadata(act_space),
+        },
     )
 
 
@@ -41,12 +59,21 @@ def constant_policy(action, obs_dim: int = 2) -> Policy:
     action = np.asarray(action, np.float32)
     act_space = gym.spaces.Box(-1.0, 1.0, action.shape, np.float32)
     obs_space = gym.spaces.Box(0.0, 16.0, (obs_dim,), np.float32)
-    return Policy(weights=[(np.zeros((action.size, obs_dim), np.float32), action)],
-                  log_std=np.zeros(action.size, np.float32), obs_mean=np.zeros(obs_dim, np.float32),
-                  obs_var=np.ones(obs_dim, np.float32), obs_clip=10.0, norm_obs=False,
-                  action_low=act_space.low, action_high=act_space.high,
-                  metadata={"env_id": "npsco/FourRewardMaze-v0", "observation_space": space_metadata(obs_space),
-                            "action_space": space_metadata(act_space)})
+    return Policy(
+        weights=[(np.zeros((action.size, obs_dim), np.float32), action)],
+        log_std=np.zeros(action.size, np.float32),
+        obs_mean=np.zeros(obs_dim, np.float32),
+        obs_var=np.ones(obs_dim, np.float32),
+        obs_clip=10.0,
+        norm_obs=False,
+        action_low=act_space.low,
+        action_high=act_space.high,
+        metadata={
+            "env_id": "npsco/FourRewardMaze-v0",
+            "observation_space": space_metadata(obs_space),
+            "action_space": space_metadata(act_space),
+        },
+    )
 
 
 def observations(n: int = 40, seed: int = 7, obs_dim: int = OBS_DIM) -> np.ndarray:
@@ -83,14 +110,17 @@ def test_the_folded_first_layer_and_the_exact_clipping_path_both_equal_each_poli
         p.obs_mean = np.array([300.0, -250.0, 80.0], np.float32) + np.float32(0.1 * k)
         p.obs_var = np.full(OBS_DIM, 0.01 * (k + 1), np.float32)
     group = ReferenceSet(policies)._groups[0][1]
-    inside = (np.array([300.2, -249.8, 80.2]) + np.random.default_rng(0).normal(0.0, 0.2, (30, OBS_DIM))).astype(np.float32)
+    inside = (np.array([300.2, -249.8, 80.2]) + np.random.default_rng(0).normal(0.0, 0.2, (30, OBS_DIM))).astype(
+        np.float32
+    )
     assert ((inside >= group.box_lo) & (inside <= group.box_hi)).all()
     outside = inside.copy()
     outside[3, 1] += 5.0  # one observation that every reference clips
     assert not ((outside >= group.box_lo) & (outside <= group.box_hi)).all()
     for obs in (inside, outside):
-        np.testing.assert_allclose(ReferenceSet(policies).mean_actions(obs), one_by_one(policies, obs),
-                                   rtol=1e-5, atol=2e-6)
+        np.testing.assert_allclose(
+            ReferenceSet(policies).mean_actions(obs), one_by_one(policies, obs), rtol=1e-5, atol=2e-6
+        )
 
 
 def test_each_observation_batch_takes_the_path_its_box_check_says():
@@ -108,7 +138,7 @@ def test_each_observation_batch_takes_the_path_its_box_check_says():
     outside[2, 0] = group.box_hi[0] + 1.0
     refs = ReferenceSet(policies)
     group = refs._groups[0][1]
-    group.w1_stacked[:group.units] = np.nan  # the folded first layer (the box rows below it stay)
+    group.w1_stacked[: group.units] = np.nan  # the folded first layer (the box rows below it stay)
     np.testing.assert_allclose(refs.mean_actions(outside), one_by_one(policies, outside), rtol=1e-5, atol=1e-6)
 
 
@@ -126,7 +156,9 @@ def test_references_without_normalisation_have_no_box_and_always_take_the_folded
     group = ReferenceSet(policies)._groups[0][1]
     assert group.w1_stacked.shape[0] == group.units  # no box rows: nothing is ever clipped
     obs = observations(n=10) * 1e3
-    np.testing.assert_allclose(ReferenceSet(policies).mean_actions(obs), one_by_one(policies, obs), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ReferenceSet(policies).mean_actions(obs), one_by_one(policies, obs), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_mixed_architectures_form_several_groups_and_keep_the_reference_order():
@@ -154,7 +186,12 @@ def test_a_policy_without_normalisation_ignores_its_statistics():
 # -------------------------------------------------------------------------------------------------------- distances
 @pytest.fixture
 def mixed():
-    policies = [make_policy(20), make_policy(21, hidden=(5,)), make_policy(22, norm_obs=False), make_policy(23, hidden=(5,))]
+    policies = [
+        make_policy(20),
+        make_policy(21, hidden=(5,)),
+        make_policy(22, norm_obs=False),
+        make_policy(23, hidden=(5,)),
+    ]
     return policies, ReferenceSet(policies)
 
 
@@ -175,8 +212,18 @@ def test_wasserstein2_distances_equal_the_metric_function(mixed):
     action = np.random.default_rng(1).uniform(-1, 1, (30, ACT_DIM)).astype(np.float32)
     std = np.array([0.3, 1.7], np.float32)
     d = refs.distances(obs, action, std=std, metric="wasserstein2")
-    expected = np.stack([wasserstein2_distance(p.mean_action(obs), np.broadcast_to(p.action_std, (30, ACT_DIM)),
-                                               action, np.broadcast_to(std, (30, ACT_DIM))) for p in policies], axis=1)
+    expected = np.stack(
+        [
+            wasserstein2_distance(
+                p.mean_action(obs),
+                np.broadcast_to(p.action_std, (30, ACT_DIM)),
+                action,
+                np.broadcast_to(std, (30, ACT_DIM)),
+            )
+            for p in policies
+        ],
+        axis=1,
+    )
     np.testing.assert_allclose(d, expected, rtol=1e-5, atol=1e-6)
     # the std term is really there: W2 > the deterministic distance wherever the stds differ
     assert (d > refs.distances(obs, action) + 1e-3).all()
@@ -211,30 +258,37 @@ def test_a_reference_with_another_observation_space_is_refused_naming_both():
 def test_a_reference_with_other_observation_bounds_is_refused():
     refs = ReferenceSet([make_policy(0, obs_low=0.0)])
     with pytest.raises(NpscoError, match=r"observation space Box\(3,\) \[0, inf\].*Box\(3,\) \[-inf, inf\]"):
-        refs.check_compatible(gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
-                              gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32))
+        refs.check_compatible(
+            gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32), gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
+        )
 
 
-@pytest.mark.parametrize("shape,bound,theirs", [((ACT_DIM,), 2.0, r"Box\(2,\) \[-2, 2\]"),
-                                                 ((3,), 1.0, r"Box\(3,\) \[-1, 1\]")])
+@pytest.mark.parametrize(
+    "shape,bound,theirs", [((ACT_DIM,), 2.0, r"Box\(2,\) \[-2, 2\]"), ((3,), 1.0, r"Box\(3,\) \[-1, 1\]")]
+)
 def test_a_reference_with_another_action_space_is_refused_naming_both(shape, bound, theirs):
     refs = ReferenceSet([make_policy(0)], names=["r"])
     with pytest.raises(NpscoError, match=rf"reference r .*action space Box\(2,\) \[-1, 1\] but Env-v1 has {theirs}"):
-        refs.check_compatible(gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
-                              gym.spaces.Box(-bound, bound, shape, np.float32), "Env-v1")
+        refs.check_compatible(
+            gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
+            gym.spaces.Box(-bound, bound, shape, np.float32),
+            "Env-v1",
+        )
 
 
 def test_matching_spaces_are_accepted():
     refs = ReferenceSet([make_policy(0), make_policy(1, hidden=(5,))])
-    refs.check_compatible(gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
-                          gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32))
+    refs.check_compatible(
+        gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32), gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- the tracker
 def test_tracker_running_means_per_env_and_reset_per_env_exact_numbers():
     # three constant references in one dimension: c = 0, 0.5, -0.5, so d_j = |a - c_j| exactly
-    refs = ReferenceSet([constant_policy([0.0], obs_dim=2), constant_policy([0.5], obs_dim=2),
-                         constant_policy([-0.5], obs_dim=2)])
+    refs = ReferenceSet(
+        [constant_policy([0.0], obs_dim=2), constant_policy([0.5], obs_dim=2), constant_policy([-0.5], obs_dim=2)]
+    )
     tracker = NoveltyTracker(refs, num_envs=2)
     obs = np.full((2, 2), 3.0, np.float32)
 
@@ -260,8 +314,9 @@ def test_tracker_running_means_per_env_and_reset_per_env_exact_numbers():
 def test_tracker_uses_the_wasserstein2_metric_with_the_new_policys_std():
     refs = ReferenceSet([constant_policy([0.0, 0.0])])  # log_std 0: std 1
     tracker = NoveltyTracker(refs, num_envs=1, metric="wasserstein2")
-    _, u = tracker.update(np.zeros((1, 2), np.float32), np.array([[0.6, 0.0]], np.float32),
-                          std=np.array([1.0, 1.8], np.float32))
+    _, u = tracker.update(
+        np.zeros((1, 2), np.float32), np.array([[0.6, 0.0]], np.float32), std=np.array([1.0, 1.8], np.float32)
+    )
     np.testing.assert_allclose(u, [1.0], rtol=1e-6)  # sqrt(0.6^2 + 0.8^2)
 
 

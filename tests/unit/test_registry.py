@@ -56,7 +56,9 @@ def test_workers_preload_every_method_module():
 
 def test_reading_the_names_imports_no_method_class():
     """`npsco.config` and the command line's parser read the names without loading torch (`--help` stays fast)."""
-    code = ("import sys, npsco.config, npsco.cli; npsco.cli.build_parser(); "
-            "print(sorted(m for m in ('torch', 'npsco.algos.hooks', 'npsco.algos.ipd') if m in sys.modules))")
+    code = (
+        "import sys, npsco.config, npsco.cli; npsco.cli.build_parser(); "
+        "print(sorted(m for m in ('torch', 'npsco.algos.hooks', 'npsco.algos.ipd') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -17,7 +17,7 @@ def frames(n=12, h=40, w=30) -> list[np.ndarray]:
     out = []
     for k in range(n):
         f = np.full((h, w, 3), 255, np.uint8)
-        f[5:15, k:k + 8] = (200, 0, 0)  # a moving red block
+        f[5:15, k : k + 8] = (200, 0, 0)  # a moving red block
         out.append(f)
     return out
 
@@ -60,8 +60,11 @@ def test_video_and_row_blocks_in_markdown_and_html(tmp_path):
     (tmp_path / "v.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom")
     PILImage.fromarray(frames(1)[0]).save(tmp_path / "f.png")
     PILImage.fromarray(frames(1)[0]).save(tmp_path / "g.gif")
-    blocks = [Heading("t"), Row([Video("v.mp4", "video of a"), Image("f.png", "filmstrip of a")], "a's episode"),
-              Video("g.gif", "video of b", "b's episode")]
+    blocks = [
+        Heading("t"),
+        Row([Video("v.mp4", "video of a"), Image("f.png", "filmstrip of a")], "a's episode"),
+        Video("g.gif", "video of b", "b's episode"),
+    ]
     md = to_markdown(blocks)
     assert '<video src="v.mp4" controls autoplay loop muted playsinline></video> [video of a](v.mp4)' in md
     assert "![filmstrip of a](f.png)\n\n*a's episode*" in md and "![video of b](g.gif)\n\n*b's episode*" in md
@@ -72,8 +75,11 @@ def test_video_and_row_blocks_in_markdown_and_html(tmp_path):
 
 
 def test_group_spans():
-    assert group_spans(["ppo", "ppo", "ipd", "ipd-r0x2", "ipd-r0x2"]) == [("ppo", 0, 2), ("ipd", 2, 3),
-                                                                          ("ipd-r0x2", 3, 5)]
+    assert group_spans(["ppo", "ppo", "ipd", "ipd-r0x2", "ipd-r0x2"]) == [
+        ("ppo", 0, 2),
+        ("ipd", 2, 3),
+        ("ipd-r0x2", 3, 5),
+    ]
     assert group_spans([]) == []
 
 
@@ -82,21 +88,43 @@ def row(name, group, run="r", checkpoint=None):
 
 
 def test_policy_order_is_method_then_chain_position():
-    rows = [row("ipd/k10", "ipd"), row("wsr/k0", "wsr"), row("ref1", "ppo"), row("ipd-r0x2/k0", "ipd-r0x2"),
-            row("ipd/k2", "ipd"), row("ref0", "ppo"), row("cpo/k0", "cpo")]
-    assert [rows[i]["name"] for i in policy_order(rows)] == ["ref0", "ref1", "wsr/k0", "cpo/k0", "ipd/k2", "ipd/k10",
-                                                             "ipd-r0x2/k0"]
+    rows = [
+        row("ipd/k10", "ipd"),
+        row("wsr/k0", "wsr"),
+        row("ref1", "ppo"),
+        row("ipd-r0x2/k0", "ipd-r0x2"),
+        row("ipd/k2", "ipd"),
+        row("ref0", "ppo"),
+        row("cpo/k0", "cpo"),
+    ]
+    assert [rows[i]["name"] for i in policy_order(rows)] == [
+        "ref0",
+        "ref1",
+        "wsr/k0",
+        "cpo/k0",
+        "ipd/k2",
+        "ipd/k10",
+        "ipd-r0x2/k0",
+    ]
 
 
 def test_known_distances_merges_the_runs_and_leaves_cross_run_pairs_unknown():
     # two runs borrowing the same two references (same checkpoints), each with one novel policy
     refs = ["/p/ref0", "/p/ref1"]
-    ipd = {"policies": [row("ref0", "ppo", "p", refs[0]), row("ref1", "ppo", "p", refs[1]), row("ipd/k0", "ipd", "i")],
-           "action_distance_matrix": {"names": ["ref0", "ref1", "ipd/k0"],
-                                      "matrix": [[0, 1.0, 2.0], [1.5, 0, 2.5], [3.0, 3.5, 0]]}}
-    wsr = {"policies": [row("ref0", "ppo", "p", refs[0]), row("ref1", "ppo", "p", refs[1]), row("wsr/k0", "wsr", "w")],
-           "action_distance_matrix": {"names": ["ref0", "ref1", "wsr/k0"],
-                                      "matrix": [[0, 1.0, 4.0], [1.5, 0, 4.5], [5.0, 5.5, 0]]}}
+    ipd = {
+        "policies": [row("ref0", "ppo", "p", refs[0]), row("ref1", "ppo", "p", refs[1]), row("ipd/k0", "ipd", "i")],
+        "action_distance_matrix": {
+            "names": ["ref0", "ref1", "ipd/k0"],
+            "matrix": [[0, 1.0, 2.0], [1.5, 0, 2.5], [3.0, 3.5, 0]],
+        },
+    }
+    wsr = {
+        "policies": [row("ref0", "ppo", "p", refs[0]), row("ref1", "ppo", "p", refs[1]), row("wsr/k0", "wsr", "w")],
+        "action_distance_matrix": {
+            "names": ["ref0", "ref1", "wsr/k0"],
+            "matrix": [[0, 1.0, 4.0], [1.5, 0, 4.5], [5.0, 5.5, 0]],
+        },
+    }
     order = [*refs, "/i/ipd/k0", "/w/wsr/k0"]
     m = known_distances(order, [ipd, wsr])
     expected = np.array([[0, 1.0, 2.0, 4.0], [1.5, 0, 2.5, 4.5], [3.0, 3.5, 0, np.nan], [5.0, 5.5, np.nan, 0]])

@@ -107,8 +107,14 @@ def test_object_arrays_and_foreign_array_types_are_refused():
 def test_numbers_and_containers_pass():
     from collections import OrderedDict, deque
 
-    value = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": [1, 2.5, None, True, "x"], "c": (b"\x00",),
-             "d": OrderedDict(k=np.float64(3.5)), "e": deque([1]), "f": np.array([True, False])}
+    value = {
+        "a": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "b": [1, 2.5, None, True, "x"],
+        "c": (b"\x00",),
+        "d": OrderedDict(k=np.float64(3.5)),
+        "e": deque([1]),
+        "f": np.array([True, False]),
+    }
     out = load_records(pickle.dumps(value), "ok.pkl")
     np.testing.assert_array_equal(out["a"], value["a"])
     assert out["b"] == value["b"] and out["c"] == value["c"] and out["d"]["k"] == 3.5 and list(out["e"]) == [1]

@@ -51,9 +51,22 @@ def test_inline_jobs_run_one_at_a_time_in_order_and_the_view_sees_each_start_fir
         assert executor.workers == 1
         Scheduler(executor, tick_seconds=0.0).run(Chain3(log), Events(log))
     assert log == [
-        "started a", "view start a", "run a", "finished a -> A", "view done a",
-        "started b", "view start b", "run b", "finished b -> B", "view done b",
-        "started c", "view start c", "run c", "finished c -> C", "view done c"]
+        "started a",
+        "view start a",
+        "run a",
+        "finished a -> A",
+        "view done a",
+        "started b",
+        "view start b",
+        "run b",
+        "finished b -> B",
+        "view done b",
+        "started c",
+        "view start c",
+        "run c",
+        "finished c -> C",
+        "view done c",
+    ]
 
 
 def test_an_inline_job_raises_as_a_plain_call_would():

@@ -46,7 +46,9 @@ def distance_profile_by_hand(a, b, episodes, seed):
 
     pairs = []
     for p, q in ((a, b), (b, a)):
-        pairs.append([np.linalg.norm(p.mean_action(e) - q.mean_action(e), axis=1) for e in visited_episodes(p, episodes, seed)])
+        pairs.append(
+            [np.linalg.norm(p.mean_action(e) - q.mean_action(e), axis=1) for e in visited_episodes(p, episodes, seed)]
+        )
     return distance_profile(pairs)
 
 

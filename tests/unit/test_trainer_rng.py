@@ -9,8 +9,18 @@ from npsco.config import MAZE_ID, PPOConfig
 
 
 def trainer(seed: int = 5) -> Trainer:
-    cfg = PPOConfig(env_id=MAZE_ID, num_envs=4, num_steps=32, num_minibatches=4, update_epochs=2, eval_every=0,
-                    checkpoint_every=0, actor_hidden=(16,), critic_hidden=(16,), seed=seed)
+    cfg = PPOConfig(
+        env_id=MAZE_ID,
+        num_envs=4,
+        num_steps=32,
+        num_minibatches=4,
+        update_epochs=2,
+        eval_every=0,
+        checkpoint_every=0,
+        actor_hidden=(16,),
+        critic_hidden=(16,),
+        seed=seed,
+    )
     return Trainer(cfg, None, tensorboard=False)
 
 

@@ -135,5 +135,8 @@ class ActorCritic(nn.Module):
 
     def numpy_views(self) -> tuple[list, np.ndarray, dict[str, list]]:
         """Numpy views of the actor layers, the log-std and each critic's layers, for fast rollouts."""
-        return (linear_layers(self.actor_mean), self.actor_logstd.detach().numpy().reshape(-1),
-                {s: linear_layers(c) for s, c in self.critics.items()})
+        return (
+            linear_layers(self.actor_mean),
+            self.actor_logstd.detach().numpy().reshape(-1),
+            {s: linear_layers(c) for s, c in self.critics.items()},
+        )

@@ -247,7 +247,9 @@ def flat_grad(
         grads = list(loss_or_grads)
         if len(grads) != len(params):
             raise ValueError(f"{len(grads)} gradients for {len(params)} parameters")
-    return torch.cat([(torch.zeros_like(p) if gr is None else gr).reshape(-1) for gr, p in zip(grads, params, strict=True)])
+    return torch.cat(
+        [(torch.zeros_like(p) if gr is None else gr).reshape(-1) for gr, p in zip(grads, params, strict=True)]
+    )
 
 
 def get_flat_params(params: Iterable[Tensor]) -> Tensor:

@@ -63,8 +63,12 @@ def novelty_cost(d: np.ndarray, r0: float) -> np.ndarray:
     return (r0 - d.min(axis=1)).astype(np.float32)
 
 
-def nearest_distance(own: torch.Tensor, ref_actions: torch.Tensor, own_std: torch.Tensor | None = None,
-                     ref_std: torch.Tensor | None = None) -> torch.Tensor:
+def nearest_distance(
+    own: torch.Tensor,
+    ref_actions: torch.Tensor,
+    own_std: torch.Tensor | None = None,
+    ref_std: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Per state, the distance to the nearest reference j*: ||a - mu_j*(s)|| (`deterministic`), or with the stds
     sqrt(||a - mu_j*(s)||^2 + ||std - std_j*||^2) (`wasserstein2`); `own` is the new policy's action term (N, A)."""
     sq = ((own - ref_actions) ** 2).sum(-1)
@@ -74,11 +78,12 @@ def nearest_distance(own: torch.Tensor, ref_actions: torch.Tensor, own_std: torc
     return torch.sqrt(sq.clamp_min(1e-12))
 
 
-def gaussian_kl(mean_p: torch.Tensor, log_std_p: torch.Tensor, mean_q: torch.Tensor,
-                log_std_q: torch.Tensor) -> torch.Tensor:
+def gaussian_kl(
+    mean_p: torch.Tensor, log_std_p: torch.Tensor, mean_q: torch.Tensor, log_std_q: torch.Tensor
+) -> torch.Tensor:
     """KL(p || q) per state for diagonal Gaussians, summed over action dims:
 
-        sum_i  log(s_q / s_p) + (s_p^2 + (m_p - m_q)^2) / (2 s_q^2) - 1/2
+    sum_i  log(s_q / s_p) + (s_p^2 + (m_p - m_q)^2) / (2 s_q^2) - 1/2
     """
     var_p, var_q = torch.exp(2 * log_std_p), torch.exp(2 * log_std_q)
     return (log_std_q - log_std_p + (var_p + (mean_p - mean_q) ** 2) / (2 * var_q) - 0.5).sum(-1)
@@ -87,8 +92,14 @@ def gaussian_kl(mean_p: torch.Tensor, log_std_p: torch.Tensor, mean_q: torch.Ten
 class CPOProblem:
     """One CPO update's quantities on a batch, at the rollout policy theta_old: surrogates, KL, Fisher products."""
 
-    def __init__(self, agent: ActorCritic, batch: Batch, norm_adv: bool, damping: float,
-                 direct_cost: Callable[[], torch.Tensor] | None = None):
+    def __init__(
+        self,
+        agent: ActorCritic,
+        batch: Batch,
+        norm_adv: bool,
+        damping: float,
+        direct_cost: Callable[[], torch.Tensor] | None = None,
+    ):
         self.agent, self.damping, self.direct_cost = agent, damping, direct_cost
         self.params = agent.actor_parameters()
         self.obs, self.actions, self.old_logprob = batch.obs, batch.actions, batch.logprobs
@@ -203,7 +214,7 @@ class CPO(NoveltyMethod):
         accepted, kl, d_r, d_c, trials = False, 0.0, 0.0, 0.0, 0
         for i in range(cfg.cpo_backtrack_iters):
             trials = i + 1
-            set_flat_params(problem.params, theta_old + cfg.cpo_backtrack_coef ** i * x)
+            set_flat_params(problem.params, theta_old + cfg.cpo_backtrack_coef**i * x)
             with torch.no_grad():
                 new_r, new_c = problem.surrogates()
                 kl = problem.kl().item()
@@ -215,9 +226,16 @@ class CPO(NoveltyMethod):
         if not accepted:
             set_flat_params(problem.params, theta_old)
             kl, d_r, d_c = 0.0, 0.0, 0.0
-        return {"cpo/case": float(info.case), "cpo/lambda": info.lam, "cpo/nu": info.nu, "cpo/kl": kl,
-                "cpo/step_accepted": float(accepted), "cpo/backtracks": float(trials - 1 if accepted else trials),
-                "cpo/surrogate_change": d_r, "cpo/cost_surrogate_change": d_c}
+        return {
+            "cpo/case": float(info.case),
+            "cpo/lambda": info.lam,
+            "cpo/nu": info.nu,
+            "cpo/kl": kl,
+            "cpo/step_accepted": float(accepted),
+            "cpo/backtracks": float(trials - 1 if accepted else trials),
+            "cpo/surrogate_change": d_r,
+            "cpo/cost_surrogate_change": d_c,
+        }
 
     def train_critics(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
         """PPO's epochs of Adam minibatch steps on the task and cost critics' value losses (actor untouched)."""

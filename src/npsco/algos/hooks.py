@@ -85,8 +85,14 @@ class Method:
     the `StepInfo` every step."""
 
     @classmethod
-    def from_config(cls, config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str,
-                    profile: np.ndarray | None = None) -> Method:
+    def from_config(
+        cls,
+        config: MethodConfig,
+        references: ReferenceSet,
+        r0: float | None,
+        env_id: str,
+        profile: np.ndarray | None = None,
+    ) -> Method:
         """The method of `config` against `references` at threshold `r0` (`npsco.algos.make_method`); plain PPO
         needs none of them."""
         return cls()

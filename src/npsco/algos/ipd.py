@@ -20,8 +20,9 @@ def ipd_instant_violation(u: np.ndarray, episode_step: np.ndarray, r0: float | n
     return (episode_step > t_start) & (u < r0)
 
 
-def ipd_cumulative_violation(margin_sum: np.ndarray, u: np.ndarray, episode_step: np.ndarray, r0: float | np.ndarray,
-                             t_start: int, slack: float) -> tuple[np.ndarray, np.ndarray]:
+def ipd_cumulative_violation(
+    margin_sum: np.ndarray, u: np.ndarray, episode_step: np.ndarray, r0: float | np.ndarray, t_start: int, slack: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Authors' rule: margin_sum += (u_t - r0) where t > t_S; violated where margin_sum <= -slack.
 
     Returns (violated, the new margin_sum).
@@ -47,12 +48,14 @@ class IPD(NoveltyMethod):
         _, u = self.novelty(step)
         r0 = self.threshold(step.episode_step)
         if self.config.ipd_rule == "cumulative":
-            violated, self.margin_sum = ipd_cumulative_violation(self.margin_sum, u, step.episode_step, r0,
-                                                                 self.t_start, self.config.ipd_slack)
+            violated, self.margin_sum = ipd_cumulative_violation(
+                self.margin_sum, u, step.episode_step, r0, self.t_start, self.config.ipd_slack
+            )
         else:
             violated = ipd_instant_violation(u, step.episode_step, r0, self.t_start)
-        self.first_check_ends += int((violated & (step.episode_step == self.t_start + 1)
-                                      & ~(step.terminated | step.truncated)).sum())
+        self.first_check_ends += int(
+            (violated & (step.episode_step == self.t_start + 1) & ~(step.terminated | step.truncated)).sum()
+        )
         return StepOutcome(terminate=violated)
 
     def end_episodes(self, done: np.ndarray) -> None:

@@ -24,34 +24,46 @@ class NoveltyMethod(Method):
     episode), `novelty/below_r0_frac` (fraction of steps after t_S with u_t < r0).
     """
 
-    def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str,
-                 profile: np.ndarray | None = None):
+    def __init__(
+        self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str, profile: np.ndarray | None = None
+    ):
         if not (np.isfinite(r0) and r0 > 0):
             raise NpscoError(f"r0 must be a positive number, got {r0!r}")
         self.references, self.r0, self.config = references, float(r0), config
         self.t_start = config.t_start if config.t_start is not None else default_t_start(env_id)
         if (config.r0_profile == "reference") != (profile is not None):
-            raise NpscoError("r0_profile=reference needs the references' distance profile (threshold.json, computed by "
-                             "npsco population), and only then is a profile used")
+            raise NpscoError(
+                "r0_profile=reference needs the references' distance profile (threshold.json, computed by "
+                "npsco population), and only then is a profile used"
+            )
         self.profile = None if profile is None else np.asarray(profile, np.float64)
-        if self.profile is not None and (self.profile.ndim != 1 or not self.profile.size
-                                         or not np.all(np.isfinite(self.profile)) or np.any(self.profile <= 0)):
+        if self.profile is not None and (
+            self.profile.ndim != 1
+            or not self.profile.size
+            or not np.all(np.isfinite(self.profile))
+            or np.any(self.profile <= 0)
+        ):
             raise NpscoError("the threshold profile must be a non-empty list of positive numbers")
         self.tracker: NoveltyTracker | None = None
         self.iteration, self.num_iterations = 0, 1
         self._reset_stats()
 
     @classmethod
-    def from_config(cls, config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str,
-                    profile: np.ndarray | None = None) -> NoveltyMethod:
+    def from_config(
+        cls,
+        config: MethodConfig,
+        references: ReferenceSet,
+        r0: float | None,
+        env_id: str,
+        profile: np.ndarray | None = None,
+    ) -> NoveltyMethod:
         if r0 is None:
             raise NpscoError(f"method {config.method} needs a threshold r0")
         return cls(references, r0, config, env_id, profile)
 
     def bind(self, setup: TrainingSetup) -> None:
         self.references.check_compatible(setup.observation_space, setup.action_space, setup.env_id)
-        self.tracker = NoveltyTracker(self.references, setup.num_envs, self.config.metric,
-                                      self.config.novelty_discount)
+        self.tracker = NoveltyTracker(self.references, setup.num_envs, self.config.metric, self.config.novelty_discount)
         self.num_iterations = setup.num_iterations
 
     def begin_iteration(self, iteration: int) -> None:
@@ -106,7 +118,12 @@ class NoveltyMethod(Method):
         self._last_u = np.zeros(0)
 
     def metadata(self) -> dict[str, Any]:
-        out = {**self.config.to_dict(), "r0": self.r0, "t_start": self.t_start, "references": list(self.references.names)}
+        out = {
+            **self.config.to_dict(),
+            "r0": self.r0,
+            "t_start": self.t_start,
+            "references": list(self.references.names),
+        }
         if self.profile is not None:
             out["r0_profile_values"] = [round(float(v), 5) for v in self.profile]
         return out

@@ -100,7 +100,7 @@ class NumpyPPOUpdate:
         sizes = [p.numel() for p in self.params]
         self.offsets = np.cumsum([0, *sizes])
         n = int(self.offsets[-1])
-        self.flat = np.empty(n, np.float32)      # parameters
+        self.flat = np.empty(n, np.float32)  # parameters
         self.grad = np.zeros(n, np.float32)
         self.exp_avg = np.empty(n, np.float32)
         self.exp_avg_sq = np.empty(n, np.float32)
@@ -114,12 +114,14 @@ class NumpyPPOUpdate:
         self.critics, self.critics_grad, start = {}, {}, k + 1
         for s in streams:
             end = start + 2 * len(critics[s])
-            self.critics[s] = list(zip(views[0][start:end:2], views[0][start + 1:end:2], strict=True))
-            self.critics_grad[s] = list(zip(views[1][start:end:2], views[1][start + 1:end:2], strict=True))
+            self.critics[s] = list(zip(views[0][start:end:2], views[0][start + 1 : end : 2], strict=True))
+            self.critics_grad[s] = list(zip(views[1][start:end:2], views[1][start + 1 : end : 2], strict=True))
             start = end
 
     def _view(self, buf: np.ndarray) -> list[np.ndarray]:
-        return [buf[a:b].reshape(p.shape) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:], strict=True)]
+        return [
+            buf[a:b].reshape(p.shape) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:], strict=True)
+        ]
 
     # ------------------------------------------------------------------------------------ moving state in and out
     def _load(self) -> None:
@@ -130,8 +132,11 @@ class NumpyPPOUpdate:
             state = self.optimizer.state[p]
             if len(state) == 0:  # lazy initialisation, as torch.optim.Adam does it
                 fused_or_capturable = group["fused"] or group["capturable"]
-                state["step"] = (torch.zeros((), dtype=torch.float32) if fused_or_capturable
-                                 else torch.tensor(0.0, dtype=torch.get_default_dtype()))
+                state["step"] = (
+                    torch.zeros((), dtype=torch.float32)
+                    if fused_or_capturable
+                    else torch.tensor(0.0, dtype=torch.get_default_dtype())
+                )
                 state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             self.exp_avg[a:b] = state["exp_avg"].numpy().reshape(-1)
@@ -175,8 +180,15 @@ class NumpyPPOUpdate:
                 h = acts[i]
                 g *= 1.0 - h * h
 
-    def loss_and_grad(self, obs: np.ndarray, actions: np.ndarray, old_logprob: np.ndarray, adv: np.ndarray,
-                      values: dict[str, np.ndarray], returns: dict[str, np.ndarray]) -> np.ndarray:
+    def loss_and_grad(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        old_logprob: np.ndarray,
+        adv: np.ndarray,
+        values: dict[str, np.ndarray],
+        returns: dict[str, np.ndarray],
+    ) -> np.ndarray:
         """The PPO loss of one minibatch: writes its gradient into `self.grad`; returns the five statistics
         (policy loss, value loss, entropy, approx KL, clip fraction). `values`/`returns` map stream -> array."""
         cfg = self.cfg
@@ -268,16 +280,18 @@ class NumpyPPOUpdate:
         tmp *= step_size
         self.flat -= tmp
 
-    def run(self, batch: Batch, minibatches: Callable[[], Sequence[torch.Tensor]],
-            advantage_stream: str = "task") -> dict[str, float]:
+    def run(
+        self, batch: Batch, minibatches: Callable[[], Sequence[torch.Tensor]], advantage_stream: str = "task"
+    ) -> dict[str, float]:
         """`update_epochs` passes over `batch`, in the minibatches that `minibatches()` draws for each epoch; returns
         the mean `losses/*` statistics. numpy's BLAS runs with `torch_threads` threads meanwhile (more threads than
         cores slow these small matmuls down: benchmarks/results/throughput.md, notes)."""
         with _blas().limit(limits=self.cfg.torch_threads, user_api="blas"):
             return self._run(batch, minibatches, advantage_stream)
 
-    def _run(self, batch: Batch, minibatches: Callable[[], Sequence[torch.Tensor]],
-             advantage_stream: str) -> dict[str, float]:
+    def _run(
+        self, batch: Batch, minibatches: Callable[[], Sequence[torch.Tensor]], advantage_stream: str
+    ) -> dict[str, float]:
         cfg, streams = self.cfg, self.streams
         self._load()
         obs, actions = batch.obs.detach().numpy(), batch.actions.detach().numpy()
@@ -296,8 +310,16 @@ class NumpyPPOUpdate:
             for mb in mbs:
                 sl = slice(start, start + len(mb))
                 start += len(mb)
-                stats.append(self.loss_and_grad(e_obs[sl], e_act[sl], e_lp[sl], e_adv[sl],
-                                                {s: e_val[s][sl] for s in streams}, {s: e_ret[s][sl] for s in streams}))
+                stats.append(
+                    self.loss_and_grad(
+                        e_obs[sl],
+                        e_act[sl],
+                        e_lp[sl],
+                        e_adv[sl],
+                        {s: e_val[s][sl] for s in streams},
+                        {s: e_ret[s][sl] for s in streams},
+                    )
+                )
                 self._clip_and_adam()
             if cfg.target_kl is not None and stats[-1][3] > cfg.target_kl:
                 break

@@ -21,8 +21,14 @@ from npsco.algos.trainer import Trainer, TrainResult
 from npsco.config import PPOConfig
 
 
-def train(cfg: PPOConfig, method: Method | None = None, run_dir: str | Path | None = None, progress: bool = True,
-          tensorboard: bool = True, metadata: dict[str, Any] | None = None) -> TrainResult:
+def train(
+    cfg: PPOConfig,
+    method: Method | None = None,
+    run_dir: str | Path | None = None,
+    progress: bool = True,
+    tensorboard: bool = True,
+    metadata: dict[str, Any] | None = None,
+) -> TrainResult:
     """Train one policy (PPO, or PPO + a novelty method) and return its `TrainResult`; with `run_dir`, the run's
     metrics, TensorBoard events and checkpoints are written there (`policy.safetensors` at the end)."""
     return Trainer(cfg, method, run_dir, tensorboard, metadata).train(progress=progress)

@@ -41,22 +41,25 @@ class MethodRegistry(Mapping[str, "type[Method]"]):
         return list(dict.fromkeys(path.partition(":")[0] for path in self._paths.values()))
 
 
-METHODS = MethodRegistry({
-    "ppo": "npsco.algos.hooks:Method",
-    "ipd": "npsco.algos.ipd:IPD",
-    "wsr": "npsco.algos.wsr:WSR",
-    "tnb": "npsco.algos.tnb:TNB",
-    "ctnb": "npsco.algos.tnb:CTNB",
-    "cpo": "npsco.algos.cpo:CPO",
-})
+METHODS = MethodRegistry(
+    {
+        "ppo": "npsco.algos.hooks:Method",
+        "ipd": "npsco.algos.ipd:IPD",
+        "wsr": "npsco.algos.wsr:WSR",
+        "tnb": "npsco.algos.tnb:TNB",
+        "ctnb": "npsco.algos.tnb:CTNB",
+        "cpo": "npsco.algos.cpo:CPO",
+    }
+)
 """Every method, plain PPO first; each class's `name` is its key (tests/unit/test_registry.py)."""
 
 NOVELTY_METHODS: tuple[str, ...] = tuple(METHODS)[1:]
 """Every method but plain PPO: those that train against references and a threshold."""
 
 
-def make_method(config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str,
-                profile: np.ndarray | None = None) -> Method:
+def make_method(
+    config: MethodConfig, references: ReferenceSet, r0: float | None, env_id: str, profile: np.ndarray | None = None
+) -> Method:
     """The `Method` object of `config.method`, bound to `references` and threshold `r0` (and, for IPD with
     `r0_profile=reference`, the references' threshold `profile`); plain PPO takes none of them."""
     config.validate()

@@ -44,7 +44,7 @@ def _add_to_grads(params: Sequence[torch.Tensor], flat: torch.Tensor) -> None:
     """param.grad += the slice of the 1-D `flat` that belongs to param (laid out as `flat_grad`)."""
     offset = 0
     for p in params:
-        piece = flat[offset: offset + p.numel()].view_as(p)
+        piece = flat[offset : offset + p.numel()].view_as(p)
         p.grad = piece.clone() if p.grad is None else p.grad + piece
         offset += p.numel()
 
@@ -97,10 +97,15 @@ class TNB(NoveltyMethod):
         nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
         trainer.optimizer.step()
         cos = torch.dot(f, g) / (torch.linalg.vector_norm(f) * torch.linalg.vector_norm(g) + 1e-12)
-        return {"losses/policy_loss": task_loss.item(), "losses/novelty_policy_loss": nov_loss.item(),
-                "losses/value_loss": v_loss.item(), "losses/entropy": entropy.item(),
-                "losses/approx_kl": info["approx_kl"].item(), "losses/clipfrac": info["clipfrac"].item(),
-                "tnb/cos": cos.item()}
+        return {
+            "losses/policy_loss": task_loss.item(),
+            "losses/novelty_policy_loss": nov_loss.item(),
+            "losses/value_loss": v_loss.item(),
+            "losses/entropy": entropy.item(),
+            "losses/approx_kl": info["approx_kl"].item(),
+            "losses/clipfrac": info["clipfrac"].item(),
+            "tnb/cos": cos.item(),
+        }
 
 
 class CTNB(TNB):

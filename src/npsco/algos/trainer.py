@@ -79,14 +79,26 @@ class Trainer:
         self.obs_space, self.action_space = obs_space, act_space
         self.act_low, self.act_high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
         self.agent = ActorCritic(
-            int(np.prod(obs_space.shape)), act_space.shape[0], cfg.actor_hidden, cfg.critic_hidden,
-            cfg.init_log_std, cfg.norm_obs, cfg.obs_clip,
+            int(np.prod(obs_space.shape)),
+            act_space.shape[0],
+            cfg.actor_hidden,
+            cfg.critic_hidden,
+            cfg.init_log_std,
+            cfg.norm_obs,
+            cfg.obs_clip,
         )
         self.streams = ("task", *self.method.streams)
         for s in self.method.streams:
             self.agent.add_critic(s)
-        self.method.bind(TrainingSetup(env_id=cfg.env_id, num_envs=cfg.num_envs, num_iterations=cfg.num_iterations,
-                                       observation_space=obs_space, action_space=act_space))
+        self.method.bind(
+            TrainingSetup(
+                env_id=cfg.env_id,
+                num_envs=cfg.num_envs,
+                num_iterations=cfg.num_iterations,
+                observation_space=obs_space,
+                action_space=act_space,
+            )
+        )
         self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.learning_rate, eps=1e-5, fused=True)
         self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip, cfg.scale_reward)
         self.logger = MetricsLogger(self.run_dir, tensorboard)
@@ -133,8 +145,21 @@ class Trainer:
 
             out = no_outcome
             if on_step is not None:
-                out = on_step(StepInfo(raw_obs, np.minimum(np.maximum(mean, act_low), act_high), env_action, reward,
-                                       terminated, truncated, self.episode_step, std)) or no_outcome
+                out = (
+                    on_step(
+                        StepInfo(
+                            raw_obs,
+                            np.minimum(np.maximum(mean, act_low), act_high),
+                            env_action,
+                            reward,
+                            terminated,
+                            truncated,
+                            self.episode_step,
+                            std,
+                        )
+                    )
+                    or no_outcome
+                )
             if out.terminate is not None and (forced := out.terminate & ~env_done).any():
                 # IPD: end these episodes now, as a true termination (no bootstrap), and start new ones.
                 reset_obs, _ = self.envs.reset(options={"reset_mask": forced})
@@ -176,8 +201,9 @@ class Trainer:
         cfg = self.cfg
         adv, ret, val = {}, {}, {}
         for s in self.streams:
-            a, r = compute_gae(buf.rewards[s], buf.values[s], buf.next_values[s], buf.terminated, buf.done,
-                               cfg.gamma, cfg.gae_lambda)
+            a, r = compute_gae(
+                buf.rewards[s], buf.values[s], buf.next_values[s], buf.terminated, buf.done, cfg.gamma, cfg.gae_lambda
+            )
             adv[s], ret[s] = torch.from_numpy(a.reshape(-1)), torch.from_numpy(r.reshape(-1))
             val[s] = torch.from_numpy(buf.values[s].reshape(-1))
         n = cfg.batch_size
@@ -185,7 +211,10 @@ class Trainer:
             obs=torch.from_numpy(buf.obs.reshape(n, -1)),
             actions=torch.from_numpy(buf.actions.reshape(n, -1)),
             logprobs=torch.from_numpy(buf.logprobs.reshape(-1)),
-            advantages=adv, returns=ret, values=val, size=n,
+            advantages=adv,
+            returns=ret,
+            values=val,
+            size=n,
         )
 
     # -------------------------------------------------------------------------------------------- phase 3: update
@@ -197,11 +226,19 @@ class Trainer:
     def critic_loss(self, batch: Batch, mb: torch.Tensor, obs: torch.Tensor | None = None) -> torch.Tensor:
         """Sum over streams of the (clipped) value losses on minibatch `mb`."""
         obs = batch.obs[mb] if obs is None else obs
-        return cast(torch.Tensor, sum(
-            value_loss(self.agent.value(obs, s), batch.values[s][mb], batch.returns[s][mb], self.cfg.clip_coef,
-                       self.cfg.clip_vloss)
-            for s in self.streams
-        ))
+        return cast(
+            torch.Tensor,
+            sum(
+                value_loss(
+                    self.agent.value(obs, s),
+                    batch.values[s][mb],
+                    batch.returns[s][mb],
+                    self.cfg.clip_coef,
+                    self.cfg.clip_vloss,
+                )
+                for s in self.streams
+            ),
+        )
 
     def ppo_update(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
         """`update_epochs` passes of minibatch Adam steps on the clipped surrogate + value losses - entropy bonus.
@@ -215,7 +252,8 @@ class Trainer:
             reason = NumpyPPOUpdate.unsupported(self.agent, self.optimizer, self.streams)
             if reason is None:
                 return NumpyPPOUpdate(self.cfg, self.agent, self.optimizer, self.streams).run(
-                    batch, self.minibatches, advantage_stream)
+                    batch, self.minibatches, advantage_stream
+                )
             if not self._fallback_warned:
                 warnings.warn(f"update_backend=numpy: {reason}; the torch update runs instead", stacklevel=2)
                 self._fallback_warned = True
@@ -242,8 +280,9 @@ class Trainer:
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
                 self.optimizer.step()
-                stats.append(torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), info["approx_kl"],
-                                          info["clipfrac"]]))
+                stats.append(
+                    torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), info["approx_kl"], info["clipfrac"]])
+                )
             if cfg.target_kl is not None and float(stats[-1][3]) > cfg.target_kl:
                 break
         means = torch.stack(stats).double().mean(0).tolist()
@@ -268,10 +307,14 @@ class Trainer:
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
         """Deterministic evaluation of the current policy on fresh envs (seeds 1_000_000 + iteration * episodes + i)."""
         n = episodes or self.cfg.eval_episodes
-        res = run_episodes(self.policy(), n, seed=1_000_000 + self.iteration * n,
-                           max_episode_steps=self.cfg.max_episode_steps)
-        return {"eval/return_mean": float(res.returns.mean()), "eval/return_std": float(res.returns.std()),
-                "eval/length_mean": float(res.lengths.mean())}
+        res = run_episodes(
+            self.policy(), n, seed=1_000_000 + self.iteration * n, max_episode_steps=self.cfg.max_episode_steps
+        )
+        return {
+            "eval/return_mean": float(res.returns.mean()),
+            "eval/return_std": float(res.returns.std()),
+            "eval/length_mean": float(res.lengths.mean()),
+        }
 
     def train(self, progress: bool = True, on_iteration: Callable[[Trainer, dict], None] | None = None) -> TrainResult:
         """Run all iterations; saves the final policy to `run_dir/policy.safetensors` when a run dir is set.
@@ -282,8 +325,14 @@ class Trainer:
         """
         cfg = self.cfg
         eval_curve: list[dict[str, float]] = []
-        bar = tqdm(total=cfg.num_iterations * cfg.batch_size, unit="step", disable=not progress, dynamic_ncols=True,
-                   desc=f"{self.method.name} {cfg.env_id} seed {cfg.seed}", leave=False)
+        bar = tqdm(
+            total=cfg.num_iterations * cfg.batch_size,
+            unit="step",
+            disable=not progress,
+            dynamic_ncols=True,
+            desc=f"{self.method.name} {cfg.env_id} seed {cfg.seed}",
+            leave=False,
+        )
         last_good = self.policy()
         interrupted = False
         start = time.perf_counter()
@@ -309,7 +358,8 @@ class Trainer:
                 metrics["charts/rollout_seconds"], metrics["charts/update_seconds"] = t1 - t0, t2 - t1
                 metrics["charts/action_std_mean"] = float(self.agent.actor_logstd.detach().exp().mean())
                 metrics["losses/explained_variance"] = explained_variance(
-                    batch.values["task"].numpy(), batch.returns["task"].numpy())
+                    batch.values["task"].numpy(), batch.returns["task"].numpy()
+                )
                 metrics["charts/episodes"] = buf.summary.episodes
                 if buf.summary.episodes:
                     metrics["charts/episodic_return"] = float(np.mean(buf.summary.returns))

@@ -57,7 +57,9 @@ def import_envpool() -> Any:
     try:
         import envpool  # an optional dependency (npsco[envpool]), imported when the backend is used
     except ImportError as exc:
-        raise NpscoError(f"env_backend envpool needs the envpool package, which is not installed: {INSTALL_HINT}") from exc
+        raise NpscoError(
+            f"env_backend envpool needs the envpool package, which is not installed: {INSTALL_HINT}"
+        ) from exc
     return envpool
 
 

@@ -40,7 +40,9 @@ def _import_module(module: str, env_id: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise NpscoError(f"{env_id}: cannot import module {module!r} ({e}); is it installed or on PYTHONPATH?") from None
+        raise NpscoError(
+            f"{env_id}: cannot import module {module!r} ({e}); is it installed or on PYTHONPATH?"
+        ) from None
 
 
 def env_spec(env_id: str) -> str | gym.envs.registration.EnvSpec:
@@ -56,8 +58,10 @@ def env_spec(env_id: str) -> str | gym.envs.registration.EnvSpec:
     if env_id not in gym.registry:
         target = getattr(loaded, name, None)
         if not callable(target):
-            raise NpscoError(f"{env_id}: module {module!r} registers no environment {name!r} and has no environment "
-                             f"class of that name")
+            raise NpscoError(
+                f"{env_id}: module {module!r} registers no environment {name!r} and has no environment "
+                f"class of that name"
+            )
         gym.register(id=env_id, entry_point=env_id, max_episode_steps=DEFAULT_EPISODE_STEPS)
     return gym.registry[env_id]
 
@@ -81,13 +85,20 @@ def check_env_id(env_id: str) -> None:
 def check_task_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
     """Refuse a task npsco policies cannot act in: they take one flat Box observation and output Box actions."""
     if not isinstance(action_space, gym.spaces.Box):
-        raise NpscoError(f"{env_id}: {type(action_space).__name__} actions are not supported (npsco's policies act in "
-                         f"continuous Box spaces)")
+        raise NpscoError(
+            f"{env_id}: {type(action_space).__name__} actions are not supported (npsco's policies act in "
+            f"continuous Box spaces)"
+        )
     if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
-        what = (f"{type(observation_space).__name__} observations" if not isinstance(observation_space, gym.spaces.Box)
-                else f"observations of shape {observation_space.shape}")
+        what = (
+            f"{type(observation_space).__name__} observations"
+            if not isinstance(observation_space, gym.spaces.Box)
+            else f"observations of shape {observation_space.shape}"
+        )
         raise NpscoError(f"{env_id}: {what} are not supported (npsco's policies take one flat observation vector)")
-    if len(action_space.shape) != 1 or not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+    if len(action_space.shape) != 1 or not (
+        np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
+    ):
         raise NpscoError(f"{env_id}: npsco's policies need a flat action vector with finite bounds")
 
 

@@ -100,12 +100,19 @@ def run_episodes(
     finally:
         envs.close()
     states = [np.stack(t) for t in trajectories] if record_states else []
-    return Episodes(returns=returns, lengths=lengths, seed=seed, goals=goals, states=states,
-                    final_obs=last_obs if record_states else None)
+    return Episodes(
+        returns=returns,
+        lengths=lengths,
+        seed=seed,
+        goals=goals,
+        states=states,
+        final_obs=last_obs if record_states else None,
+    )
 
 
-def evaluate_checkpoint(checkpoint: str | Path, episodes: int | None = None, seed: int = 0,
-                        out: str | Path | None = None) -> tuple[dict[str, Any], Path]:
+def evaluate_checkpoint(
+    checkpoint: str | Path, episodes: int | None = None, seed: int = 0, out: str | Path | None = None
+) -> tuple[dict[str, Any], Path]:
     """`npsco evaluate CHECKPOINT`: deterministic episodes of one policy (`default_eval_episodes` of its task unless
     told), episode i on an env seeded `seed + i`; the summary and every return are written as JSON to `out` (default:
     beside the checkpoint, `.eval.json`). Returns the summary and where it was written."""
@@ -113,10 +120,16 @@ def evaluate_checkpoint(checkpoint: str | Path, episodes: int | None = None, see
     policy = load_policy(path)
     env_id = policy.metadata["env_id"]
     episodes = episodes or default_eval_episodes(env_id)
-    res = run_episodes(policy, episodes, seed=seed,
-                       max_episode_steps=policy.metadata.get("config", {}).get("max_episode_steps"))
-    summary = {"checkpoint": str(path), "env_id": env_id, "deterministic": True, **res.summary(),
-               "returns": [float(r) for r in res.returns]}
+    res = run_episodes(
+        policy, episodes, seed=seed, max_episode_steps=policy.metadata.get("config", {}).get("max_episode_steps")
+    )
+    summary = {
+        "checkpoint": str(path),
+        "env_id": env_id,
+        "deterministic": True,
+        **res.summary(),
+        "returns": [float(r) for r in res.returns],
+    }
     written = Path(out) if out else path.with_suffix(".eval.json")
     atomic_write_json(written, summary)
     return summary, written

@@ -47,8 +47,13 @@ def _r0_scale(member: Member, config: dict) -> float | None:
     return member.chain.multiple if member.chain is not None else 1.0
 
 
-def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, cache: MeasureCache | None = None,
-                 log: Callable[[str], None] = print) -> dict:
+def evaluate_run(
+    run: str | Path,
+    episodes: int | None = None,
+    seed: int = 0,
+    cache: MeasureCache | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
     """Evaluate every trained policy of a population run; returns the evaluation document (JSON-ready).
 
     Per policy: deterministic return over `episodes` episodes (env i seeded `seed + i`); novelty = min over the run's
@@ -81,34 +86,66 @@ def evaluate_run(run: str | Path, episodes: int | None = None, seed: int = 0, ca
         if x.fig2_trajectory is not None:
             maze = {f"goal_{g}": n / summary["episodes"] for g, n in summary["goals"].items()}
             maze.update(goal_from_right=goal_name(x.fig2_goal), fig2_trajectory=x.fig2_trajectory.round(4).tolist())
-        rows.append(EvaluationRow(
-            run=str(info.path), env=info.env_id, task=task_name(info.env_id),
-            group=group_of(m.role, m.method, m.chain, primary), method=m.method,
-            chain=None if m.chain is None else m.chain.name, name=m.name, role=m.role, seed=m.seed,
-            threshold=m.threshold, r0_scale=_r0_scale(m, info.config), episodes=summary["episodes"], eval_seed=seed,
-            **{k: summary[k] for k in ("return_mean", "return_std", "return_min", "return_max", "length_mean")},
-            novelty=novelty_against(actions, i, ref_idx), state_novelty=novelty_against(states, i, ref_idx),
-            checkpoint=str(info.checkpoint(m)), eval_curve=[list(map(float, p)) for p in m.eval_curve],
-            returns=[float(r) for r in x.episodes.returns],
-            episode_seeds=[seed + e for e in range(summary["episodes"])], **maze))
+        rows.append(
+            EvaluationRow(
+                run=str(info.path),
+                env=info.env_id,
+                task=task_name(info.env_id),
+                group=group_of(m.role, m.method, m.chain, primary),
+                method=m.method,
+                chain=None if m.chain is None else m.chain.name,
+                name=m.name,
+                role=m.role,
+                seed=m.seed,
+                threshold=m.threshold,
+                r0_scale=_r0_scale(m, info.config),
+                episodes=summary["episodes"],
+                eval_seed=seed,
+                **{k: summary[k] for k in ("return_mean", "return_std", "return_min", "return_max", "length_mean")},
+                novelty=novelty_against(actions, i, ref_idx),
+                state_novelty=novelty_against(states, i, ref_idx),
+                checkpoint=str(info.checkpoint(m)),
+                eval_curve=[list(map(float, p)) for p in m.eval_curve],
+                returns=[float(r) for r in x.episodes.returns],
+                episode_seeds=[seed + e for e in range(summary["episodes"])],
+                **maze,
+            )
+        )
     rows = score_rows(rows, ppo_distance)
     names = [m.name for m in info.members]
     return {
-        "format": EVALUATION_FORMAT, "format_version": EVALUATION_VERSION,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"), "npsco_version": npsco.__version__,
-        "run": str(info.path), "env_id": info.env_id, "fingerprint": _fingerprint(info, episodes, seed),
-        "settings": {"episodes": episodes, "seed": seed, "deterministic": True, "distance": "deterministic",
-                     "max_diversity_states": MAX_DIVERSITY_STATES, "fig2_start": list(FIG2_START)},
+        "format": EVALUATION_FORMAT,
+        "format_version": EVALUATION_VERSION,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "npsco_version": npsco.__version__,
+        "run": str(info.path),
+        "env_id": info.env_id,
+        "fingerprint": _fingerprint(info, episodes, seed),
+        "settings": {
+            "episodes": episodes,
+            "seed": seed,
+            "deterministic": True,
+            "distance": "deterministic",
+            "max_diversity_states": MAX_DIVERSITY_STATES,
+            "fig2_start": list(FIG2_START),
+        },
         "command": f"npsco evaluate {info.path} --episodes {episodes} --seed {seed}",
-        "ppo_mean_distance": ppo_distance, "r0_default": info.r0_default,
+        "ppo_mean_distance": ppo_distance,
+        "r0_default": info.r0_default,
         "ppo_mean_novelty": mean_or_none([r.novelty for r in rows if r.role == "reference"]),
         "pending": info.pending,
         "policies": [r.to_dict() for r in rows],
-        "action_distance_matrix": {"names": names, "matrix": actions.round(6).tolist(),
-                                   "definition": "D[i][j] = mean over states visited by i of ||mu_i(s) - mu_j(s)||"},
-        "state_diversity_matrix": {"names": names, "matrix": states.round(6).tolist(),
-                                   "definition": "sliced Wasserstein-1 between the standardised visited states of i "
-                                                 "and j (npsco.stats.state_diversity, 64 projections)"},
+        "action_distance_matrix": {
+            "names": names,
+            "matrix": actions.round(6).tolist(),
+            "definition": "D[i][j] = mean over states visited by i of ||mu_i(s) - mu_j(s)||",
+        },
+        "state_diversity_matrix": {
+            "names": names,
+            "matrix": states.round(6).tolist(),
+            "definition": "sliced Wasserstein-1 between the standardised visited states of i "
+            "and j (npsco.stats.state_diversity, 64 projections)",
+        },
         "statistics": statistics(rows),
     }
 
@@ -163,9 +200,15 @@ def cached_evaluation(run: str | Path, episodes: int | None = None, seed: int = 
 
 
 # ------------------------------------------------------------------------------------------------------ several runs
-def evaluate_runs(runs: list[str | Path], episodes: int | None = None, seed: int = 0, reuse: bool = True,
-                  write: bool = True, log: Callable[[str], None] = print,
-                  cache: MeasureCache | None = None) -> list[dict]:
+def evaluate_runs(
+    runs: list[str | Path],
+    episodes: int | None = None,
+    seed: int = 0,
+    reuse: bool = True,
+    write: bool = True,
+    log: Callable[[str], None] = print,
+    cache: MeasureCache | None = None,
+) -> list[dict]:
     """Evaluate several population runs (sharing the measurements of common references); each run's document is
     reused from `RUN/evaluation/` when up to date (`reuse`) and written there when computed (`write`). `cache` keeps
     the measurements for the caller (the report's distance heatmap)."""
@@ -193,19 +236,31 @@ def combine(docs: list[dict]) -> dict:
             if row["checkpoint"] not in seen:
                 seen.add(row["checkpoint"])
                 rows.append(row)
-    return {"format": EVALUATION_FORMAT + "-combined", "format_version": EVALUATION_VERSION,
-            "runs": [d["run"] for d in docs], "commands": [d["command"] for d in docs],
-            "policies": rows, "statistics": statistics([EvaluationRow.from_dict(r) for r in rows])}
+    return {
+        "format": EVALUATION_FORMAT + "-combined",
+        "format_version": EVALUATION_VERSION,
+        "runs": [d["run"] for d in docs],
+        "commands": [d["command"] for d in docs],
+        "policies": rows,
+        "statistics": statistics([EvaluationRow.from_dict(r) for r in rows]),
+    }
 
 
-def evaluate_and_write(runs: list[str | Path], episodes: int | None = None, seed: int = 0, reuse: bool = True,
-                       out: str | Path | None = None, log: Callable[[str], None] = print) -> tuple[dict, list[Path]]:
+def evaluate_and_write(
+    runs: list[str | Path],
+    episodes: int | None = None,
+    seed: int = 0,
+    reuse: bool = True,
+    out: str | Path | None = None,
+    log: Callable[[str], None] = print,
+) -> tuple[dict, list[Path]]:
     """`npsco evaluate RUN...`: every policy of each population run, written to `RUN/evaluation/`, or, with `out`, one
     combined table there. Returns the statistics (of the combined table for several runs) and the files written."""
     missing = [r for r in runs if not (Path(r) / "manifest.json").exists()]
     if missing:
-        raise NpscoError(f"{missing[0]}: not a population run directory (no manifest.json); evaluate checkpoints one "
-                         f"at a time")
+        raise NpscoError(
+            f"{missing[0]}: not a population run directory (no manifest.json); evaluate checkpoints one at a time"
+        )
     docs = evaluate_runs(runs, episodes, seed, reuse=reuse, write=out is None, log=log)
     doc = docs[0] if len(docs) == 1 else combine(docs)
     if out is not None:

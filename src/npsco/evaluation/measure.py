@@ -40,12 +40,18 @@ def measure_policy(policy: Policy, episodes: int, seed: int, max_episode_steps: 
     res = run_episodes(policy, episodes, seed=seed, max_episode_steps=max_episode_steps, record_states=True)
     trajectory = goal = None
     if policy.metadata["env_id"] == MAZE_ID:
-        one = run_episodes(policy, 1, seed=seed, max_episode_steps=max_episode_steps, record_states=True,
-                           start=FIG2_START)
+        one = run_episodes(
+            policy, 1, seed=seed, max_episode_steps=max_episode_steps, record_states=True, start=FIG2_START
+        )
         assert one.goals is not None  # the maze records goals
         trajectory, goal = one.trajectory(0), int(one.goals[0])
-    return Measurement(policy=policy, episodes=res, states=np.concatenate(res.states, axis=0),
-                       fig2_trajectory=trajectory, fig2_goal=goal)
+    return Measurement(
+        policy=policy,
+        episodes=res,
+        states=np.concatenate(res.states, axis=0),
+        fig2_trajectory=trajectory,
+        fig2_goal=goal,
+    )
 
 
 def action_distance_matrix(measurements: list[Measurement]) -> np.ndarray:

@@ -53,15 +53,20 @@ def load_run(run: str | Path) -> RunInfo:
     r0 = manifest.get("r0_default")
     if r0 is None and (path / "threshold.json").exists():
         r0 = read_json(path / "threshold.json").get("r0_default")
-    return RunInfo(path=path.resolve(), env_id=manifest["env_id"], config=config, members=members, pending=pending,
-                   r0_default=r0)
+    return RunInfo(
+        path=path.resolve(), env_id=manifest["env_id"], config=config, members=members, pending=pending, r0_default=r0
+    )
 
 
 def run_fingerprint(info: RunInfo, episodes: int, seed: int, format_version: int) -> str:
     """A hash of everything an evaluation depends on: the manifest, each checkpoint's size and mtime, the settings."""
-    parts = {"format_version": format_version, "episodes": episodes, "seed": seed,
-             "manifest": (info.path / "manifest.json").read_text(encoding="utf-8"),
-             "checkpoints": [[str(info.checkpoint(m)), *_stat(info.checkpoint(m))] for m in info.members]}
+    parts = {
+        "format_version": format_version,
+        "episodes": episodes,
+        "seed": seed,
+        "manifest": (info.path / "manifest.json").read_text(encoding="utf-8"),
+        "checkpoints": [[str(info.checkpoint(m)), *_stat(info.checkpoint(m))] for m in info.members],
+    }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 

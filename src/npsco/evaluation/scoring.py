@@ -50,12 +50,20 @@ def score_rows(rows: Sequence[EvaluationRow], ppo_mean_distance: float | None) -
         success = success_final = None
         if baseline is not None:
             success_final = bool(success_flags([[row.return_mean]], refs)[0])
-            success = (success_final if row.role == "reference"
-                       else bool(success_flags([curve or [row.return_mean]], refs)[0]))
-        out.append(dataclasses.replace(
-            row, best_training_eval=max(curve) if curve else None, success_baseline=baseline, success=success,
-            success_final=success_final, relative_novelty_paper=relative(row.novelty, ppo_novelty),
-            relative_novelty=relative(row.novelty, ppo_mean_distance)))
+            success = (
+                success_final if row.role == "reference" else bool(success_flags([curve or [row.return_mean]], refs)[0])
+            )
+        out.append(
+            dataclasses.replace(
+                row,
+                best_training_eval=max(curve) if curve else None,
+                success_baseline=baseline,
+                success=success,
+                success_final=success_final,
+                relative_novelty_paper=relative(row.novelty, ppo_novelty),
+                relative_novelty=relative(row.novelty, ppo_mean_distance),
+            )
+        )
     return out
 
 
@@ -77,15 +85,19 @@ def statistics(rows: Sequence[EvaluationRow]) -> dict:
     keys = sorted({(r.group, r.task) for r in rows}, key=lambda k: (group_sort_key(k[0]), k[1]))
     for group, task in keys:
         sel = [r for r in rows if r.group == group and r.task == task]
-        per_task.append({
-            "group": group, "task": task, "n": len(sel),
-            "return": metric_summary([r.return_mean for r in sel]),
-            "success_rate": _rate([r.success for r in sel]),
-            "success_rate_final": _rate([r.success_final for r in sel]),
-            "relative_novelty_paper": metric_summary([r.relative_novelty_paper for r in sel]),
-            "relative_novelty": metric_summary([r.relative_novelty for r in sel]),
-            "state_novelty": metric_summary([r.state_novelty for r in sel]),
-        })
+        per_task.append(
+            {
+                "group": group,
+                "task": task,
+                "n": len(sel),
+                "return": metric_summary([r.return_mean for r in sel]),
+                "success_rate": _rate([r.success for r in sel]),
+                "success_rate_final": _rate([r.success_final for r in sel]),
+                "relative_novelty_paper": metric_summary([r.relative_novelty_paper for r in sel]),
+                "relative_novelty": metric_summary([r.relative_novelty for r in sel]),
+                "state_novelty": metric_summary([r.state_novelty for r in sel]),
+            }
+        )
     aggregate = []
     for group in sorted({r.group for r in rows}, key=group_sort_key):
         scores: dict[str, list[float]] = {}
@@ -94,22 +106,34 @@ def statistics(rows: Sequence[EvaluationRow]) -> dict:
                 scores.setdefault(r.task, []).append(r.return_mean / r.success_baseline)
         if scores:
             est = stratified_bootstrap_ci(scores)
-            aggregate.append({"group": group, "tasks": sorted(scores), "n": sum(map(len, scores.values())),
-                              "normalized_return_iqm": est.point, "ci_low": est.low, "ci_high": est.high})
-    return {"per_task": per_task, "aggregate": aggregate,
-            "definitions": {
-                "return": "deterministic return per policy (mean over its evaluation episodes); mean +- std over "
-                          "policies (population std) and IQM with a 95% percentile-bootstrap CI (2000 resamples)",
-                "success_rate": "the paper's: fraction of policies that reached the median evaluated return of the "
-                                "PPO references (novel policies: at some training evaluation; references: their "
-                                "evaluated return)",
-                "success_rate_final": "fraction of policies (references included) whose evaluated final return "
-                                      "reached the median evaluated return of the PPO references",
-                "relative_novelty_paper": "the paper's: novelty / the mean novelty of the PPO references (each one's "
-                                          "distance to its nearest other reference)",
-                "relative_novelty": "novelty / the mean pairwise distance between the PPO references",
-                "normalized_return_iqm": "IQM over all policies of a group of return / the task's success baseline, "
-                                         "95% stratified-bootstrap CI (resampling within each task)"}}
+            aggregate.append(
+                {
+                    "group": group,
+                    "tasks": sorted(scores),
+                    "n": sum(map(len, scores.values())),
+                    "normalized_return_iqm": est.point,
+                    "ci_low": est.low,
+                    "ci_high": est.high,
+                }
+            )
+    return {
+        "per_task": per_task,
+        "aggregate": aggregate,
+        "definitions": {
+            "return": "deterministic return per policy (mean over its evaluation episodes); mean +- std over "
+            "policies (population std) and IQM with a 95% percentile-bootstrap CI (2000 resamples)",
+            "success_rate": "the paper's: fraction of policies that reached the median evaluated return of the "
+            "PPO references (novel policies: at some training evaluation; references: their "
+            "evaluated return)",
+            "success_rate_final": "fraction of policies (references included) whose evaluated final return "
+            "reached the median evaluated return of the PPO references",
+            "relative_novelty_paper": "the paper's: novelty / the mean novelty of the PPO references (each one's "
+            "distance to its nearest other reference)",
+            "relative_novelty": "novelty / the mean pairwise distance between the PPO references",
+            "normalized_return_iqm": "IQM over all policies of a group of return / the task's success baseline, "
+            "95% stratified-bootstrap CI (resampling within each task)",
+        },
+    }
 
 
 def _rate(flags: list) -> float | None:

@@ -17,9 +17,11 @@ from npsco.errors import NpscoError
 from npsco.importers.common import ImportedActor, ObsNormalizer, torch_state_dict
 from npsco.importers.sb3 import sequential
 
-LOST_NORMALISER = ("CleanRL's observation normaliser (NormalizeObservation's running mean and variance is not in the "
-                   "checkpoint): the imported policy sees raw observations; pass --obs-norm with the statistics if "
-                   "you kept them")
+LOST_NORMALISER = (
+    "CleanRL's observation normaliser (NormalizeObservation's running mean and variance is not in the "
+    "checkpoint): the imported policy sees raw observations; pass --obs-norm with the statistics if "
+    "you kept them"
+)
 
 
 def read_cleanrl(path: str | Path, seed: int = 0, with_obs_norm: bool = False) -> ImportedActor:
@@ -30,17 +32,27 @@ def read_cleanrl(path: str | Path, seed: int = 0, with_obs_norm: bool = False) -
         if any(v.ndim == 4 for v in state.values()):
             raise NpscoError(f"{path}: a convolutional agent (image observations) is not supported")
         if "actor.0.weight" in state or "actor.weight" in state:
-            raise NpscoError(f"{path}: an agent with discrete actions (CleanRL's ppo.py) is not supported; npsco "
-                             f"imports ppo_continuous_action.py's agent")
-        raise NpscoError(f"{path}: not a CleanRL continuous-action PPO agent (no actor_mean.0.weight; it has "
-                         f"{', '.join(sorted(state)[:6])})")
+            raise NpscoError(
+                f"{path}: an agent with discrete actions (CleanRL's ppo.py) is not supported; npsco "
+                f"imports ppo_continuous_action.py's agent"
+            )
+        raise NpscoError(
+            f"{path}: not a CleanRL continuous-action PPO agent (no actor_mean.0.weight; it has "
+            f"{', '.join(sorted(state)[:6])})"
+        )
     if "actor_logstd" not in state:
         raise NpscoError(f"{path}: the agent has no actor_logstd (not ppo_continuous_action.py's agent)")
     layers = sequential(state, "actor_mean")
-    return ImportedActor(layers=layers, activation="tanh", output="linear",
-                         log_std=state["actor_logstd"].reshape(-1), method="cleanrl-ppo", seed=seed,
-                         source={"library": "cleanrl", "algorithm": "PPO (ppo_continuous_action)"},
-                         lost=[] if with_obs_norm else [LOST_NORMALISER])
+    return ImportedActor(
+        layers=layers,
+        activation="tanh",
+        output="linear",
+        log_std=state["actor_logstd"].reshape(-1),
+        method="cleanrl-ppo",
+        seed=seed,
+        source={"library": "cleanrl", "algorithm": "PPO (ppo_continuous_action)"},
+        lost=[] if with_obs_norm else [LOST_NORMALISER],
+    )
 
 
 def read_obs_norm(path: str | Path) -> ObsNormalizer:

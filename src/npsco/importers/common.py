@@ -87,22 +87,26 @@ def task_spaces(env_id: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
         env.close()
 
 
-def build_policy(actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, file: Path,
-                 norm_file: Path | None = None) -> Policy:
+def build_policy(
+    actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, file: Path, norm_file: Path | None = None
+) -> Policy:
     """The npsco policy of an imported actor on task `env_id` (`norm` read from `norm_file`); refuses weights whose
     sizes do not fit the task."""
     obs_space, act_space = task_spaces(env_id)
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     w_in, w_out = actor.layers[0][0].shape[1], actor.layers[-1][0].shape[0]
     if (w_in, w_out) != (obs_dim, act_dim):
-        raise NpscoError(f"{file}: the network maps {w_in} observations to {w_out} actions, but {env_id} has "
-                         f"{obs_dim} observations and {act_dim} actions (wrong --env?)")
+        raise NpscoError(
+            f"{file}: the network maps {w_in} observations to {w_out} actions, but {env_id} has "
+            f"{obs_dim} observations and {act_dim} actions (wrong --env?)"
+        )
     for k, ((w, b), (w_next, _)) in enumerate(pairwise(actor.layers)):
         if w.shape[0] != w_next.shape[1] or b.shape != (w.shape[0],):
             raise NpscoError(f"{file}: layer {k} ({w.shape}) does not feed layer {k + 1} ({w_next.shape})")
     if norm is not None and (norm.mean.shape != (obs_dim,) or norm.var.shape != (obs_dim,)):
-        raise NpscoError(f"the observation statistics have shape {norm.mean.shape}, but {env_id} has {obs_dim} "
-                         f"observations")
+        raise NpscoError(
+            f"the observation statistics have shape {norm.mean.shape}, but {env_id} has {obs_dim} observations"
+        )
     arrays = [a for layer in actor.layers for a in layer] + ([] if actor.log_std is None else [actor.log_std])
     if not all(np.all(np.isfinite(a)) for a in arrays):
         raise NpscoError(f"{file}: the weights contain NaN or inf")
@@ -110,18 +114,36 @@ def build_policy(actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, 
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
         raise NpscoError(f"{env_id}: the action space is unbounded; npsco policies need finite action bounds")
     metadata = {
-        "env_id": env_id, "observation_space": space_metadata(obs_space), "action_space": space_metadata(act_space),
-        "method": actor.method, "seed": int(actor.seed), "method_config": {},
+        "env_id": env_id,
+        "observation_space": space_metadata(obs_space),
+        "action_space": space_metadata(act_space),
+        "method": actor.method,
+        "seed": int(actor.seed),
+        "method_config": {},
         "training": {"global_step": int(actor.global_step), "iteration": 0},
-        "imported": {**actor.source, "file": str(file.resolve()), "sha256": sha256(file),
-                     "obs_norm_file": str(norm_file.resolve()) if norm is not None and norm_file else None,
-                     "imported_at": datetime.now(UTC).isoformat(timespec="seconds"), "lost": actor.lost},
+        "imported": {
+            **actor.source,
+            "file": str(file.resolve()),
+            "sha256": sha256(file),
+            "obs_norm_file": str(norm_file.resolve()) if norm is not None and norm_file else None,
+            "imported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "lost": actor.lost,
+        },
     }
     return Policy(
         weights=[(np.ascontiguousarray(w, np.float32), np.ascontiguousarray(b, np.float32)) for w, b in actor.layers],
-        log_std=(np.full(act_dim, -np.inf, np.float32) if actor.log_std is None
-                 else np.asarray(actor.log_std, np.float32).reshape(act_dim)),
+        log_std=(
+            np.full(act_dim, -np.inf, np.float32)
+            if actor.log_std is None
+            else np.asarray(actor.log_std, np.float32).reshape(act_dim)
+        ),
         obs_mean=(np.zeros(obs_dim) if norm is None else norm.mean).astype(np.float32),
         obs_var=(np.ones(obs_dim) if norm is None else norm.stored_var()).astype(np.float32),
-        obs_clip=10.0 if norm is None else float(norm.clip), norm_obs=norm is not None,
-        action_low=low, action_high=high, metadata=metadata, activation=actor.activation, output=actor.output)
+        obs_clip=10.0 if norm is None else float(norm.clip),
+        norm_obs=norm is not None,
+        action_low=low,
+        action_high=high,
+        metadata=metadata,
+        activation=actor.activation,
+        output=actor.output,
+    )

@@ -33,9 +33,15 @@ def detect_format(path: Path) -> str:
     return "sb3" if is_sb3_zip(path) else "cleanrl"
 
 
-def import_policy(source: str | Path, env_id: str, out: str | Path, fmt: str = "auto",
-                  vecnormalize: str | Path | None = None, obs_norm: str | Path | None = None,
-                  seed: int = 0) -> ImportResult:
+def import_policy(
+    source: str | Path,
+    env_id: str,
+    out: str | Path,
+    fmt: str = "auto",
+    vecnormalize: str | Path | None = None,
+    obs_norm: str | Path | None = None,
+    seed: int = 0,
+) -> ImportResult:
     """Import `source` (an SB3 zip or a CleanRL checkpoint) as a policy of task `env_id` into folder `out`."""
     source = Path(source)
     if not source.is_file():
@@ -47,12 +53,16 @@ def import_policy(source: str | Path, env_id: str, out: str | Path, fmt: str = "
     notes: list[str] = []
     if fmt == "sb3":
         if obs_norm is not None:
-            raise NpscoError("--obs-norm is for CleanRL checkpoints; an SB3 model's statistics come with --vecnormalize")
+            raise NpscoError(
+                "--obs-norm is for CleanRL checkpoints; an SB3 model's statistics come with --vecnormalize"
+            )
         actor = read_sb3(source)
         norm = read_vecnormalize(vecnormalize) if vecnormalize is not None else None
         if vecnormalize is None:
-            notes.append("no --vecnormalize given: if the model was trained inside VecNormalize, import it with that "
-                         "file, or the policy sees unnormalised observations")
+            notes.append(
+                "no --vecnormalize given: if the model was trained inside VecNormalize, import it with that "
+                "file, or the policy sees unnormalised observations"
+            )
         elif norm is None:
             notes.append(f"{vecnormalize} did not normalise observations (norm_obs=False): none applied")
     else:
@@ -64,7 +74,9 @@ def import_policy(source: str | Path, env_id: str, out: str | Path, fmt: str = "
     policy = build_policy(actor, env_id, norm, source, Path(stats) if stats else None)
     checkpoint = policy.save(Path(out) / "policy.safetensors")
     hidden = "x".join(str(w.shape[0]) for w, _ in policy.weights[:-1]) or "no hidden layer"
-    description = (f"{actor.source.get('library')} {actor.source.get('algorithm')}: MLP {hidden} {actor.activation}, "
-                   f"{'tanh-squashed' if actor.output == 'tanh' else 'clipped'} actions, "
-                   f"{'with' if norm is not None else 'without'} observation normalisation, on {env_id}")
+    description = (
+        f"{actor.source.get('library')} {actor.source.get('algorithm')}: MLP {hidden} {actor.activation}, "
+        f"{'tanh-squashed' if actor.output == 'tanh' else 'clipped'} actions, "
+        f"{'with' if norm is not None else 'without'} observation normalisation, on {env_id}"
+    )
     return ImportResult(policy=policy, checkpoint=checkpoint, description=description, lost=actor.lost, notes=notes)

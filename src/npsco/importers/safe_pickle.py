@@ -29,13 +29,20 @@ RECORD_NAMES = {
     "stable_baselines3.common.vec_env.vec_normalize.VecNormalize",
     "stable_baselines3.common.running_mean_std.RunningMeanStd",
     # the spaces VecNormalize keeps (Gymnasium, and Gym for SB3 1.x files)
-    "gymnasium.spaces.box.Box", "gym.spaces.box.Box",
+    "gymnasium.spaces.box.Box",
+    "gym.spaces.box.Box",
     # the random generators of those spaces
-    "numpy.random._pickle.__generator_ctor", "numpy.random._pickle.__bit_generator_ctor",
-    "numpy.random._pickle.__randomstate_ctor", "numpy.random._pcg64.PCG64", "numpy.random._mt19937.MT19937",
-    "numpy.random.bit_generator.__pyx_unpickle_SeedSequence", "numpy.random.bit_generator.SeedSequence",
-    "numpy.random._generator.Generator", "numpy.random.mtrand.RandomState",
-    "numpy.random.__RandomState_ctor", "numpy.random.mtrand.__RandomState_ctor",  # numpy < 1.17 (old RL Zoo files)
+    "numpy.random._pickle.__generator_ctor",
+    "numpy.random._pickle.__bit_generator_ctor",
+    "numpy.random._pickle.__randomstate_ctor",
+    "numpy.random._pcg64.PCG64",
+    "numpy.random._mt19937.MT19937",
+    "numpy.random.bit_generator.__pyx_unpickle_SeedSequence",
+    "numpy.random.bit_generator.SeedSequence",
+    "numpy.random._generator.Generator",
+    "numpy.random.mtrand.RandomState",
+    "numpy.random.__RandomState_ctor",
+    "numpy.random.mtrand.__RandomState_ctor",  # numpy < 1.17 (old RL Zoo files)
 }
 """Names read as inert `Record`s: their fields are data, their code is never imported."""
 
@@ -113,8 +120,10 @@ class _Unpickler(pickle.Unpickler):
             return ALLOWED[full]
         if full in RECORD_NAMES:
             return _record_class(full)
-        raise NpscoError(f"{self.source}: refused to load {full} (only numpy arrays, plain containers and the fields "
-                         f"of SB3's normalisation statistics are read; nothing from the file is run)")
+        raise NpscoError(
+            f"{self.source}: refused to load {full} (only numpy arrays, plain containers and the fields "
+            f"of SB3's normalisation statistics are read; nothing from the file is run)"
+        )
 
     def persistent_load(self, pid: Any) -> Any:
         raise NpscoError(f"{self.source}: refused a persistent reference (not a statistics pickle)")

@@ -46,8 +46,11 @@ def read_sb3(path: str | Path) -> ImportedActor:
                 raise NpscoError(f"{path}: not a Stable-Baselines3 model (the zip lacks data or policy.pth)")
             data = json.loads(z.read("data"))
             weights = z.read("policy.pth")
-            version = z.read("_stable_baselines3_version").decode(errors="replace").strip() if (
-                "_stable_baselines3_version" in names) else "unknown"
+            version = (
+                z.read("_stable_baselines3_version").decode(errors="replace").strip()
+                if ("_stable_baselines3_version" in names)
+                else "unknown"
+            )
     except (zipfile.BadZipFile, OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise NpscoError(f"{path}: not a readable Stable-Baselines3 zip ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict):
@@ -61,8 +64,10 @@ def read_sb3(path: str | Path) -> ImportedActor:
         return _sac(data, state, path, version)
     if "actor.mu.0.weight" in state:
         return _td3(data, state, path, version)
-    raise NpscoError(f"{path}: unknown policy architecture (policy.pth has {', '.join(sorted(state)[:6])}, ...); "
-                     f"npsco imports PPO, A2C, SAC and TD3 MLP policies")
+    raise NpscoError(
+        f"{path}: unknown policy architecture (policy.pth has {', '.join(sorted(state)[:6])}, ...); "
+        f"npsco imports PPO, A2C, SAC and TD3 MLP policies"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------- checks
@@ -93,8 +98,10 @@ def check_features_extractor(state: dict[str, np.ndarray], path: Path) -> None:
     learned = sorted(k for k in state if "features_extractor." in k)
     if learned:
         what = "a CNN on image observations" if any(state[k].ndim == 4 for k in learned) else "a learned extractor"
-        raise NpscoError(f"{path}: the policy has a features extractor with weights ({what}: {learned[0]}, ...); "
-                         f"npsco imports MLP policies on flat observations")
+        raise NpscoError(
+            f"{path}: the policy has a features extractor with weights ({what}: {learned[0]}, ...); "
+            f"npsco imports MLP policies on flat observations"
+        )
 
 
 def activation(data: dict, default: str, path: Path) -> str:
@@ -122,8 +129,12 @@ def sequential(state: dict[str, np.ndarray], prefix: str) -> list[tuple[np.ndarr
 
 
 def _source(algorithm: str, version: str, data: dict) -> dict[str, Any]:
-    return {"library": "stable-baselines3", "library_version": version, "algorithm": algorithm,
-            "num_timesteps": int(data.get("num_timesteps") or 0)}
+    return {
+        "library": "stable-baselines3",
+        "library_version": version,
+        "algorithm": algorithm,
+        "num_timesteps": int(data.get("num_timesteps") or 0),
+    }
 
 
 def _seed(data: dict) -> int:
@@ -135,8 +146,11 @@ def _seed(data: dict) -> int:
 def _actor_critic(data: dict, state: dict, path: Path, version: str) -> ImportedActor:
     """PPO / A2C: shared layers (SB3 < 1.8), the policy branch, then `action_net`; `log_std` state-independent."""
     algorithm = "PPO" if "clip_range" in data else "A2C"
-    layers = (sequential(state, "mlp_extractor.shared_net") + sequential(state, "mlp_extractor.policy_net")
-              + [(state["action_net.weight"], state["action_net.bias"])])
+    layers = (
+        sequential(state, "mlp_extractor.shared_net")
+        + sequential(state, "mlp_extractor.policy_net")
+        + [(state["action_net.weight"], state["action_net.bias"])]
+    )
     log_std = state.get("log_std")
     kwargs = data.get("policy_kwargs")
     kwargs = kwargs if isinstance(kwargs, dict) else {}
@@ -144,13 +158,21 @@ def _actor_critic(data: dict, state: dict, path: Path, version: str) -> Imported
     if log_std is None:
         raise NpscoError(f"{path}: the policy has no log_std: discrete actions are not supported")
     if data.get("use_sde") or log_std.ndim != 1:
-        lost.append("gSDE's state-dependent exploration noise: the imported policy acts deterministically "
-                    "(its mean action)")
+        lost.append(
+            "gSDE's state-dependent exploration noise: the imported policy acts deterministically (its mean action)"
+        )
         log_std = None
-    return ImportedActor(layers=layers, activation=activation(data, "tanh", path), output=output, log_std=log_std,
-                         method=f"sb3-{algorithm.lower()}", seed=_seed(data),
-                         global_step=int(data.get("num_timesteps") or 0), source=_source(algorithm, version, data),
-                         lost=lost)
+    return ImportedActor(
+        layers=layers,
+        activation=activation(data, "tanh", path),
+        output=output,
+        log_std=log_std,
+        method=f"sb3-{algorithm.lower()}",
+        seed=_seed(data),
+        global_step=int(data.get("num_timesteps") or 0),
+        source=_source(algorithm, version, data),
+        lost=lost,
+    )
 
 
 def _sac(data: dict, state: dict, path: Path, version: str) -> ImportedActor:
@@ -158,22 +180,38 @@ def _sac(data: dict, state: dict, path: Path, version: str) -> ImportedActor:
     std depends on the state (`actor.log_std`)."""
     algorithm = "TQC" if "top_quantiles_to_drop_per_net" in data else "SAC"
     if "actor.mu.weight" not in state:  # with gSDE, mu is Sequential(Linear, Hardtanh(-clip_mean, clip_mean))
-        raise NpscoError(f"{path}: {algorithm} with gSDE clips its mean before the tanh (clip_mean), which npsco "
-                         f"checkpoints cannot describe; not supported")
+        raise NpscoError(
+            f"{path}: {algorithm} with gSDE clips its mean before the tanh (clip_mean), which npsco "
+            f"checkpoints cannot describe; not supported"
+        )
     layers = sequential(state, "actor.latent_pi") + [(state["actor.mu.weight"], state["actor.mu.bias"])]
     return ImportedActor(
-        layers=layers, activation=activation(data, "relu", path), output="tanh", log_std=None,
-        method=f"sb3-{algorithm.lower()}", seed=_seed(data), global_step=int(data.get("num_timesteps") or 0),
+        layers=layers,
+        activation=activation(data, "relu", path),
+        output="tanh",
+        log_std=None,
+        method=f"sb3-{algorithm.lower()}",
+        seed=_seed(data),
+        global_step=int(data.get("num_timesteps") or 0),
         source=_source(algorithm, version, data),
-        lost=[f"{algorithm}'s state-dependent standard deviation: the imported policy acts deterministically (tanh "
-              f"of its mean, {algorithm}'s deterministic action)"])
+        lost=[
+            f"{algorithm}'s state-dependent standard deviation: the imported policy acts deterministically (tanh "
+            f"of its mean, {algorithm}'s deterministic action)"
+        ],
+    )
 
 
 def _td3(data: dict, state: dict, path: Path, version: str) -> ImportedActor:
     """TD3 / DDPG: `actor.mu` is Linear, activation, ..., Linear, Tanh; deterministic by design."""
     algorithm = "DDPG" if data.get("policy_delay") == 1 and not data.get("target_policy_noise") else "TD3"
     return ImportedActor(
-        layers=sequential(state, "actor.mu"), activation=activation(data, "relu", path), output="tanh", log_std=None,
-        method=f"sb3-{algorithm.lower()}", seed=_seed(data), global_step=int(data.get("num_timesteps") or 0),
+        layers=sequential(state, "actor.mu"),
+        activation=activation(data, "relu", path),
+        output="tanh",
+        log_std=None,
+        method=f"sb3-{algorithm.lower()}",
+        seed=_seed(data),
+        global_step=int(data.get("num_timesteps") or 0),
         source=_source(algorithm, version, data),
-        lost=[f"{algorithm}'s exploration noise (not part of its policy): the imported policy acts deterministically"])
+        lost=[f"{algorithm}'s exploration noise (not part of its policy): the imported policy acts deterministically"],
+    )

@@ -62,8 +62,10 @@ def per_state_distance(actions_a: Actions, actions_b: Actions, metric: Metric = 
     if metric == "deterministic":
         return deterministic_distance(cast(ArrayLike, actions_a), cast(ArrayLike, actions_b))
     if metric == "wasserstein2":
-        (mean_a, std_a), (mean_b, std_b) = cast(tuple[ArrayLike, ArrayLike], actions_a), cast(
-            tuple[ArrayLike, ArrayLike], actions_b)
+        (mean_a, std_a), (mean_b, std_b) = (
+            cast(tuple[ArrayLike, ArrayLike], actions_a),
+            cast(tuple[ArrayLike, ArrayLike], actions_b),
+        )
         return wasserstein2_distance(mean_a, std_a, mean_b, std_b)
     raise ValueError(f"unknown metric {metric!r}; expected 'deterministic' or 'wasserstein2'")
 

@@ -36,12 +36,17 @@ class _Group:
 
     def __init__(self, policies: Sequence[Policy]):
         # per layer: weights (M, out, in) and biases (M, out, 1)
-        weights = [(np.stack([p.weights[i][0] for p in policies]), np.stack([p.weights[i][1] for p in policies])[..., None])
-                   for i in range(len(policies[0].weights))]
+        weights = [
+            (np.stack([p.weights[i][0] for p in policies]), np.stack([p.weights[i][1] for p in policies])[..., None])
+            for i in range(len(policies[0].weights))
+        ]
         self.w1, self.b1 = weights[0]  # the first layer as it is, for observations that some reference clips
-        obs_mean = np.stack([p.obs_mean if p.norm_obs else np.zeros_like(p.obs_mean) for p in policies]).astype(np.float64)
-        obs_scale = np.stack([1.0 / np.sqrt(p.obs_var + OBS_NORM_EPS) if p.norm_obs else np.ones_like(p.obs_var)
-                              for p in policies]).astype(np.float64)
+        obs_mean = np.stack([p.obs_mean if p.norm_obs else np.zeros_like(p.obs_mean) for p in policies]).astype(
+            np.float64
+        )
+        obs_scale = np.stack(
+            [1.0 / np.sqrt(p.obs_var + OBS_NORM_EPS) if p.norm_obs else np.ones_like(p.obs_var) for p in policies]
+        ).astype(np.float64)
         obs_clip = np.array([p.obs_clip if p.norm_obs else np.inf for p in policies])[:, None]
         self.obs_clip = obs_clip.astype(np.float32)[..., None]
         self.low = np.stack([p.action_low for p in policies])[..., None]
@@ -77,9 +82,12 @@ class _Group:
         """For N states: the (obs_dim + 1, N) input of the stacked first layer and the (M, in + 1, N) input of each
         later layer, each with its last row set to ones once; and a scratch array for the box rows."""
         if self._buffers is None or self._buffers[0] != n:  # kept for one N at a time (the rollout's)
-            self._buffers = (n, np.ones((self.w1_stacked.shape[1], n), np.float32),
-                             [np.ones((w.shape[0], w.shape[2], n), np.float32) for w in self.hidden],
-                             np.empty((self.w1_stacked.shape[0] - self.units, n), np.float32))
+            self._buffers = (
+                n,
+                np.ones((self.w1_stacked.shape[1], n), np.float32),
+                [np.ones((w.shape[0], w.shape[2], n), np.float32) for w in self.hidden],
+                np.empty((self.w1_stacked.shape[0] - self.units, n), np.float32),
+            )
         return self._buffers[1], self._buffers[2], self._buffers[3]
 
     def mean_actions_t(self, obs: np.ndarray) -> np.ndarray:
@@ -92,8 +100,10 @@ class _Group:
         first, later, box = self._inputs(n)
         np.subtract(obs.T, self.centre[:, None], out=first[:-1])
         y = self.w1_stacked @ first
-        if not self.box_empty and (box.size == 0 or np.maximum.reduce(np.abs(y[self.units:], out=box), axis=None) <= 1.0):
-            x = y[:self.units].reshape(m, -1, n)
+        if not self.box_empty and (
+            box.size == 0 or np.maximum.reduce(np.abs(y[self.units :], out=box), axis=None) <= 1.0
+        ):
+            x = y[: self.units].reshape(m, -1, n)
         else:
             xt = obs.T[None] - self.obs_mean
             xt *= self.obs_scale
@@ -129,24 +139,34 @@ class ReferenceSet:
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, p in enumerate(self.policies):
             groups[(tuple(w.shape for w, _ in p.weights), p.activation, p.output)].append(i)
-        self._groups = [(np.array(idx), (_Group if key[1:] == ("tanh", "linear") else _PlainGroup)(
-            [self.policies[i] for i in idx])) for key, idx in groups.items()]
+        self._groups = [
+            (np.array(idx), (_Group if key[1:] == ("tanh", "linear") else _PlainGroup)([self.policies[i] for i in idx]))
+            for key, idx in groups.items()
+        ]
         self.std = np.stack([p.action_std for p in self.policies]) if self.policies else None
 
     def __len__(self) -> int:
         return len(self.policies)
 
-    def check_compatible(self, observation_space: gym.spaces.Box, action_space: gym.spaces.Box,
-                         env_id: str = "the environment") -> None:
+    def check_compatible(
+        self, observation_space: gym.spaces.Box, action_space: gym.spaces.Box, env_id: str = "the environment"
+    ) -> None:
         """Refuse references whose observation or action space differs from the environment's, naming both."""
         for name, p in zip(self.names, self.policies, strict=True):
-            for what, mine, theirs in (("observation", p.observation_space, observation_space),
-                                       ("action", p.action_space, action_space)):
-                same = mine.shape == theirs.shape and np.allclose(mine.low, theirs.low) and np.allclose(mine.high, theirs.high)
+            for what, mine, theirs in (
+                ("observation", p.observation_space, observation_space),
+                ("action", p.action_space, action_space),
+            ):
+                same = (
+                    mine.shape == theirs.shape
+                    and np.allclose(mine.low, theirs.low)
+                    and np.allclose(mine.high, theirs.high)
+                )
                 if not same:
                     raise NpscoError(
                         f"reference {name} ({p.metadata.get('env_id', '?')}) has {what} space {_describe(mine)} but "
-                        f"{env_id} has {_describe(theirs)}")
+                        f"{env_id} has {_describe(theirs)}"
+                    )
 
     def mean_actions(self, obs: np.ndarray) -> np.ndarray:
         """(M, N, A) clipped mean actions of every reference at raw observations `obs` (N, obs_dim)."""
@@ -161,8 +181,9 @@ class ReferenceSet:
             out[idx] = group.mean_actions_t(obs)
         return out
 
-    def distances(self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None,
-                  metric: str = "deterministic") -> np.ndarray:
+    def distances(
+        self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None, metric: str = "deterministic"
+    ) -> np.ndarray:
         """Per-state distance (N, M) between `action` (N, A) of the new policy and each reference's at `obs`.
 
         `deterministic`: ||a - mu_j(s)||_2 (paper App. C). `wasserstein2`: sqrt(||a - mu_j||^2 + ||std - std_j||^2),
@@ -212,7 +233,9 @@ class NoveltyTracker:
         """(N, M): per env and reference, the sum of the per-state distances over the current episode."""
         return self._sums.T
 
-    def update(self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def update(
+        self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         d = self.references.distances(obs, action, std, self.metric)
         if self.discount != 1.0:  # weights g^(t - t'): scale the past by g before adding this step with weight 1
             self._sums *= self.discount

@@ -27,7 +27,9 @@ def visited_states(policy: Policy, episodes: int, seed: int, max_episode_steps: 
     return np.concatenate(visited_episodes(policy, episodes, seed, max_episode_steps), axis=0)
 
 
-def visited_episodes(policy: Policy, episodes: int, seed: int, max_episode_steps: int | None = None) -> list[np.ndarray]:
+def visited_episodes(
+    policy: Policy, episodes: int, seed: int, max_episode_steps: int | None = None
+) -> list[np.ndarray]:
     """The raw observations at which `policy` acted, one (length, obs_dim) array per deterministic episode."""
     return run_episodes(policy, episodes, seed=seed, record_states=True, max_episode_steps=max_episode_steps).states
 
@@ -55,19 +57,30 @@ class Threshold:
     discount: float = 1.0
 
     def to_dict(self) -> dict:
-        metric = ("||mu_i(s) - mu_j(s)||, executed (clipped) mean actions" if self.metric == "deterministic" else
-                  "the 2-Wasserstein distance between the Gaussians, "
-                  "sqrt(||mu_i(s) - mu_j(s)||^2 + ||sigma_i - sigma_j||^2)")
-        out = {"r0_default": self.r0, "names": self.names, "distance_matrix": self.matrix.round(6).tolist(),
-               "episodes_per_policy": self.episodes, "seed": self.seed, "metric": self.metric,
-               "definition": "mean over i != j of D(i, j) = mean over states visited by policy i (deterministic "
-                             f"episodes) of {metric}"}
+        metric = (
+            "||mu_i(s) - mu_j(s)||, executed (clipped) mean actions"
+            if self.metric == "deterministic"
+            else "the 2-Wasserstein distance between the Gaussians, "
+            "sqrt(||mu_i(s) - mu_j(s)||^2 + ||sigma_i - sigma_j||^2)"
+        )
+        out = {
+            "r0_default": self.r0,
+            "names": self.names,
+            "distance_matrix": self.matrix.round(6).tolist(),
+            "episodes_per_policy": self.episodes,
+            "seed": self.seed,
+            "metric": self.metric,
+            "definition": "mean over i != j of D(i, j) = mean over states visited by policy i (deterministic "
+            f"episodes) of {metric}",
+        }
         if self.profile is not None:
             out["profile"] = [round(float(v), 6) for v in self.profile]
             out["profile_discount"] = self.discount
-            out["profile_definition"] = ("rho(t), t = 1, 2, ...: the mean over ordered pairs (i, j) and over policy i's "
-                                         "episodes still running at step t of the running (discounted) mean of the "
-                                         "per-state distance between i and j up to step t, divided by r0_default")
+            out["profile_definition"] = (
+                "rho(t), t = 1, 2, ...: the mean over ordered pairs (i, j) and over policy i's "
+                "episodes still running at step t of the running (discounted) mean of the "
+                "per-state distance between i and j up to step t, divided by r0_default"
+            )
         return out
 
 
@@ -77,21 +90,31 @@ def distance_profile(per_pair_episodes: Sequence[Sequence[np.ndarray]], discount
     `per_pair_episodes[p]` holds, for one ordered pair of policies, one (length,) array of per-state distances per
     episode; at step t the mean is taken over the episodes of every pair that last at least t steps.
     """
-    runs = [running_mean(np.asarray(d, np.float64)[:, None], discount)[:, 0]
-            for pair in per_pair_episodes for d in pair if len(d)]
+    runs = [
+        running_mean(np.asarray(d, np.float64)[:, None], discount)[:, 0]
+        for pair in per_pair_episodes
+        for d in pair
+        if len(d)
+    ]
     if not runs:
         raise NpscoError("a distance profile needs at least one non-empty episode")
     longest = max(len(r) for r in runs)
     sums, counts = np.zeros(longest), np.zeros(longest)
     for r in runs:
-        sums[:len(r)] += r
-        counts[:len(r)] += 1
+        sums[: len(r)] += r
+        counts[: len(r)] += 1
     return sums / counts
 
 
-def default_threshold(policies: Sequence[Policy], names: Sequence[str] | None = None, episodes: int = 10,
-                      seed: int = 0, max_episode_steps: int | None = None, metric: str = "deterministic",
-                      discount: float = 1.0) -> Threshold:
+def default_threshold(
+    policies: Sequence[Policy],
+    names: Sequence[str] | None = None,
+    episodes: int = 10,
+    seed: int = 0,
+    max_episode_steps: int | None = None,
+    metric: str = "deterministic",
+    discount: float = 1.0,
+) -> Threshold:
     """r0 = mean pairwise distance of `policies` (at least 2), each measured on its own visited states, in `metric`;
     with the profile rho(t) of their running pairwise distance (`discount`: that of the running mean)."""
     if len(policies) < 2:
@@ -106,9 +129,21 @@ def default_threshold(policies: Sequence[Policy], names: Sequence[str] | None = 
     acts = [policy_actions(p, metric) for p in policies]
     matrix = pairwise_distance_matrix(acts, [np.concatenate(e, axis=0) for e in episodes_of], known)
     r0 = float(mean_pairwise_distance(matrix))
-    pairs = [[per_state_distance(acts[i](e), acts[j](e), known) for e in episodes_of[i]]
-             for i in range(len(policies)) for j in range(len(policies)) if i != j]
+    pairs = [
+        [per_state_distance(acts[i](e), acts[j](e), known) for e in episodes_of[i]]
+        for i in range(len(policies))
+        for j in range(len(policies))
+        if i != j
+    ]
     profile = distance_profile(pairs, discount) / r0 if r0 > 0 else None
     names = list(names) if names is not None else [f"policy{i}" for i in range(len(policies))]
-    return Threshold(matrix=matrix, r0=r0, names=names, episodes=episodes, seed=seed, metric=metric, profile=profile,
-                     discount=discount)
+    return Threshold(
+        matrix=matrix,
+        r0=r0,
+        names=names,
+        episodes=episodes,
+        seed=seed,
+        metric=metric,
+        profile=profile,
+        discount=discount,
+    )

@@ -88,10 +88,17 @@ def fit_frame(image: Any, size: int) -> np.ndarray:
     return np.asarray(Image.fromarray(image).resize(shape, Image.Resampling.BILINEAR))
 
 
-def episode_frames(policy: Policy, frames: int | None = None, every: int | None = None, seed: int = 0,
-                   start: tuple[float, float] | None = None, size: int | None = None,
-                   max_episode_steps: int | None = None, animation: bool = False,
-                   clip_every: int | None = None) -> Frames:
+def episode_frames(
+    policy: Policy,
+    frames: int | None = None,
+    every: int | None = None,
+    seed: int = 0,
+    start: tuple[float, float] | None = None,
+    size: int | None = None,
+    max_episode_steps: int | None = None,
+    animation: bool = False,
+    clip_every: int | None = None,
+) -> Frames:
     """Run one deterministic episode (env seeded `seed`; `start` fixes the maze's start) and take a frame after the
     reset and every `every` steps, `frames` in all; if the episode ends first, its final state is the last frame.
     With `clip_every`, the same episode also gives a video: a frame every `clip_every` steps (`Frames.clip`)."""
@@ -165,8 +172,14 @@ def gif_bytes(images: list[np.ndarray], fps: float = 10.0) -> bytes:
     """Frames as a looping animated GIF (Pillow)."""
     pictures = [Image.fromarray(np.asarray(i, dtype=np.uint8)) for i in images]
     buffer = io.BytesIO()
-    pictures[0].save(buffer, format="GIF", save_all=True, append_images=pictures[1:],
-                     duration=max(20, int(round(1000 / fps))), loop=0)
+    pictures[0].save(
+        buffer,
+        format="GIF",
+        save_all=True,
+        append_images=pictures[1:],
+        duration=max(20, int(round(1000 / fps))),
+        loop=0,
+    )
     return buffer.getvalue()
 
 

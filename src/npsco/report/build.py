@@ -67,8 +67,9 @@ def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
 
 
-def behaviour_blocks(rows: list[dict], out: Path, seed: int, videos: str | None, limit: int | None,
-                     log: Callable[[str], None]) -> list[Block]:
+def behaviour_blocks(
+    rows: list[dict], out: Path, seed: int, videos: str | None, limit: int | None, log: Callable[[str], None]
+) -> list[Block]:
     """Per policy, one deterministic episode (the maze from the Fig. 2 start): a video (`videos`: `auto`, `mp4` or
     `gif`; None for none) next to a filmstrip, grouped by task and method. A task that cannot render gets a note."""
     blocks: list[Block] = []
@@ -82,15 +83,22 @@ def behaviour_blocks(rows: list[dict], out: Path, seed: int, videos: str | None,
         except (NpscoError, gym.error.Error, ImportError, RuntimeError, OSError) as e:
             # a task that cannot render (no rgb_array mode, a missing dependency, no OpenGL): the report goes on
             log(f"  no pictures of {task}: {type(e).__name__}: {e}")
-            blocks.append(Paragraph(f"No pictures of {task}: rendering failed ({type(e).__name__}: "
-                                    f"{str(e).splitlines()[0][:200] if str(e) else ''})."))
+            blocks.append(
+                Paragraph(
+                    f"No pictures of {task}: rendering failed ({type(e).__name__}: "
+                    f"{str(e).splitlines()[0][:200] if str(e) else ''})."
+                )
+            )
     if limit is not None and len(rows) > limit:
-        blocks.append(Paragraph(f"Filmstrips of {len(rows) - limit} more policies omitted (`--max-filmstrips {limit}`)."))
+        blocks.append(
+            Paragraph(f"Filmstrips of {len(rows) - limit} more policies omitted (`--max-filmstrips {limit}`).")
+        )
     return blocks
 
 
-def _task_behaviour(task: str, rows: list[dict], out: Path, seed: int, video_format: str | None,
-                    log: Callable[[str], None]) -> list[Block]:
+def _task_behaviour(
+    task: str, rows: list[dict], out: Path, seed: int, video_format: str | None, log: Callable[[str], None]
+) -> list[Block]:
     """The filmstrips (and videos, in `video_format`) of one task's policies, grouped by method."""
     blocks: list[Block] = []
     for g in groups_of(rows):
@@ -103,37 +111,46 @@ def _task_behaviour(task: str, rows: list[dict], out: Path, seed: int, video_for
             n_frames, every = default_sampling(env_id)
             clip_every, fps = default_clip(env_id)
             log(f"  filmstrip{' and video' if video_format else ''} {task} {r['name']}")
-            frames = episode_frames(policy, n_frames, every, seed=seed, start=start,
-                                    clip_every=clip_every if video_format else None)
+            frames = episode_frames(
+                policy, n_frames, every, seed=seed, start=start, clip_every=clip_every if video_format else None
+            )
             stem = out / "figures" / "behaviour" / _safe(f"{task}__{Path(r['run']).name}__{r['name']}")
             columns = -(-n_frames // 2) if video_format else n_frames  # two rows beside a video: neither is tiny
             path = save_image(filmstrip_image(frames, columns=columns), stem.with_suffix(".png"))
             where = f"from {FIG2_START}" if maze else f"env seed {seed}"
             end = f", episode ended at step {frames.steps[-1]}" if frames.ended else ""
-            caption = (f"{r['name']} (seed {r['seed']}): steps {', '.join(map(str, frames.steps))} of a "
-                       f"deterministic episode {where}{end}; return up to step {frames.steps[-1]}: "
-                       f"{fmt(frames.episode_return)}.")
+            caption = (
+                f"{r['name']} (seed {r['seed']}): steps {', '.join(map(str, frames.steps))} of a "
+                f"deterministic episode {where}{end}; return up to step {frames.steps[-1]}: "
+                f"{fmt(frames.episode_return)}."
+            )
             strip = Image(str(path.relative_to(out)), f"filmstrip of {r['name']}")
             if video_format:
                 video = save_video(frames.clip, stem, fps=fps, fmt=video_format)
-                caption += (f" Video: steps 0..{frames.clip_steps[-1]}, every {clip_every} "
-                            f"step{'s' if clip_every > 1 else ''}, {fps:g} frames/s.")
+                caption += (
+                    f" Video: steps 0..{frames.clip_steps[-1]}, every {clip_every} "
+                    f"step{'s' if clip_every > 1 else ''}, {fps:g} frames/s."
+                )
                 blocks.append(Row([Video(str(video.relative_to(out)), f"video of {r['name']}"), strip], caption))
             else:
                 blocks.append(Image(strip.path, strip.alt, caption))
     return blocks
 
 
-def distance_blocks(rows: list[dict], docs: list[dict], out: Path, cache: dict,
-                    log: Callable[[str], None]) -> list[Block]:
+def distance_blocks(
+    rows: list[dict], docs: list[dict], out: Path, cache: dict, log: Callable[[str], None]
+) -> list[Block]:
     """Per task, the heatmap of the action distance between every pair of its policies (and its CSV)."""
     blocks: list[Block] = [
         Heading("Who is near whom: action distances"),
-        Paragraph("D(row, column): the mean distance between the two policies' executed deterministic actions on the "
-                  "states the row's policy visits in its evaluation episodes (the distance behind novelty; not "
-                  "symmetric). Policies are ordered by method and chain; white lines separate the methods. A dark "
-                  "row is a policy that acts like the others where it goes; a novel policy should be far (bright) "
-                  "from the PPO references and from the policies before it in its chain.")]
+        Paragraph(
+            "D(row, column): the mean distance between the two policies' executed deterministic actions on the "
+            "states the row's policy visits in its evaluation episodes (the distance behind novelty; not "
+            "symmetric). Policies are ordered by method and chain; white lines separate the methods. A dark "
+            "row is a policy that acts like the others where it goes; a novel policy should be far (bright) "
+            "from the PPO references and from the policies before it in its chain."
+        ),
+    ]
     for task in tasks_of(rows):
         d = task_distances(task, rows, docs, cache, log)
         if len(d.labels) < 2:
@@ -141,11 +158,18 @@ def distance_blocks(rows: list[dict], docs: list[dict], out: Path, cache: dict,
         name = f"distances_{_safe(task)}"
         fig = distance_heatmap_figure(d.matrix, d.labels, d.groups, title=f"{task}: D(row, column)")
         lines = ["policy,group," + ",".join(d.labels)]
-        lines += [f"{a},{g}," + ",".join("" if not np.isfinite(v) else repr(round(float(v), 6)) for v in row)
-                  for a, g, row in zip(d.labels, d.groups, d.matrix, strict=True)]
+        lines += [
+            f"{a},{g}," + ",".join("" if not np.isfinite(v) else repr(round(float(v), 6)) for v in row)
+            for a, g, row in zip(d.labels, d.groups, d.matrix, strict=True)
+        ]
         atomic_write_text(out / f"{name}.csv", "\n".join(lines) + "\n")
-        blocks.append(Image(_figure(fig, out, f"{name}.png"), f"action distances {task}",
-                            f"{task}: action distance between all {len(d.labels)} policies (`{name}.csv`)."))
+        blocks.append(
+            Image(
+                _figure(fig, out, f"{name}.png"),
+                f"action distances {task}",
+                f"{task}: action distance between all {len(d.labels)} policies (`{name}.csv`).",
+            )
+        )
     return blocks
 
 
@@ -154,10 +178,18 @@ def trained_members(run: str | Path) -> int:
     return sum(m.get("status") == "done" for m in load_manifest(run).get("members", []))
 
 
-def build_report(runs: Sequence[str | Path], out: str | Path, episodes: int | None = None, seed: int = 0,
-                 reuse: bool = True, filmstrips: bool = True, videos: str | None = "auto",
-                 max_filmstrips: int | None = None, command: str | None = None,
-                 log: Callable[[str], None] = print) -> Path:
+def build_report(
+    runs: Sequence[str | Path],
+    out: str | Path,
+    episodes: int | None = None,
+    seed: int = 0,
+    reuse: bool = True,
+    filmstrips: bool = True,
+    videos: str | None = "auto",
+    max_filmstrips: int | None = None,
+    command: str | None = None,
+    log: Callable[[str], None] = print,
+) -> Path:
     """Evaluate `runs` (reusing up-to-date evaluations) and write the report into `out`; returns report.md's path.
 
     `videos`: `auto` (MP4 when imageio-ffmpeg is installed, else GIF), `mp4`, `gif`, or None for none."""
@@ -173,45 +205,57 @@ def build_report(runs: Sequence[str | Path], out: str | Path, episodes: int | No
     combined = combine(docs)
     rows, stats = combined["policies"], combined["statistics"]
     log(f"writing the report into {out}")
-    command = relative_command(command or "npsco report " + " ".join(shlex.quote(str(r)) for r in runs)
-                               + f" --out {shlex.quote(str(out))}")
+    command = relative_command(
+        command or "npsco report " + " ".join(shlex.quote(str(r)) for r in runs) + f" --out {shlex.quote(str(out))}"
+    )
 
     blocks: list[Block] = [
         Heading("npsco report", 1),
-        Paragraph(f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} by "
-                  f"`{command}`, from {len(docs)} population run(s) with {len(rows)} policies: "
-                  + ", ".join(f"`{d['run']}`" for d in docs) + ". Paths here are relative to the folder the report "
-                  "was made in, so the report and its runs can move together."),
+        Paragraph(
+            f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} by "
+            f"`{command}`, from {len(docs)} population run(s) with {len(rows)} policies: "
+            + ", ".join(f"`{d['run']}`" for d in docs)
+            + ". Paths here are relative to the folder the report "
+            "was made in, so the report and its runs can move together."
+        ),
     ]
     pending = [f"{Path(d['run']).name}: {', '.join(d['pending'])}" for d in docs if d.get("pending")]
     pending += [f"{Path(r).name}: every policy" for r in untrained]
     if pending:
         blocks.append(Paragraph("Not yet trained (left out): " + "; ".join(pending) + "."))
 
-    blocks += [Heading("Table 1: reward, success rate and relative novelty"),
-               Paragraph("Reward: deterministic return of each policy (mean over its evaluation episodes), then mean ± "
-                         "std over the policies of a method (population std, as the paper). The baseline of both "
-                         "success rates is the median evaluated return of the PPO references. Success (paper: during "
-                         "training), the paper's Sec. 4.2: a policy succeeds when it reached the baseline at some "
-                         "evaluation during its training; a PPO reference is scored on its evaluated return, so PPO's "
-                         "rate is about 0.5 by definition. Success (final policy): every policy, the references "
-                         "included, scored alike on its evaluated return. Relative novelty (paper): novelty divided by "
-                         "the mean novelty of the PPO references, each one's distance to its nearest other reference "
-                         "(PPO's mean is 1); relative novelty (/ PPO pairwise distance): divided by the mean distance "
-                         "between two PPO references (1 = as different as two PPO seeds on average). Rows: `ppo` are "
-                         "the PPO references; a chain trained at a multiple S of the default threshold is "
-                         "`METHOD-r0xS`."),
-               *table1_blocks(stats)]
+    blocks += [
+        Heading("Table 1: reward, success rate and relative novelty"),
+        Paragraph(
+            "Reward: deterministic return of each policy (mean over its evaluation episodes), then mean ± "
+            "std over the policies of a method (population std, as the paper). The baseline of both "
+            "success rates is the median evaluated return of the PPO references. Success (paper: during "
+            "training), the paper's Sec. 4.2: a policy succeeds when it reached the baseline at some "
+            "evaluation during its training; a PPO reference is scored on its evaluated return, so PPO's "
+            "rate is about 0.5 by definition. Success (final policy): every policy, the references "
+            "included, scored alike on its evaluated return. Relative novelty (paper): novelty divided by "
+            "the mean novelty of the PPO references, each one's distance to its nearest other reference "
+            "(PPO's mean is 1); relative novelty (/ PPO pairwise distance): divided by the mean distance "
+            "between two PPO references (1 = as different as two PPO seeds on average). Rows: `ppo` are "
+            "the PPO references; a chain trained at a multiple S of the default threshold is "
+            "`METHOD-r0xS`."
+        ),
+        *table1_blocks(stats),
+    ]
 
-    blocks += [Heading("Novelty"),
-               Paragraph("Novelty of a policy: min over the PPO references of D(policy, reference), the mean distance "
-                         "between their executed deterministic actions on the states the policy visits (for a "
-                         "reference: against the other references). Relative novelty (paper) divides it by the mean "
-                         "novelty of the PPO references; relative novelty (/ pairwise) by the mean distance between "
-                         "PPO references (1 = as different as two PPO seeds). State novelty: min "
-                         "over the references of the sliced-Wasserstein distance between the visited-state "
-                         "distributions (standardised states): do the policies go to different places?"),
-               novelty_table(stats)]
+    blocks += [
+        Heading("Novelty"),
+        Paragraph(
+            "Novelty of a policy: min over the PPO references of D(policy, reference), the mean distance "
+            "between their executed deterministic actions on the states the policy visits (for a "
+            "reference: against the other references). Relative novelty (paper) divides it by the mean "
+            "novelty of the PPO references; relative novelty (/ pairwise) by the mean distance between "
+            "PPO references (1 = as different as two PPO seeds). State novelty: min "
+            "over the references of the sliced-Wasserstein distance between the visited-state "
+            "distributions (standardised states): do the policies go to different places?"
+        ),
+        novelty_table(stats),
+    ]
 
     blocks += distance_blocks(rows, docs, out, cache, log)
 
@@ -219,58 +263,92 @@ def build_report(runs: Sequence[str | Path], out: str | Path, episodes: int | No
     panels = fig2_panels(rows)
     if panels:
         maze_rows = [r for r in rows if r.get("goal_from_right")]
-        blocks += [Image(_figure(maze_trajectories_figure(panels), out, "fig2_maze_trajectories.png"),
-                         "Fig. 2", f"One deterministic episode of every policy from {FIG2_START}, near the right "
-                         "edge; one panel per method, PPO references included. Regions: top +5, bottom +5, left +10, "
-                         "right +1."),
-                   fig2_goals(maze_rows)]
+        blocks += [
+            Image(
+                _figure(maze_trajectories_figure(panels), out, "fig2_maze_trajectories.png"),
+                "Fig. 2",
+                f"One deterministic episode of every policy from {FIG2_START}, near the right "
+                "edge; one panel per method, PPO references included. Regions: top +5, bottom +5, left +10, "
+                "right +1.",
+            ),
+            fig2_goals(maze_rows),
+        ]
     else:
         blocks.append(Paragraph("No Four Reward Maze run among the runs given: nothing to draw."))
 
     blocks.append(Heading("Fig. 3: relative novelty and reward"))
     data3 = fig3_data(rows)
     if data3:
-        blocks.append(Image(_figure(novelty_reward_figure(data3), out, "fig3_novelty_reward.png"), "Fig. 3",
-                            "Each policy is a faint point; each method's mean ± std is a bold marker with error bars. "
-                            "Dashed line: relative novelty 1, the mean distance between two PPO references. A "
-                            "reference's own novelty is its distance to the nearest other reference, so PPO's points "
-                            "lie below 1 when the references form groups."))
+        blocks.append(
+            Image(
+                _figure(novelty_reward_figure(data3), out, "fig3_novelty_reward.png"),
+                "Fig. 3",
+                "Each policy is a faint point; each method's mean ± std is a bold marker with error bars. "
+                "Dashed line: relative novelty 1, the mean distance between two PPO references. A "
+                "reference's own novelty is its distance to the nearest other reference, so PPO's points "
+                "lie below 1 when the references form groups.",
+            )
+        )
     else:
         blocks.append(Paragraph("No relative novelty could be measured (it needs at least 2 PPO references)."))
 
     blocks.append(Heading("Fig. 4: threshold ablation"))
     data4 = fig4_data(rows)
     if data4:
-        blocks.append(Image(_figure(threshold_ablation_figure(data4), out, "fig4_threshold_ablation.png"), "Fig. 4",
-                            "Returns of chains trained at different multiples of the default threshold r0 (box: "
-                            "quartiles and median; whiskers: 1.5 IQR; points: beyond), PPO references in grey."))
+        blocks.append(
+            Image(
+                _figure(threshold_ablation_figure(data4), out, "fig4_threshold_ablation.png"),
+                "Fig. 4",
+                "Returns of chains trained at different multiples of the default threshold r0 (box: "
+                "quartiles and median; whiskers: 1.5 IQR; points: beyond), PPO references in grey.",
+            )
+        )
     else:
-        blocks.append(Paragraph("Nothing to ablate: no method was trained at two or more thresholds. Train a "
-                                "population with e.g. `--r0-scale 0.5 1 2` and give its run to `npsco report`."))
+        blocks.append(
+            Paragraph(
+                "Nothing to ablate: no method was trained at two or more thresholds. Train a "
+                "population with e.g. `--r0-scale 0.5 1 2` and give its run to `npsco report`."
+            )
+        )
 
     blocks.append(Heading("Training curves"))
     for t in tasks_of(rows):
         curves = curve_data(rows, t)
         if curves:
             fig = learning_curves_figure(curves, ylabel=f"{t}: evaluation return")
-            blocks.append(Image(_figure(fig, out, f"curves_{_safe(t)}.png"), f"training curves {t}",
-                                f"{t}: deterministic evaluation return during training, per policy, bold mean per "
-                                "method."))
+            blocks.append(
+                Image(
+                    _figure(fig, out, f"curves_{_safe(t)}.png"),
+                    f"training curves {t}",
+                    f"{t}: deterministic evaluation return during training, per policy, bold mean per method.",
+                )
+            )
 
     blocks.append(Heading("Behaviour"))
-    blocks.append(Paragraph("Frames of one deterministic episode per policy, side by side (appendix D's pictures), "
-                            "and a short video of the same episode; MuJoCo rendered offscreen, the maze by its own "
-                            "renderer (dark line: the path so far)."))
+    blocks.append(
+        Paragraph(
+            "Frames of one deterministic episode per policy, side by side (appendix D's pictures), "
+            "and a short video of the same episode; MuJoCo rendered offscreen, the maze by its own "
+            "renderer (dark line: the path so far)."
+        )
+    )
     blocks += behaviour_blocks(rows, out, seed, videos, max_filmstrips if filmstrips else 0, log)
 
-    blocks += [Heading("Per-policy results"), policy_table(rows),
-               Paragraph("All columns, and the full action-distance and state-diversity matrices, are in "
-                         "`evaluation.csv` / `evaluation.json` here and in each run's `evaluation/` folder.")]
+    blocks += [
+        Heading("Per-policy results"),
+        policy_table(rows),
+        Paragraph(
+            "All columns, and the full action-distance and state-diversity matrices, are in "
+            "`evaluation.csv` / `evaluation.json` here and in each run's `evaluation/` folder."
+        ),
+    ]
 
     versions = package_versions()
-    blocks += [Heading("Configuration and commands"),
-               Table(header=["package", "version"], rows=[[k, v] for k, v in versions.items()], align="ll"),
-               Paragraph("Commands that produced these numbers (training, then evaluation, then this report):")]
+    blocks += [
+        Heading("Configuration and commands"),
+        Table(header=["package", "version"], rows=[[k, v] for k, v in versions.items()], align="ll"),
+        Paragraph("Commands that produced these numbers (training, then evaluation, then this report):"),
+    ]
     commands = []
     for d in docs:
         config_path = Path(d["run"]) / "config.json"

@@ -27,7 +27,9 @@ def pm(summary: dict | None) -> str:
 
 
 def iqm_ci(summary: dict | None) -> str:
-    return "–" if not summary else f"{fmt(summary['iqm'])} [{fmt(summary['iqm_ci_low'])}, {fmt(summary['iqm_ci_high'])}]"
+    return (
+        "–" if not summary else f"{fmt(summary['iqm'])} [{fmt(summary['iqm_ci_low'])}, {fmt(summary['iqm_ci_high'])}]"
+    )
 
 
 def tasks_of(rows: list[dict]) -> list[str]:
@@ -41,8 +43,16 @@ def groups_of(rows: list[dict]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------------ tables
-TABLE1_HEADER = ["Task", "Method", "policies", "reward", "success (paper: during training)", "success (final policy)",
-                 "relative novelty (paper: / PPO novelty)", "relative novelty (/ PPO pairwise distance)"]
+TABLE1_HEADER = [
+    "Task",
+    "Method",
+    "policies",
+    "reward",
+    "success (paper: during training)",
+    "success (final policy)",
+    "relative novelty (paper: / PPO novelty)",
+    "relative novelty (/ PPO pairwise distance)",
+]
 """Table 1's columns; the paper's own definitions are labelled `paper` (docs/report.md)."""
 
 
@@ -61,31 +71,72 @@ def table1_blocks(stats: dict) -> list[Block]:
         for g in groups:
             c = cells.get((g, t))
             if c:
-                main.rows.append([t, g, str(c["n"]), pm(c["return"]), rate(c["success_rate"]),
-                                  rate(c.get("success_rate_final")), pm(c.get("relative_novelty_paper")),
-                                  pm(c["relative_novelty"])])
-    robust = Table(header=["Method", *[f"{t} reward IQM [95% CI]" for t in tasks], "normalised IQM [95% CI]",
-                           "policies"], rows=[])
+                main.rows.append(
+                    [
+                        t,
+                        g,
+                        str(c["n"]),
+                        pm(c["return"]),
+                        rate(c["success_rate"]),
+                        rate(c.get("success_rate_final")),
+                        pm(c.get("relative_novelty_paper")),
+                        pm(c["relative_novelty"]),
+                    ]
+                )
+    robust = Table(
+        header=["Method", *[f"{t} reward IQM [95% CI]" for t in tasks], "normalised IQM [95% CI]", "policies"], rows=[]
+    )
     aggregate = {a["group"]: a for a in stats["aggregate"]}
     for g in groups:
         per = [cells.get((g, t)) for t in tasks]
         a = aggregate.get(g)
         norm = f"{fmt(a['normalized_return_iqm'], 2)} [{fmt(a['ci_low'], 2)}, {fmt(a['ci_high'], 2)}]" if a else "–"
-        robust.rows.append([g, *[iqm_ci(c["return"]) if c else "–" for c in per], norm,
-                            " / ".join(str(c["n"]) if c else "0" for c in per)])
-    return [main, Paragraph("Interquartile mean (IQM) of the policies' returns with 95% bootstrap confidence "
-                            "intervals (percentile, 2000 resamples); the normalised column pools all tasks, each "
-                            "return divided by its task's success baseline (median PPO return), with a stratified "
-                            "bootstrap over tasks."), robust]
+        robust.rows.append(
+            [
+                g,
+                *[iqm_ci(c["return"]) if c else "–" for c in per],
+                norm,
+                " / ".join(str(c["n"]) if c else "0" for c in per),
+            ]
+        )
+    return [
+        main,
+        Paragraph(
+            "Interquartile mean (IQM) of the policies' returns with 95% bootstrap confidence "
+            "intervals (percentile, 2000 resamples); the normalised column pools all tasks, each "
+            "return divided by its task's success baseline (median PPO return), with a stratified "
+            "bootstrap over tasks."
+        ),
+        robust,
+    ]
 
 
 def novelty_table(stats: dict) -> Table:
-    table = Table(header=["Method", "Task", "policies", "relative novelty (paper)", "relative novelty (paper) IQM "
-                          "[95% CI]", "relative novelty (/ pairwise)", "state novelty"], rows=[], align="llrrrrr")
+    table = Table(
+        header=[
+            "Method",
+            "Task",
+            "policies",
+            "relative novelty (paper)",
+            "relative novelty (paper) IQM [95% CI]",
+            "relative novelty (/ pairwise)",
+            "state novelty",
+        ],
+        rows=[],
+        align="llrrrrr",
+    )
     for s in stats["per_task"]:
-        table.rows.append([s["group"], s["task"], str(s["n"]), pm(s.get("relative_novelty_paper")),
-                           iqm_ci(s.get("relative_novelty_paper")), pm(s["relative_novelty"]),
-                           pm(s["state_novelty"])])
+        table.rows.append(
+            [
+                s["group"],
+                s["task"],
+                str(s["n"]),
+                pm(s.get("relative_novelty_paper")),
+                iqm_ci(s.get("relative_novelty_paper")),
+                pm(s["relative_novelty"]),
+                pm(s["state_novelty"]),
+            ]
+        )
     return table
 
 
@@ -98,16 +149,37 @@ def goals_text(row: dict) -> str:
 
 def policy_table(rows: list[dict]) -> Table:
     maze = any(r.get("goal_from_right") is not None for r in rows)
-    header = ["Policy", "Method", "Task", "seed", "return", "novelty", "relative novelty (paper)",
-              "relative novelty (/ pairwise)", "state novelty", "best training eval", "success (paper)",
-              "success (final)"] + (["goal from (14.5, 8)", "goals (random starts)"] if maze else [])
+    header = [
+        "Policy",
+        "Method",
+        "Task",
+        "seed",
+        "return",
+        "novelty",
+        "relative novelty (paper)",
+        "relative novelty (/ pairwise)",
+        "state novelty",
+        "best training eval",
+        "success (paper)",
+        "success (final)",
+    ] + (["goal from (14.5, 8)", "goals (random starts)"] if maze else [])
     table = Table(header=header, rows=[], align="lllr" + "r" * 6 + "ll" + ("ll" if maze else ""))
     yes_no = {True: "yes", False: "no", None: "–"}
     for r in sorted(rows, key=lambda r: (group_sort_key(r["group"]), r["task"], r["name"])):
-        line = [f"{Path(r['run']).name}:{r['name']}", r["group"], r["task"], str(r["seed"]),
-                f"{fmt(r['return_mean'])} ± {fmt(r['return_std'])}", fmt(r["novelty"], 3),
-                fmt(r.get("relative_novelty_paper")), fmt(r["relative_novelty"]), fmt(r["state_novelty"]),
-                fmt(r["best_training_eval"]), yes_no[r["success"]], yes_no[r.get("success_final")]]
+        line = [
+            f"{Path(r['run']).name}:{r['name']}",
+            r["group"],
+            r["task"],
+            str(r["seed"]),
+            f"{fmt(r['return_mean'])} ± {fmt(r['return_std'])}",
+            fmt(r["novelty"], 3),
+            fmt(r.get("relative_novelty_paper")),
+            fmt(r["relative_novelty"]),
+            fmt(r["state_novelty"]),
+            fmt(r["best_training_eval"]),
+            yes_no[r["success"]],
+            yes_no[r.get("success_final")],
+        ]
         if maze:
             line += [r.get("goal_from_right") or "–", goals_text(r) if r.get("goal_from_right") else "–"]
         table.rows.append(line)
@@ -119,8 +191,7 @@ def fig2_panels(rows: list[dict]) -> dict[str, list[np.ndarray]]:
     """Fig. 2: per group (PPO references included), the maze trajectories from `FIG2_START`, in policy order."""
     panels: dict[str, list[np.ndarray]] = {}
     for g in groups_of(rows):
-        trajectories = [np.asarray(r["fig2_trajectory"]) for r in rows
-                        if r["group"] == g and r.get("fig2_trajectory")]
+        trajectories = [np.asarray(r["fig2_trajectory"]) for r in rows if r["group"] == g and r.get("fig2_trajectory")]
         if trajectories:
             panels[g] = trajectories
     return panels
@@ -143,8 +214,10 @@ def fig3_data(rows: list[dict]) -> dict[str, dict[str, tuple[np.ndarray, np.ndar
         for g in groups_of(rows):
             sel = [r for r in rows if r["task"] == t and r["group"] == g and r["relative_novelty"] is not None]
             if sel:
-                data.setdefault(t, {})[g] = (np.array([r["relative_novelty"] for r in sel]),
-                                             np.array([r["return_mean"] for r in sel]))
+                data.setdefault(t, {})[g] = (
+                    np.array([r["relative_novelty"] for r in sel]),
+                    np.array([r["return_mean"] for r in sel]),
+                )
     return data
 
 

@@ -38,10 +38,12 @@ class DistanceMatrix:
 def policy_order(rows: list[dict]) -> list[int]:
     """Indices of `rows` ordered by group (PPO, then the paper's method order, chains by threshold), then by position
     in the chain (k0, k1, ...), then name."""
+
     def key(i: int) -> tuple:
         r = rows[i]
         index = r["name"].rsplit("/k", 1)[-1] if "/k" in r["name"] else ""
         return (group_sort_key(r["group"]), int(index) if index.isdigit() else -1, r["name"], r["checkpoint"])
+
     return sorted(range(len(rows)), key=key)
 
 
@@ -62,8 +64,9 @@ def known_distances(checkpoints: list[str], docs: list[dict]) -> np.ndarray:
     return matrix
 
 
-def task_distances(task: str, rows: list[dict], docs: list[dict], cache: dict | None = None,
-                   log: Callable[[str], None] = print) -> DistanceMatrix:
+def task_distances(
+    task: str, rows: list[dict], docs: list[dict], cache: dict | None = None, log: Callable[[str], None] = print
+) -> DistanceMatrix:
     """The full D of a task's policies: the evaluations' entries, and the missing rows measured (`cache` shares the
     evaluation's measurements, keyed as `npsco.evaluation.evaluate.evaluate_run` keys them)."""
     mine = [r for r in rows if r["task"] == task]
@@ -85,8 +88,13 @@ def task_distances(task: str, rows: list[dict], docs: list[dict], cache: dict | 
             states = cache[key].states
             matrix[i] = everyone.distances(states, policies[i].mean_action(states)).mean(axis=0)
             matrix[i, i] = 0.0
-    return DistanceMatrix(task=task, labels=[r["name"] for r in mine], groups=[r["group"] for r in mine],
-                          checkpoints=checkpoints, matrix=matrix)
+    return DistanceMatrix(
+        task=task,
+        labels=[r["name"] for r in mine],
+        groups=[r["group"] for r in mine],
+        checkpoints=checkpoints,
+        matrix=matrix,
+    )
 
 
 def _max_episode_steps(run: str) -> int | None:

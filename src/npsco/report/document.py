@@ -90,8 +90,10 @@ def to_markdown(blocks: list[Block]) -> str:
             out.append(b.text)
         elif isinstance(b, Table):
             align = b.align or "l" + "r" * (len(b.header) - 1)
-            lines = ["| " + " | ".join(_md_cell(h) for h in b.header) + " |",
-                     "|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|"]
+            lines = [
+                "| " + " | ".join(_md_cell(h) for h in b.header) + " |",
+                "|" + "|".join(":---" if a == "l" else "---:" for a in align) + "|",
+            ]
             lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in b.rows]
             out.append("\n".join(lines))
         elif isinstance(b, Image):
@@ -144,9 +146,13 @@ def _inline(text: str) -> str:
 
 
 def _data_uri(path: Path) -> str:
-    mime = {".png": "image/png", ".gif": "image/gif", ".svg": "image/svg+xml", ".jpg": "image/jpeg",
-            ".mp4": "video/mp4"}.get(
-        path.suffix.lower(), "application/octet-stream")
+    mime = {
+        ".png": "image/png",
+        ".gif": "image/gif",
+        ".svg": "image/svg+xml",
+        ".jpg": "image/jpeg",
+        ".mp4": "video/mp4",
+    }.get(path.suffix.lower(), "application/octet-stream")
     return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
@@ -154,16 +160,21 @@ def _media(item: Image | Video, base: Path, embed: bool) -> str:
     """An <img> (images, GIF videos) or a muted, looping, autoplaying <video> (MP4), embedded or linked."""
     src = _data_uri(base / item.path) if embed else html.escape(item.path)
     if isinstance(item, Video) and not item.path.lower().endswith(".gif"):
-        return (f'<video src="{src}" title="{html.escape(item.alt)}" controls autoplay loop muted playsinline '
-                f'preload="auto"></video>')
+        return (
+            f'<video src="{src}" title="{html.escape(item.alt)}" controls autoplay loop muted playsinline '
+            f'preload="auto"></video>'
+        )
     return f'<img src="{src}" alt="{html.escape(item.alt)}">'
 
 
 def to_html(blocks: list[Block], title: str, base: str | Path, embed: bool = True) -> str:
     """The blocks as one HTML page; images are embedded (base64) from files under `base`, or linked (`embed=False`)."""
     base = Path(base)
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+    ]
     for b in blocks:
         if isinstance(b, Heading):
             out.append(f'<h{b.level} id="{slug(b.text)}">{_inline(b.text)}</h{b.level}>')
@@ -172,10 +183,15 @@ def to_html(blocks: list[Block], title: str, base: str | Path, embed: bool = Tru
         elif isinstance(b, Table):
             align = b.align or "l" + "r" * (len(b.header) - 1)
             cls = [' class="r"' if a == "r" else "" for a in align]
-            out.append("<table><thead><tr>" + "".join(f"<th{c}>{_inline(h)}</th>" for c, h in zip(cls, b.header, strict=True))
-                       + "</tr></thead><tbody>")
+            out.append(
+                "<table><thead><tr>"
+                + "".join(f"<th{c}>{_inline(h)}</th>" for c, h in zip(cls, b.header, strict=True))
+                + "</tr></thead><tbody>"
+            )
             for row in b.rows:
-                out.append("<tr>" + "".join(f"<td{c}>{_inline(v)}</td>" for c, v in zip(cls, row, strict=True)) + "</tr>")
+                out.append(
+                    "<tr>" + "".join(f"<td{c}>{_inline(v)}</td>" for c, v in zip(cls, row, strict=True)) + "</tr>"
+                )
             out.append("</tbody></table>")
         elif isinstance(b, (Image, Video)):
             caption = f"<figcaption>{_inline(b.caption)}</figcaption>" if b.caption else ""

@@ -82,8 +82,9 @@ def maze_trajectories_figure(panels: Mapping[str, Sequence[np.ndarray]], title: 
                 raise ValueError(f"trajectory {k} of {method!r} must be a non-empty (T, 2) array")
             ax.plot(positions[:, 0], positions[:, 1], color=_colour(k), linewidth=1.5)
             ax.plot(*positions[0], marker="o", color=_colour(k), markersize=6, markeredgecolor="black")
-            ax.plot(*positions[-1], marker="s", color=_colour(k), markersize=4, markeredgecolor="black",
-                    markeredgewidth=0.5)
+            ax.plot(
+                *positions[-1], marker="s", color=_colour(k), markersize=4, markeredgecolor="black", markeredgewidth=0.5
+            )
         ax.set_xlim(-margin, MAP_SIZE + margin)
         ax.set_ylim(-margin, MAP_SIZE + margin)
         ax.set_aspect("equal")
@@ -248,8 +249,9 @@ def group_spans(groups: Sequence[str]) -> list[tuple[str, int, int]]:
     return spans
 
 
-def distance_heatmap_figure(matrix: np.ndarray, labels: Sequence[str], groups: Sequence[str],
-                            title: str | None = None) -> Figure:
+def distance_heatmap_figure(
+    matrix: np.ndarray, labels: Sequence[str], groups: Sequence[str], title: str | None = None
+) -> Figure:
     """Heatmap of a distance matrix D (row i, column j: D[i, j]) between policies ordered by group.
 
     Lines separate the groups (``groups[i]`` is the group of policy i; equal groups must be adjacent) and each group is
@@ -271,16 +273,39 @@ def distance_heatmap_figure(matrix: np.ndarray, labels: Sequence[str], groups: S
         for i in range(n):
             for j in range(n):
                 if np.isfinite(matrix[i, j]):
-                    ax.text(j, i, f"{matrix[i, j]:.2g}", ha="center", va="center", fontsize=7,
-                            color="black" if matrix[i, j] > 0.6 * top else "white")
+                    ax.text(
+                        j,
+                        i,
+                        f"{matrix[i, j]:.2g}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="black" if matrix[i, j] > 0.6 * top else "white",
+                    )
     for name, start, end in group_spans(groups):
         if start > 0:
             ax.axhline(start - 0.5, color="white", linewidth=2.0)
             ax.axvline(start - 0.5, color="white", linewidth=2.0)
-        ax.annotate(name, xy=(-0.02, 1 - (start + end) / 2 / n), xycoords="axes fraction", ha="right", va="center",
-                    fontsize=9, fontweight="bold", xytext=(-60, 0), textcoords="offset points")
-        ax.annotate(name, xy=((start + end) / 2 / n, 1.01), xycoords="axes fraction", ha="center", va="bottom",
-                    fontsize=9, fontweight="bold")
+        ax.annotate(
+            name,
+            xy=(-0.02, 1 - (start + end) / 2 / n),
+            xycoords="axes fraction",
+            ha="right",
+            va="center",
+            fontsize=9,
+            fontweight="bold",
+            xytext=(-60, 0),
+            textcoords="offset points",
+        )
+        ax.annotate(
+            name,
+            xy=((start + end) / 2 / n, 1.01),
+            xycoords="axes fraction",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+            fontweight="bold",
+        )
     if title:
         ax.set_title(title, pad=22)
     return fig

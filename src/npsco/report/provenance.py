@@ -85,6 +85,7 @@ def shown(path: str | Path) -> str:
 
 def relative_command(command: str) -> str:
     """`command` with every argument that names an existing file or folder written as `shown` does."""
+
     def arg(a: str) -> str:
         return shown(a) if not a.startswith("-") and ("/" in a or Path(a).is_dir()) and Path(a).exists() else a
 
@@ -93,5 +94,9 @@ def relative_command(command: str) -> str:
 
 def portable(doc: dict) -> dict:
     """A run's evaluation document with its run, checkpoint paths and command as `shown` writes them."""
-    return {**doc, "run": shown(doc["run"]), "command": relative_command(doc["command"]),
-            "policies": [{**r, "run": shown(r["run"]), "checkpoint": shown(r["checkpoint"])} for r in doc["policies"]]}
+    return {
+        **doc,
+        "run": shown(doc["run"]),
+        "command": relative_command(doc["command"]),
+        "policies": [{**r, "run": shown(r["run"]), "checkpoint": shown(r["checkpoint"])} for r in doc["policies"]],
+    }

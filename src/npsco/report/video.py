@@ -54,9 +54,17 @@ def write_mp4(images: list[np.ndarray], path: Path, fps: float) -> None:
     frames = even_frames(images)
     h, w = frames[0].shape[:2]
     writer = imageio_ffmpeg.write_frames(
-        str(path), (w, h), fps=fps, codec="libx264", pix_fmt_in="rgb24", pix_fmt_out="yuv420p", quality=None,
-        macro_block_size=2, ffmpeg_log_level="error",
-        output_params=["-crf", "28", "-preset", "veryfast", "-movflags", "+faststart", "-f", "mp4"])
+        str(path),
+        (w, h),
+        fps=fps,
+        codec="libx264",
+        pix_fmt_in="rgb24",
+        pix_fmt_out="yuv420p",
+        quality=None,
+        macro_block_size=2,
+        ffmpeg_log_level="error",
+        output_params=["-crf", "28", "-preset", "veryfast", "-movflags", "+faststart", "-f", "mp4"],
+    )
     try:
         writer.send(None)
         for frame in frames:
