@@ -55,7 +55,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "maze-ipd": {
         "checkpoint": "5316582403acf9a7cbe44e0a74d7d73d4ac96242b6a7913099ebc1f15a1b3a9f",
-        "metrics": "726b2d25d30ebc7d1792025306490f99e772809cb5c3d789130332b1a0e4a674"
+        "metrics": "155a82a8d6e1d9b6e30ebc04fdfff83ee65e4952a8d63ab048e189c028deef09"
     },
     "maze-wsr": {
         "checkpoint": "b7c3da06234e564d40e70f0e556d3dbe594379396f377c014a4ae0fd36b95566",

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from npsco.algos.hooks import StepInfo
-from npsco.algos.ipd import IPD, ipd_cumulative_violation, ipd_instant_violation
-from npsco.algos.novelty_method import profile_at, warmup_threshold
+from npsco.algos.ipd import IPD, ipd_cumulative_violation, ipd_instant_violation, profile_at, warmup_threshold
 from npsco.algos.rollout import RolloutSummary
 from npsco.algos.trainer import Trainer
 from npsco.config import MAZE_ID, MethodConfig, preset
@@ -329,14 +328,18 @@ def test_discounted_tracker_matches_the_discounted_running_novelty(maze_policies
 def test_warmup_lets_every_episode_run_until_the_threshold_passes_the_novelty(maze_policies):
     # the reference is 0.3 away everywhere, r0 = 0.5 reached at half of 4 iterations: r0 = 0, 0.25, 0.5, 0.5
     trainer, ipd, _ = maze_trainer([maze_policies.const([0.3, 0.0])], r0=0.5, t_start=2, r0_warmup=0.5, iterations=4)
-    forced, r0_logged = [], []
+    forced, r0_logged, below = [], [], []
     for it in (1, 2, 3, 4):
         ipd.begin_iteration(it)
         buf = trainer.collect_rollout()
         forced.append(buf.summary.forced_ends)
-        r0_logged.append(ipd.iteration_metrics(buf.summary)["novelty/r0"])
+        metrics = ipd.iteration_metrics(buf.summary)
+        r0_logged.append(metrics["novelty/r0"])
+        below.append(metrics["novelty/below_r0_frac"])
     assert forced[0] == forced[1] == 0 and forced[2] > 0 and forced[3] > 0
     assert r0_logged == pytest.approx([0.0, 0.25, 0.5, 0.5])
+    # below the threshold the constraint applied, not the full r0: none while it is under 0.3
+    assert below[0] == below[1] == 0.0 and below[2] > 0 and below[3] > 0
 
 
 @pytest.mark.parametrize("profile,end_step", [([1.0, 1.0, 1.0], 2), ([1.0, 0.5, 1.0], 3), ([1.0, 0.5, 0.5], None)])
@@ -378,3 +381,13 @@ def test_a_profile_is_used_exactly_when_r0_profile_is_reference(maze_policies):
 def test_bad_threshold_settings_are_refused(settings, message):
     with pytest.raises(NpscoError, match=message):
         MethodConfig(**settings).validate()
+
+
+def test_only_ipd_takes_a_threshold_profile(maze_policies):
+    from npsco.algos import make_method
+
+    refs = ReferenceSet([maze_policies.const([0.0, 0.0])])
+    with pytest.raises(NpscoError, match="a threshold profile is IPD's alone"):
+        make_method(MethodConfig(method="wsr"), refs, 0.5, MAZE_ID, profile=np.ones(3))
+    ipd = make_method(MethodConfig(method="ipd", r0_profile="reference"), refs, 0.5, MAZE_ID, profile=np.ones(3))
+    assert isinstance(ipd, IPD) and ipd.metadata()["r0_profile_values"] == [1.0, 1.0, 1.0]

@@ -325,3 +325,15 @@ def test_tracker_refuses_no_references_and_unknown_metrics():
         NoveltyTracker(ReferenceSet([]), num_envs=1)
     with pytest.raises(NpscoError, match="unknown novelty metric"):
         NoveltyTracker(ReferenceSet([constant_policy([0.0])]), num_envs=1, metric="kl")
+
+
+def test_actions_and_distances_come_from_one_forward_pass_and_equal_the_separate_calls(maze_policies):
+    refs = ReferenceSet([maze_policies.step(), maze_policies.const([0.3, -0.2])])
+    obs = np.array([[3.0, 4.0], [12.0, 1.0], [8.5, 15.0]], np.float32)
+    action = np.array([[0.1, 0.2], [-0.5, 0.0], [1.0, 1.0]], np.float32)
+    actions, d = refs.actions_and_distances(obs, action)
+    np.testing.assert_array_equal(actions, refs.mean_actions(obs))
+    np.testing.assert_array_equal(d, refs.distances(obs, action))
+    tracker = NoveltyTracker(refs, num_envs=3, keep_actions=True)
+    tracker.update(obs, action)
+    np.testing.assert_array_equal(tracker.reference_actions, actions)

@@ -146,6 +146,7 @@ class CPO(NoveltyMethod):
 
     name = "cpo"
     streams = ("cost",)
+    keeps_reference_actions = True  # the direct term needs the nearest reference's action at each state
 
     def bind(self, setup: TrainingSetup) -> None:
         super().bind(setup)
@@ -166,7 +167,8 @@ class CPO(NoveltyMethod):
         self._cost_n += cost.size
         # what the direct term needs: the nearest reference's action (and std) at s_t, and a_t if it is compared
         nearest = d.argmin(axis=1)
-        self._nearest["actions"].append(self.references.mean_actions(step.obs)[nearest, np.arange(len(nearest))])
+        assert self.tracker is not None and self.tracker.reference_actions is not None  # keeps_reference_actions
+        self._nearest["actions"].append(self.tracker.reference_actions[nearest, np.arange(len(nearest))])
         assert self.references.std is not None  # a CPO run has references
         self._nearest["std"].append(self.references.std[nearest])
         self._nearest["executed"].append(step.action)

@@ -21,31 +21,19 @@ class NoveltyMethod(Method):
     novelty u_t = min_j mean_{t'<=t} d_j (N,); it also sets `self.constrained`, the (N,) mask of the envs whose
     episode is past t_S. Logged per iteration: `novelty/running_mean` (mean of u_t over the steps),
     `novelty/running_min` (min of u_t over steps after t_S), `novelty/episode_mean` (mean of u at the end of each
-    episode), `novelty/below_r0_frac` (fraction of steps after t_S with u_t < r0).
+    episode), `novelty/below_r0_frac` (fraction of steps after t_S with u_t below the step's threshold, `threshold`).
     """
 
-    def __init__(
-        self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str, profile: np.ndarray | None = None
-    ):
+    keeps_reference_actions = False
+    """Whether the tracker keeps the references' mean actions of the last step (`tracker.reference_actions`), for a
+    method that needs them besides the distances (CPO): no second forward pass of the references."""
+
+    def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str):
         if not (np.isfinite(r0) and r0 > 0):
             raise NpscoError(f"r0 must be a positive number, got {r0!r}")
         self.references, self.r0, self.config = references, float(r0), config
         self.t_start = config.t_start if config.t_start is not None else default_t_start(env_id)
-        if (config.r0_profile == "reference") != (profile is not None):
-            raise NpscoError(
-                "r0_profile=reference needs the references' distance profile (threshold.json, computed by "
-                "npsco population), and only then is a profile used"
-            )
-        self.profile = None if profile is None else np.asarray(profile, np.float64)
-        if self.profile is not None and (
-            self.profile.ndim != 1
-            or not self.profile.size
-            or not np.all(np.isfinite(self.profile))
-            or np.any(self.profile <= 0)
-        ):
-            raise NpscoError("the threshold profile must be a non-empty list of positive numbers")
         self.tracker: NoveltyTracker | None = None
-        self.iteration, self.num_iterations = 0, 1
         self._reset_stats()
 
     @classmethod
@@ -59,27 +47,23 @@ class NoveltyMethod(Method):
     ) -> NoveltyMethod:
         if r0 is None:
             raise NpscoError(f"method {config.method} needs a threshold r0")
-        return cls(references, r0, config, env_id, profile)
+        if profile is not None:
+            raise NpscoError(f"method {config.method} uses a constant r0: a threshold profile is IPD's alone")
+        return cls(references, r0, config, env_id)
 
     def bind(self, setup: TrainingSetup) -> None:
         self.references.check_compatible(setup.observation_space, setup.action_space, setup.env_id)
-        self.tracker = NoveltyTracker(self.references, setup.num_envs, self.config.metric, self.config.novelty_discount)
-        self.num_iterations = setup.num_iterations
-
-    def begin_iteration(self, iteration: int) -> None:
-        self.iteration = iteration
-
-    @property
-    def r0_now(self) -> float:
-        """The threshold of the current iteration: r0, or during `r0_warmup` its linear ramp from 0."""
-        return warmup_threshold(self.r0, self.config.r0_warmup, self.iteration, self.num_iterations)
+        self.tracker = NoveltyTracker(
+            self.references,
+            setup.num_envs,
+            self.config.metric,
+            self.config.novelty_discount,
+            self.keeps_reference_actions,
+        )
 
     def threshold(self, episode_step: np.ndarray) -> np.ndarray | float:
-        """The threshold at this step of each env's episode: `r0_now`, times the references' profile at that step
-        with `r0_profile=reference`."""
-        if self.profile is None:
-            return self.r0_now
-        return self.r0_now * profile_at(self.profile, episode_step)
+        """The threshold at this step of each env's episode: r0 (IPD's can vary with the iteration and the step)."""
+        return self.r0
 
     def novelty(self, step: StepInfo) -> tuple[np.ndarray, np.ndarray]:
         action = step.mean_action if self.config.novelty_action == "mean" else step.action
@@ -87,8 +71,10 @@ class NoveltyMethod(Method):
         assert self.tracker is not None, "bind() first"
         d, u = self.tracker.update(step.obs, action, std)
         self.constrained = step.episode_step > self.t_start  # the envs past t_S, where the constraint applies
-        # per step only keep u and where the constraint applies; the statistics are computed once per iteration
+        self.last_threshold = self.threshold(step.episode_step)
+        # per step only keep u, the threshold and where the constraint applies; the statistics come once per iteration
         self._u_steps.append(u)
+        self._threshold_steps.append(np.broadcast_to(self.last_threshold, u.shape))
         self._constrained_steps.append(self.constrained)
         self._last_u = u
         return d, u
@@ -100,43 +86,30 @@ class NoveltyMethod(Method):
 
     def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
         u = np.stack(self._u_steps) if self._u_steps else np.zeros((0, 0))
-        active = u[np.stack(self._constrained_steps)] if self._u_steps else u.ravel()
+        mask = np.stack(self._constrained_steps) if self._u_steps else np.zeros(u.shape, bool)
+        active = u[mask]
+        below = (u < np.stack(self._threshold_steps))[mask] if self._u_steps else active
         out = {
             "novelty/running_mean": float(u.mean()) if u.size else 0.0,
             "novelty/running_min": float(active.min()) if active.size else float("nan"),
             "novelty/episode_mean": float(np.mean(self._episode_u)) if self._episode_u else float("nan"),
-            "novelty/below_r0_frac": float((active < self.r0).mean()) if active.size else 0.0,
-            "novelty/r0": self.r0_now,
+            "novelty/below_r0_frac": float(below.mean()) if below.size else 0.0,
+            "novelty/r0": self.r0,
         }
         self._reset_stats()
         return out
 
     def _reset_stats(self) -> None:
         self._u_steps: list[np.ndarray] = []
+        self._threshold_steps: list[np.ndarray] = []
         self._constrained_steps: list[np.ndarray] = []
         self._episode_u: list[float] = []
         self._last_u = np.zeros(0)
 
     def metadata(self) -> dict[str, Any]:
-        out = {
+        return {
             **self.config.to_dict(),
             "r0": self.r0,
             "t_start": self.t_start,
             "references": list(self.references.names),
         }
-        if self.profile is not None:
-            out["r0_profile_values"] = [round(float(v), 5) for v in self.profile]
-        return out
-
-
-def warmup_threshold(r0: float, warmup: float, iteration: int, num_iterations: int) -> float:
-    """r0 at `iteration` (1-based) of `num_iterations` with a warm-up over the fraction `warmup` of training:
-    r0 * min(1, progress / warmup), progress = (iteration - 1) / num_iterations; r0 itself when `warmup` is 0."""
-    if warmup <= 0:
-        return r0
-    return r0 * min(1.0, max(0.0, (iteration - 1) / num_iterations / warmup))
-
-
-def profile_at(profile: np.ndarray, episode_step: np.ndarray) -> np.ndarray:
-    """rho(t) at each env's episode step t (1-based): `profile[t - 1]`, its last value beyond its end."""
-    return profile[np.minimum(np.asarray(episode_step), profile.size) - 1]

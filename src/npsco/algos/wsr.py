@@ -37,10 +37,8 @@ class WSR(NoveltyMethod):
 
     name = "wsr"
 
-    def __init__(
-        self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str, profile: np.ndarray | None = None
-    ):
-        super().__init__(references, r0, config, env_id, profile)
+    def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str):
+        super().__init__(references, r0, config, env_id)
         self.weight = config.wsr_weight if config.wsr_weight is not None else default_wsr_weight(env_id)
         self._bonus_sum, self._bonus_n = 0.0, 0
 

@@ -190,17 +190,33 @@ class ReferenceSet:
         the closed-form W2 between diagonal Gaussians (paper Sec. 3.1); needs the new policy's `std` (A,).
         The result is the transpose of a C-contiguous (M, N) array.
         """
-        if metric == "wasserstein2" and std is None:
-            raise ValueError("the wasserstein2 metric needs the new policy's std")
-        if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
-        diff = self._mean_actions_t(np.asarray(obs, np.float32))  # a fresh (M, A, N) array: work in place
+        _check_metric(metric, std)
+        return self._distances(self._mean_actions_t(np.asarray(obs, np.float32)), action, std, metric)
+
+    def actions_and_distances(
+        self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None, metric: str = "deterministic"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The references' mean actions (M, N, A) at `obs` and `distances(obs, action, std, metric)`, from one
+        forward pass of the references."""
+        _check_metric(metric, std)
+        actions_t = self._mean_actions_t(np.asarray(obs, np.float32))
+        return actions_t.transpose(0, 2, 1), self._distances(actions_t.copy(), action, std, metric)
+
+    def _distances(self, diff: np.ndarray, action: np.ndarray, std: np.ndarray | None, metric: str) -> np.ndarray:
+        """`distances` from the references' (M, A, N) mean actions `diff`, a fresh array it works in."""
         diff -= np.asarray(action).T
         sq = np.vecdot(diff, diff, axis=1)  # type: ignore[call-overload]  # (M, N); numpy's stubs lack gufunc `axis`
         if metric == "wasserstein2":
-            assert std is not None  # checked above
+            assert std is not None  # checked by _check_metric
             sq += ((self.std - std[None]) ** 2).sum(-1)[:, None]
         return np.sqrt(sq, out=sq).T
+
+
+def _check_metric(metric: str, std: np.ndarray | None) -> None:
+    if metric == "wasserstein2" and std is None:
+        raise ValueError("the wasserstein2 metric needs the new policy's std")
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
 
 
 def _describe(space: gym.spaces.Box) -> str:
@@ -217,7 +233,14 @@ class NoveltyTracker:
     `discount` g < 1 the mean is weighted by g^(t - t'): the past fades (`npsco.novelty.metrics.running_novelty`).
     """
 
-    def __init__(self, references: ReferenceSet, num_envs: int, metric: str = "deterministic", discount: float = 1.0):
+    def __init__(
+        self,
+        references: ReferenceSet,
+        num_envs: int,
+        metric: str = "deterministic",
+        discount: float = 1.0,
+        keep_actions: bool = False,
+    ):
         if len(references) == 0:
             raise NpscoError("novelty needs at least one reference policy")
         if metric not in METRICS:
@@ -225,6 +248,9 @@ class NoveltyTracker:
         if not 0 < discount <= 1:
             raise NpscoError(f"the novelty discount must be in (0, 1], got {discount!r}")
         self.references, self.metric, self.discount = references, metric, float(discount)
+        self.keep_actions = keep_actions
+        self.reference_actions: np.ndarray | None = None
+        """With `keep_actions`: the references' (M, N, A) mean actions at the last step's observations."""
         self._sums = np.zeros((len(references), num_envs))  # (M, N): what distances() computes, without a transpose
         self.counts = np.zeros(num_envs)
 
@@ -236,7 +262,10 @@ class NoveltyTracker:
     def update(
         self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        d = self.references.distances(obs, action, std, self.metric)
+        if self.keep_actions:
+            self.reference_actions, d = self.references.actions_and_distances(obs, action, std, self.metric)
+        else:
+            d = self.references.distances(obs, action, std, self.metric)
         if self.discount != 1.0:  # weights g^(t - t'): scale the past by g before adding this step with weight 1
             self._sums *= self.discount
             self.counts *= self.discount
