@@ -282,9 +282,18 @@ METHODS: tuple[str, ...] = tuple(_REGISTRY)
 """The method names, plain PPO first, from the registry `npsco.algos.METHODS`."""
 
 
+METRICS = ("deterministic", "wasserstein2")
+"""The per-state distances between policies (`npsco.novelty.metrics`)."""
+IPD_ONLY = ("r0_warmup", "r0_profile")
+"""MethodConfig fields that only IPD reads, besides the `ipd_*` ones."""
+
+
 def method_reads(method: str, key: str) -> bool:
     """Whether `method` reads the MethodConfig field `key`: a field named after a method (`ipd_*`, `wsr_*`, `tnb_*`,
-    `ctnb_*`, `cpo_*`) belongs to that method alone (`tnb_*` to CTNB too); the others to every novelty method."""
+    `ctnb_*`, `cpo_*`) belongs to that method alone (`tnb_*` to CTNB too), as do the `IPD_ONLY` fields; the others
+    to every novelty method."""
+    if key in IPD_ONLY:
+        return method == "ipd"
     owner = key.split("_")[0]
     if owner not in METHODS[1:]:
         return True
@@ -367,7 +376,7 @@ class MethodConfig:
                 f"default threshold with --r0-scale (npsco population) or r0_scales (sweep grids)",
             ),
             (self.t_start is None or self.t_start >= 0, "t_start must be >= 0"),
-            (self.metric in ("deterministic", "wasserstein2"), f"unknown metric {self.metric!r}"),
+            (self.metric in METRICS, f"unknown metric {self.metric!r}; choose one of {', '.join(METRICS)}"),
             (self.novelty_action in ("mean", "sample"), "novelty_action must be mean or sample"),
             (self.ipd_rule in ("instant", "cumulative"), "ipd_rule must be instant or cumulative"),
             (self.ipd_slack >= 0, "ipd_slack must be >= 0"),
@@ -375,7 +384,7 @@ class MethodConfig:
             (0 <= self.r0_warmup <= 1, "r0_warmup must be in [0, 1] (a fraction of the training budget)"),
             (self.r0_profile in ("constant", "reference"), "r0_profile must be constant or reference"),
             (
-                self.method in ("ipd", "ppo") or (self.r0_warmup == 0 and self.r0_profile == "constant"),
+                self.method == "ipd" or (self.r0_warmup == 0 and self.r0_profile == "constant"),
                 f"r0_warmup and r0_profile are IPD settings; method {self.method} uses a constant r0",
             ),
             (self.wsr_shape in ("linear", "exp", "neg_exp"), "wsr_shape must be linear, exp or neg_exp"),
@@ -404,7 +413,8 @@ def default_t_start(env_id: str) -> int:
 def default_r0_scale(env_id: str) -> float:
     """The task's default threshold as a multiple of r0_default (the references' mean pairwise distance), used when
     none is given: 0.5 on every task, the multiple with which IPD did best on Hopper and the maze (the measurements:
-    docs/methods/ipd.md, "The threshold"; benchmarks/results/hopper_ipd_half.md, maze_fig2_starts.md)."""
+    docs/methods/ipd.md, "The threshold"; benchmarks/results/hopper_ipd_half.md, maze_fig2_starts.md). The same on
+    every task today; `env_id` keeps a per-task default possible (the maze's was 1 until 2026-11-26)."""
     return 0.5
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from npsco.algos import make_method
 from npsco.algos.hooks import Method
 from npsco.algos.trainer import Trainer
+from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, read_json
 from npsco.manifest import Chain, Member, check_borrowed
@@ -94,10 +95,29 @@ class PopulationSnapshot:
         member.references = [m.name for m in prior]
         member.threshold = threshold_of(self.config, self.r0_default, member)
         refs = ReferenceSet([self.policy(m) for m in prior], member.references)
-        profile = None
-        if self.config.method.r0_profile == "reference":
-            profile = np.asarray(read_json(self.out / "threshold.json")["profile"])
-        return make_method(self.config.method, refs, member.threshold, self.config.ppo.env_id, profile)
+        return make_method(self.config.method, refs, member.threshold, self.config.ppo.env_id, self.threshold_profile())
+
+    def threshold_profile(self) -> np.ndarray | None:
+        """With `r0_profile=reference`, the references' threshold profile from `threshold.json`; else None. Refuses a
+        default threshold that was computed in another metric than the run's (a run started before npsco computed
+        it in the method's metric) or without a profile."""
+        path, method = self.out / "threshold.json", self.config.method
+        if method.r0 is not None or not path.exists():  # an absolute r0: no default threshold
+            return None
+        threshold = read_json(path)
+        if threshold.get("metric", "deterministic") != method.metric:
+            raise NpscoError(
+                f"{path}: the default threshold was computed with the {threshold.get('metric', 'deterministic')} "
+                f"metric, this run uses {method.metric}; delete threshold.json (and the novel policies) to recompute it"
+            )
+        if method.r0_profile != "reference":
+            return None
+        if not threshold.get("profile"):
+            raise NpscoError(
+                f"{path} holds no threshold profile (written by an older npsco, or r0 is 0); r0_profile=reference "
+                "needs one: delete threshold.json (and the novel policies) to recompute it"
+            )
+        return np.asarray(threshold["profile"], np.float64)
 
     def train(self, member: Member, progress: bool = False) -> Member:
         """Train `member` from scratch with its seed (an earlier attempt's folder is deleted first), then evaluate it

@@ -552,3 +552,34 @@ def test_a_job_trains_without_writing_the_manifest_and_the_population_records_it
     assert (pop.out / "refs" / "ref0" / "policy.safetensors").exists() and pop.members[0].status == "pending"
     pop.finished(Job(key="ref0", fn=train_member_job, args=(), label="ref0"), record)
     assert manifest(pop.out)["members"][0] == record
+
+
+def test_a_threshold_of_another_metric_or_without_a_profile_is_refused_on_resume(tmp_path, capsys):
+    out = tmp_path / "pop"
+    args = [*TINY, "--novel", "1", "--r0-scale", "1", "--out", str(out)]
+    assert main(args) == 0
+    path = out / "threshold.json"
+    th = json.loads(path.read_text())
+    # a run whose threshold was computed in another metric (by an npsco older than the method's metric rule), resumed
+    # with its novel policy still to train
+    manifest_data = json.loads((out / "manifest.json").read_text())
+    for m in manifest_data["members"]:
+        if m["role"] == "novel":
+            m["status"] = "pending"
+    (out / "manifest.json").write_text(json.dumps(manifest_data))
+    path.write_text(json.dumps({**th, "metric": "wasserstein2"}))
+    assert main(args) == 2
+    assert "computed with the wasserstein2 metric, this run uses deterministic" in capsys.readouterr().err
+    # r0_profile=reference with a threshold.json without a profile
+    other = tmp_path / "profile"
+    pargs = [*TINY, "--novel", "1", "--r0-scale", "1", "--mset", "r0_profile=reference", "--out", str(other)]
+    assert main(pargs) == 0
+    data = json.loads((other / "manifest.json").read_text())
+    for m in data["members"]:
+        if m["role"] == "novel":
+            m["status"] = "pending"
+    (other / "manifest.json").write_text(json.dumps(data))
+    stripped = {k: v for k, v in json.loads((other / "threshold.json").read_text()).items() if k != "profile"}
+    (other / "threshold.json").write_text(json.dumps(stripped))
+    assert main(pargs) == 2
+    assert "holds no threshold profile" in capsys.readouterr().err

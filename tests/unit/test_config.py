@@ -253,3 +253,11 @@ def test_method_reads_its_own_knobs_and_the_shared_ones():
     assert not method_reads("ppo", "cpo_max_kl") and not method_reads("wsr", "ipd_rule")
     assert method_reads("wsr", "wsr_weight") and method_reads("cpo", "cpo_damping") and method_reads("ipd", "ipd_slack")
     assert all(method_reads(m, k) for m in ("ppo", "ipd", "tnb") for k in ("method", "r0", "t_start", "metric"))
+
+
+def test_the_ipd_only_threshold_settings_are_read_by_ipd_alone():
+    from npsco.config import method_reads
+
+    for key in ("r0_warmup", "r0_profile", "ipd_rule"):
+        assert method_reads("ipd", key) and not method_reads("wsr", key) and not method_reads("cpo", key)
+    assert method_reads("wsr", "novelty_discount") and method_reads("tnb", "metric")

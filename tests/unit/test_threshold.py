@@ -56,3 +56,14 @@ def test_unknown_metric_is_refused(maze_policies):
     const_policy = maze_policies.const
     with pytest.raises(NpscoError, match="unknown novelty metric"):
         default_threshold([const_policy([0.0, 0.0]), const_policy([0.1, 0.0])], episodes=1, metric="l1")
+
+
+def test_the_matrix_is_the_pairwise_distance_matrix_of_the_visited_states(maze_policies):
+    from npsco.novelty.metrics import pairwise_distance_matrix
+    from npsco.novelty.threshold import visited_states
+
+    policies = [maze_policies.step(), maze_policies.const([1.0, 0.0]), maze_policies.const([0.2, 0.5])]
+    th = default_threshold(policies, episodes=4, seed=2)
+    states = [visited_states(p, 4, 2) for p in policies]
+    expected = pairwise_distance_matrix([p.mean_action for p in policies], states)
+    np.testing.assert_allclose(th.matrix, expected, rtol=1e-6)

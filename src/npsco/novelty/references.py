@@ -14,11 +14,10 @@ from collections.abc import Sequence
 import gymnasium as gym
 import numpy as np
 
+from npsco.config import METRICS
 from npsco.errors import NpscoError
 from npsco.novelty import _kernels
 from npsco.policy import OBS_NORM_EPS, Policy
-
-METRICS = ("deterministic", "wasserstein2")
 
 
 class _Group:

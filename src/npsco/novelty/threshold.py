@@ -9,12 +9,12 @@ from typing import cast
 
 import numpy as np
 
+from npsco.config import METRICS
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.novelty.metrics import (
     Metric,
     mean_pairwise_distance,
-    pairwise_distance_matrix,
     per_state_distance,
     running_mean,
 )
@@ -119,22 +119,27 @@ def default_threshold(
     with the profile rho(t) of their running pairwise distance (`discount`: that of the running mean)."""
     if len(policies) < 2:
         raise NpscoError(f"the default threshold needs at least 2 policies, got {len(policies)}")
-    if metric not in ("deterministic", "wasserstein2"):
-        raise NpscoError(f"unknown novelty metric {metric!r}")
+    if metric not in METRICS:
+        raise NpscoError(f"unknown novelty metric {metric!r}; choose one of {', '.join(METRICS)}")
     known = cast(Metric, metric)
     env_ids = {p.metadata.get("env_id") for p in policies}
     if len(env_ids) > 1:
         raise NpscoError(f"policies come from different environments: {', '.join(sorted(map(str, env_ids)))}")
     episodes_of = [visited_episodes(p, episodes, seed, max_episode_steps) for p in policies]
     acts = [policy_actions(p, metric) for p in policies]
-    matrix = pairwise_distance_matrix(acts, [np.concatenate(e, axis=0) for e in episodes_of], known)
+    # D(i, j) = the mean of the per-state distances over i's states; each episode's distances also feed the profile
+    n = len(policies)
+    matrix, pairs = np.zeros((n, n)), []
+    for i in range(n):
+        own = [acts[i](states) for states in episodes_of[i]]
+        for j in range(n):
+            if j != i:
+                per_episode = [
+                    per_state_distance(a, acts[j](e), known) for a, e in zip(own, episodes_of[i], strict=True)
+                ]
+                matrix[i, j] = float(np.concatenate(per_episode).mean())
+                pairs.append(per_episode)
     r0 = float(mean_pairwise_distance(matrix))
-    pairs = [
-        [per_state_distance(acts[i](e), acts[j](e), known) for e in episodes_of[i]]
-        for i in range(len(policies))
-        for j in range(len(policies))
-        if i != j
-    ]
     profile = distance_profile(pairs, discount) / r0 if r0 > 0 else None
     names = list(names) if names is not None else [f"policy{i}" for i in range(len(policies))]
     return Threshold(
