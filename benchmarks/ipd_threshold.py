@@ -111,7 +111,7 @@ def diagnose(replicate: str, tasks: list[str]) -> None:
     from npsco.config import preset
     from npsco.evaluation import run_episodes
     from npsco.io import atomic_write_json
-    from npsco.novelty.metrics import per_state_distance, running_mean
+    from npsco.novelty.metrics import per_state_distance, running_novelty
     from npsco.novelty.threshold import default_threshold, policy_actions
     from npsco.policy import load_policy
 
@@ -142,7 +142,7 @@ def diagnose(replicate: str, tasks: list[str]) -> None:
                     ("w2", (mean, np.broadcast_to(policy.action_std, mean.shape)), "wasserstein2"),
                 ):
                     d = np.stack([per_state_distance(own, policy_actions(r, metric)(states), metric) for r in refs], 1)
-                    u = running_mean(d).min(1)
+                    u = running_novelty(d)
                     row[name] = float(u[t_check - 1] / th[metric].r0) if len(states) >= t_check else None
                 fresh.append(row)
         # 2. the references against each other: running novelty along their own deterministic episodes
@@ -152,7 +152,7 @@ def diagnose(replicate: str, tasks: list[str]) -> None:
             others = [o for j, o in enumerate(refs) if j != i]
             for states in ref_eps[i]:
                 d = np.stack([per_state_distance(r.mean_action(states), o.mean_action(states)) for o in others], 1)
-                u = running_mean(d).min(1)
+                u = running_novelty(d)
                 cut += bool(np.any(u[t_check - 1 :] < th["deterministic"].r0))
         profile = th["deterministic"].profile
         for t in (t_check, 50, 100, 200, 500, 1000):
