@@ -8,6 +8,7 @@ from PIL import Image as PILImage
 from npsco.errors import NpscoError
 from npsco.report import video
 from npsco.report.behaviour import fit_frame
+from npsco.report.build import behaviour_blocks
 from npsco.report.distances import known_distances, policy_order
 from npsco.report.document import Heading, Image, Row, Video, to_html, to_markdown
 from npsco.report.figures import distance_heatmap_figure, group_spans
@@ -139,3 +140,26 @@ def test_distance_heatmap_figure():
     assert sum(t.get_text() == "2" for t in ax.texts) == 1  # the cell values are written in
     with pytest.raises(ValueError):
         distance_heatmap_figure(m, ["a", "b"], ["g", "g"])
+
+
+def test_a_stem_with_a_dot_keeps_it_in_the_video_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(video, "mp4_available", lambda: False)
+    path = video.save_video(frames(3), tmp_path / "maze__ipd__ipd-r0x0.5-k1", fps=5)
+    assert path.name == "maze__ipd__ipd-r0x0.5-k1.gif" and path.exists()
+
+
+def test_every_policy_of_a_chain_gets_its_own_filmstrip_and_video(tmp_path, maze_policies):
+    # chains at r0 x 0.5: the policies' names hold a dot, which must not be taken for a file suffix
+    rows = []
+    for k, action in enumerate(([1.0, 0.0], [0.0, 1.0])):
+        policy = maze_policies.const(np.array(action, np.float32))
+        policy.metadata.update(method="ipd", seed=k)
+        checkpoint = policy.save(tmp_path / f"k{k}.safetensors")
+        name = f"ipd-r0x0.5/k{k}"
+        rows.append({**row(name, "ipd", "runs/ipd", str(checkpoint)), "seed": k, "goal_from_right": "right"})
+    blocks = behaviour_blocks(rows, tmp_path / "report", seed=0, videos="gif", limit=None, log=lambda line: None)
+    written = sorted(p.name for p in (tmp_path / "report" / "figures" / "behaviour").iterdir())
+    stems = [f"T__ipd__ipd-r0x0.5-k{k}" for k in (0, 1)]
+    assert written == sorted(f"{s}.{suffix}" for s in stems for suffix in ("gif", "png"))
+    shown = [b.items[0].path for b in blocks if isinstance(b, Row)]
+    assert shown == [f"figures/behaviour/{s}.gif" for s in stems]

@@ -114,9 +114,10 @@ def _task_behaviour(
             frames = episode_frames(
                 policy, n_frames, every, seed=seed, start=start, clip_every=clip_every if video_format else None
             )
+            # the stem keeps its dots (a chain at r0 x 0.5): the suffix is appended, not put in place of a "suffix"
             stem = out / "figures" / "behaviour" / _safe(f"{task}__{Path(r['run']).name}__{r['name']}")
             columns = -(-n_frames // 2) if video_format else n_frames  # two rows beside a video: neither is tiny
-            path = save_image(filmstrip_image(frames, columns=columns), stem.with_suffix(".png"))
+            path = save_image(filmstrip_image(frames, columns=columns), stem.with_name(f"{stem.name}.png"))
             where = f"from {FIG2_START}" if maze else f"env seed {seed}"
             end = f", episode ended at step {frames.steps[-1]}" if frames.ended else ""
             caption = (

@@ -76,11 +76,13 @@ def write_mp4(images: list[np.ndarray], path: Path, fps: float) -> None:
 
 
 def save_video(images: list[np.ndarray], path_stem: str | os.PathLike, fps: float, fmt: str = "auto") -> Path:
-    """Write frames as `PATH_STEM.mp4` or `PATH_STEM.gif` (see `resolve_format`), atomically; returns the path."""
+    """Write frames as `PATH_STEM.mp4` or `PATH_STEM.gif` (see `resolve_format`), atomically; returns the path. A dot
+    in the stem stays (`ipd-r0x0.5-k1` -> `ipd-r0x0.5-k1.gif`): it is not taken for a suffix."""
     if not images:
         raise ValueError("no frames")
     fmt = resolve_format(fmt)
-    path = Path(path_stem).with_suffix(f".{fmt}")
+    stem = Path(path_stem)
+    path = stem.with_name(f"{stem.name}.{fmt}")
     if fmt == "gif":
         return save_animation(images, path, fps=fps)
     path.parent.mkdir(parents=True, exist_ok=True)
