@@ -6,7 +6,8 @@ import pytest
 from PIL import Image as PILImage
 
 from npsco.errors import NpscoError
-from npsco.report import video
+from npsco.evaluation.measure import measure_policy
+from npsco.report import distances, video
 from npsco.report.behaviour import fit_frame
 from npsco.report.build import behaviour_blocks
 from npsco.report.distances import known_distances, policy_order
@@ -130,6 +131,28 @@ def test_known_distances_merges_the_runs_and_leaves_cross_run_pairs_unknown():
     m = known_distances(order, [ipd, wsr])
     expected = np.array([[0, 1.0, 2.0, 4.0], [1.5, 0, 2.5, 4.5], [3.0, 3.5, 0, np.nan], [5.0, 5.5, np.nan, 0]])
     np.testing.assert_array_equal(m, expected)
+
+
+def test_the_heatmap_reuses_the_evaluations_measurements_of_relative_checkpoints(tmp_path, monkeypatch, maze_policies):
+    # two runs, one policy each: the pair meets in no run, so both rows are measured, unless the evaluation's cache
+    # (keyed by the resolved checkpoint, as evaluate_run keys it) already holds them
+    monkeypatch.chdir(tmp_path)
+    rows, docs, cache = [], [], {}
+    for run, action in (("a", [1.0, 0.0]), ("b", [0.0, 1.0])):
+        policy = maze_policies.const(np.array(action, np.float32))
+        policy.metadata.update(method="ppo", seed=0)
+        checkpoint = policy.save(tmp_path / run / "policy.safetensors")
+        cache[(str(checkpoint.resolve()), 2, 0)] = measure_policy(policy, 2, 0)
+        r = row(f"{run}0", "ppo" if run == "a" else "ipd", run, f"{run}/policy.safetensors")  # relative, as portable()
+        rows.append(r)
+        docs.append({"run": run, "settings": {"episodes": 2, "seed": 0}, "policies": [r]})
+
+    def measure_again(*args):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(distances, "measure_policy", measure_again)
+    d = distances.task_distances("T", rows, docs, cache, log=lambda line: None)
+    assert d.labels == ["a0", "b0"] and d.matrix[0, 1] == pytest.approx(np.sqrt(2.0))
 
 
 def test_distance_heatmap_figure():

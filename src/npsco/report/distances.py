@@ -82,7 +82,7 @@ def task_distances(
         settings = {d["run"]: (d["settings"]["episodes"], d["settings"]["seed"]) for d in docs}
         for i in missing:
             episodes, seed = settings[mine[i]["run"]]
-            key = (checkpoints[i], episodes, seed)
+            key = (str(Path(checkpoints[i]).resolve()), episodes, seed)  # the rows' paths are relative (portable)
             if key not in cache:
                 cache[key] = measure_policy(policies[i], episodes, seed, _max_episode_steps(mine[i]["run"]))
             states = cache[key].states
