@@ -31,7 +31,7 @@ class ExtraStream(Method):
         return StepOutcome(streams={"novelty": np.sin(step.obs[:, 0]).astype(np.float32)})
 
 
-def maze_trainer(method=None, **overrides) -> Trainer:
+def maze_trainer(method=None, trainer_class=Trainer, **overrides) -> Trainer:
     base = dict(
         env_id=MAZE_ID,
         num_envs=8,
@@ -45,7 +45,7 @@ def maze_trainer(method=None, **overrides) -> Trainer:
         seed=3,
     )
     base.update(overrides)
-    return Trainer(PPOConfig(**base), method, tensorboard=False)
+    return trainer_class(PPOConfig(**base), method, tensorboard=False)
 
 
 def flat_grads(params) -> np.ndarray:
@@ -190,6 +190,21 @@ def test_falls_back_to_torch_with_a_warning_when_the_optimiser_is_not_adam():
     with pytest.warns(UserWarning, match="update_backend=numpy: the optimiser is not torch.optim.Adam"):
         out = tr.ppo_update(batch)
     assert np.isfinite(out["losses/policy_loss"]) and not np.allclose(params_vector(tr), before)
+
+
+def test_a_trainer_that_overrides_critic_loss_gets_the_torch_update():
+    calls = []
+
+    class OwnCriticLoss(Trainer):
+        def critic_loss(self, batch, mb, obs=None):
+            calls.append(len(mb))
+            return 2.0 * super().critic_loss(batch, mb, obs)
+
+    tr = maze_trainer(trainer_class=OwnCriticLoss)
+    batch = tr.compute_advantages(tr.collect_rollout())
+    with pytest.warns(UserWarning, match="update_backend=numpy: the trainer overrides critic_loss"):
+        tr.ppo_update(batch)
+    assert calls == [64] * tr.cfg.num_minibatches * tr.cfg.update_epochs  # the overridden loss trained the critic
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])

@@ -246,10 +246,15 @@ class Trainer:
         `cfg.update_backend` chooses the implementation: `numpy` (`NumpyPPOUpdate`: the same minibatches, losses,
         gradient clipping and Adam state as the torch loop, equal up to float32 rounding) or `torch`
         (`ppo_update_torch`). An agent or optimiser that the numpy update cannot handle runs the torch loop, with a
-        warning (once per trainer).
+        warning (once per trainer); so does a trainer whose `critic_loss` is overridden (the numpy update computes the
+        built-in one).
         """
         if self.cfg.update_backend == "numpy":
-            reason = NumpyPPOUpdate.unsupported(self.agent, self.optimizer, self.streams)
+            reason = (
+                "the trainer overrides critic_loss"
+                if type(self).critic_loss is not Trainer.critic_loss
+                else NumpyPPOUpdate.unsupported(self.agent, self.optimizer, self.streams)
+            )
             if reason is None:
                 return NumpyPPOUpdate(self.cfg, self.agent, self.optimizer, self.streams).run(
                     batch, self.minibatches, advantage_stream
