@@ -323,10 +323,13 @@ def experiment_grid(
         "refs": refs,
         "novel": novel,
         "preset": preset_name,
-        "ppo": dict(item.split("=", 1) for item in overrides if "=" in item),
+        "ppo": {},
     }
-    if len(grid["ppo"]) != len(overrides):
-        raise NpscoError("--set expects key=value")
+    for item in overrides:  # a key given twice: the later value wins, as in `npsco population`
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise NpscoError(f"--set expects key=value, got {item!r}")
+        grid["ppo"][key] = value
     if steps is not None:
         grid["steps"] = steps
     if ablation:

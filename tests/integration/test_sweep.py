@@ -297,3 +297,16 @@ def test_every_tasks_references_are_offered_before_any_methods_jobs(tmp_path, mo
         "Pendulum-v1/ipd",
         "Pendulum-v1/wsr",
     ]
+
+
+def test_experiment_takes_a_repeated_set_as_population_does_the_later_wins():
+    from npsco.grid import experiment_grid
+
+    def lr(overrides):
+        grid = experiment_grid(["npsco/FourRewardMaze-v0"], ["ipd"], 2, 1, overrides=overrides)
+        return {s.config.ppo.learning_rate for s in plan(grid)}
+
+    assert lr(["learning_rate=1e-3", "learning_rate=2e-3"]) == {2e-3}
+    assert lr(["learning_rate=1e-3", "num_envs=4", "learning_rate=3e-3"]) == {3e-3}
+    with pytest.raises(NpscoError, match="--set expects key=value, got 'learning_rate'"):
+        lr(["num_envs=4", "learning_rate"])
