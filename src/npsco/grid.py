@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from npsco.algos.registry import NOVELTY_METHODS
-from npsco.config import METHODS, PRESETS, MethodConfig, PPOConfig, apply_overrides, default_r0_scale, preset
-from npsco.envs.make import check_env_id, with_package
+from npsco.config import METHODS, PRESETS, MethodConfig, apply_overrides, default_r0_scale
+from npsco.envs.make import with_package
 from npsco.errors import NpscoError
 from npsco.population_config import PopulationConfig
 from npsco.population_jobs import chains_of
+from npsco.settings import ppo_settings
 from npsco.tasks import task_name
 
 GRID_KEYS = (
@@ -243,16 +244,12 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
 
     specs: list[PopulationSpec] = []
     for env in grid.tasks:
-        with checked(f"task {env!r}"):
-            check_env_id(env)
         task_table = dict(grid.task.get(env, {}))
         steps = task_table.pop("steps", grid.steps)
         task_method = task_table.pop("method", {})
-        sets = [f"seed={grid.seed}"] + ([f"total_timesteps={int(steps)}"] if steps is not None else [])
-        sets += _settings(grid.ppo, _PPO_FIXED, fail, "ppo")
-        sets += _settings(task_table, _PPO_FIXED, fail, f'task."{env}"')
-        with checked(f"task {env!r}"):
-            ppo: PPOConfig = apply_overrides(preset(env, grid.preset), sets).validate()
+        sets = _settings(grid.ppo, _PPO_FIXED, fail, "ppo") + _settings(task_table, _PPO_FIXED, fail, f'task."{env}"')
+        with checked(f"task {env!r}"):  # as `npsco population` checks it: the task made once, the env backend
+            ppo = ppo_settings(env, grid.preset, grid.seed, None if steps is None else int(steps), overrides=sets)
         refs_path = f"{task_name(env)}/ppo"
         refs_config = PopulationConfig(
             ppo=ppo,

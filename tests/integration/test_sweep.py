@@ -310,3 +310,13 @@ def test_experiment_takes_a_repeated_set_as_population_does_the_later_wins():
     assert lr(["learning_rate=1e-3", "num_envs=4", "learning_rate=3e-3"]) == {3e-3}
     with pytest.raises(NpscoError, match="--set expects key=value, got 'learning_rate'"):
         lr(["num_envs=4", "learning_rate"])
+
+
+def test_a_grid_is_checked_as_population_checks_its_settings(tmp_path, capsys):
+    # the task and the env backend are checked when the grid is planned, not in every worker
+    path = tmp_path / "envpool.toml"
+    path.write_text(TINY_GRID.replace("eval_every = 0", 'eval_every = 0\nenv_backend = "envpool"'))
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    assert "env_backend envpool runs only" in capsys.readouterr().err
+    with pytest.raises(NpscoError, match="task 'CartPole-v1': CartPole-v1: Discrete actions are not supported"):
+        parse_grid({"tasks": ["CartPole-v1"], "methods": ["ppo"]}, "test")
