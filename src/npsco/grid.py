@@ -73,6 +73,18 @@ class Grid:
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
+    @staticmethod
+    def defaults() -> dict[str, Any]:
+        """The value of every key that has a default, as `to_dict` writes it (what `settings.differences` takes: a
+        sweep recorded before a key existed matches a grid with its default)."""
+        out = {}
+        for f in dataclasses.fields(Grid):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+        return json.loads(json.dumps(out))
+
 
 @dataclass
 class PopulationSpec:

@@ -30,6 +30,7 @@ from npsco.io import atomic_write_json, read_json
 from npsco.parallel import Executor, Job, Scheduler, View, make_executor
 from npsco.population import NOVEL_SEED_OFFSET, Population
 from npsco.report.build import build_report
+from npsco.settings import differences
 
 __all__ = [
     "Grid",
@@ -73,9 +74,13 @@ class Sweep:
     def open(self) -> None:
         """Create the sweep directory, or check that an existing one ran the same grid."""
         if self.manifest_path.exists():
-            old = read_json(self.manifest_path)
-            if {"seed": 0, **(old.get("grid") or {})} != self.grid.to_dict():  # grids before the `seed` key: 0
-                raise NpscoError(f"{self.out} holds a sweep of another grid; use another --out (or the same grid)")
+            old = read_json(self.manifest_path).get("grid") or {}
+            changed = differences(old, self.grid.to_dict(), Grid.defaults())
+            if changed:
+                raise NpscoError(
+                    f"{self.out} holds a sweep of another grid ({'; '.join(changed)}); use another --out (or the "
+                    f"same grid)"
+                )
         elif self.out.exists() and any(self.out.iterdir()):
             raise NpscoError(f"{self.out} exists and is not a sweep directory; choose another --out")
         self.out.mkdir(parents=True, exist_ok=True)

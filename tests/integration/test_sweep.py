@@ -320,3 +320,16 @@ def test_a_grid_is_checked_as_population_checks_its_settings(tmp_path, capsys):
     assert "env_backend envpool runs only" in capsys.readouterr().err
     with pytest.raises(NpscoError, match="task 'CartPole-v1': CartPole-v1: Discrete actions are not supported"):
         parse_grid({"tasks": ["CartPole-v1"], "methods": ["ppo"]}, "test")
+
+
+def test_a_sweep_recorded_before_a_grid_key_existed_resumes_at_its_default(tmp_path):
+    base = {"tasks": ["npsco/FourRewardMaze-v0"], "methods": ["ppo", "ipd"], "refs": 2, "novel": 1}
+    out = tmp_path / "sweep"
+    old_grid = parse_grid(base, "old").to_dict()
+    del old_grid["threshold_episodes"], old_grid["r0_scales"]  # as if npsco gained these keys after the sweep
+    out.mkdir()
+    (out / "sweep.json").write_text(json.dumps({"grid": old_grid}))
+    changed = parse_grid({**base, "threshold_episodes": 3}, "old")
+    with pytest.raises(NpscoError, match=r"another grid \(threshold_episodes: not recorded in the run, 3 now\)"):
+        Sweep(changed, out, log=lambda _: None).open()
+    Sweep(parse_grid(base, "old"), out, log=lambda _: None).open()
