@@ -19,7 +19,7 @@ from npsco.cli_parser import build_parser
 from npsco.config import MAZE_ID
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json
-from npsco.manifest import policy_files
+from npsco.manifest import policy_files, population_dirs
 from npsco.tasks import default_distance_episodes
 
 if TYPE_CHECKING:  # annotations only: the module loads gymnasium
@@ -103,7 +103,6 @@ def _print_statistics(stats: dict) -> None:
 @command("report")
 def cmd_report(args: argparse.Namespace) -> int:
     from npsco.report.build import build_report  # lazy: scipy, numba, matplotlib
-    from npsco.sweep import population_dirs  # lazy: torch
 
     runs = [str(p) for r in args.runs for p in population_dirs(r)]
     flags = [

@@ -1,5 +1,6 @@
 """What a population run directory records of its policies (`RUN/manifest.json`): one `Member` per policy, the novel
-ones in `Chain`s, read back by training (resume), evaluation, the report and `npsco threshold`.
+ones in `Chain`s, read back by training (resume), evaluation, the report and `npsco threshold`; and which population
+run directories a sweep directory holds (`population_dirs`).
 
 The manifest's format is unchanged by these types: a member is stored as its fields, its chain by name (`ipd`,
 `ipd-r0x0.5`). Imports no torch, so that evaluation and the report read runs without the training code.
@@ -127,6 +128,18 @@ def load_manifest(run: str | Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise NpscoError(f"{run}/manifest.json: not an npsco population manifest")
     return manifest
+
+
+def population_dirs(path: str | Path) -> list[Path]:
+    """The population run directories under `path`: those of a sweep directory (`sweep.json`, in grid order, the
+    ones that exist), or `path` itself when it is a population run directory. For `npsco report SWEEP_DIR`."""
+    path = Path(path)
+    if (path / "sweep.json").exists():
+        rows = read_json(path / "sweep.json").get("populations", [])
+        return [path / r["path"] for r in rows if (path / r["path"] / "manifest.json").exists()]
+    if (path / "manifest.json").exists():
+        return [path]
+    raise NpscoError(f"{path}: neither a sweep directory (sweep.json) nor a population run directory (manifest.json)")
 
 
 def read_members(manifest: dict[str, Any]) -> list[Member]:

@@ -27,9 +27,9 @@ from typing import Any, TextIO
 from npsco.errors import NpscoError
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
 from npsco.io import atomic_write_json, read_json
+from npsco.manifest import population_dirs
 from npsco.parallel import Executor, Job, Scheduler, View, make_executor
 from npsco.population import NOVEL_SEED_OFFSET, Population
-from npsco.report.build import build_report
 from npsco.settings import differences
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "load_grid",
     "parse_grid",
     "plan",
-    "population_dirs",
     "run_experiment",
     "run_sweep",
     "plan_lines",
@@ -190,18 +189,6 @@ class Sweep:
             self.status = "done"
         finally:
             self.save()
-
-
-def population_dirs(path: str | Path) -> list[Path]:
-    """The population run directories under `path`: those of a sweep directory (`sweep.json`, in grid order, the
-    ones that exist), or `path` itself when it is a population run directory. For `npsco report SWEEP_DIR`."""
-    path = Path(path)
-    if (path / "sweep.json").exists():
-        rows = read_json(path / "sweep.json").get("populations", [])
-        return [path / r["path"] for r in rows if (path / r["path"] / "manifest.json").exists()]
-    if (path / "manifest.json").exists():
-        return [path]
-    raise NpscoError(f"{path}: neither a sweep directory (sweep.json) nor a population run directory (manifest.json)")
 
 
 # -------------------------------------------------------------------------------------------------------- progress
@@ -407,6 +394,8 @@ def run_experiment(
     if not report:
         log(f"trained; next: npsco report {out} --out {out / 'report'}")
         return None
+    from npsco.report.build import build_report  # lazy: matplotlib, scipy, numba (training needs none of them)
+
     command = report_command(out) + (f" --episodes {episodes}" if episodes else "")
     path = build_report(runs, out / "report", episodes=episodes, seed=0, command=command)
     log(f"\nexperiment done; report: {path}  (HTML: {path.with_suffix('.html')})")

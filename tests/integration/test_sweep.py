@@ -11,9 +11,10 @@ import pytest
 
 from npsco.cli import main
 from npsco.errors import NpscoError
+from npsco.manifest import population_dirs
 from npsco.parallel import Job, LocalExecutor, Scheduler
 from npsco.population import Population
-from npsco.sweep import Sweep, load_grid, parse_grid, plan, population_dirs
+from npsco.sweep import Sweep, load_grid, parse_grid, plan
 
 REPO = Path(__file__).resolve().parents[2]
 

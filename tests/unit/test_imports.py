@@ -151,3 +151,21 @@ def test_modules_import_at_module_level_or_say_why(path):
             f"{path.relative_to(SRC)}:{node.lineno}: an import in a function needs "
             "a comment saying why it is not at module level (e.g. `# lazy: torch`)"
         )
+
+
+def loaded_after(statement: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of `modules` a fresh interpreter has loaded after running `statement`."""
+    import subprocess
+    import sys
+
+    code = f"import sys; {statement}; print(sorted(m for m in {modules!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return ast.literal_eval(out)
+
+
+def test_the_report_command_loads_no_torch_and_the_sweep_no_report():
+    # `npsco report` lists a sweep's runs and reads them without the training code; `npsco sweep` trains without the
+    # report's plotting and statistics libraries
+    report = "from npsco.manifest import population_dirs; import npsco.report.build"
+    assert loaded_after(report, ("torch", "npsco.algos.trainer")) == []
+    assert loaded_after("import npsco.sweep", ("matplotlib", "npsco.report.build")) == []
