@@ -207,6 +207,20 @@ def test_a_trainer_that_overrides_critic_loss_gets_the_torch_update():
     assert calls == [64] * tr.cfg.num_minibatches * tr.cfg.update_epochs  # the overridden loss trained the critic
 
 
+def test_the_numpy_update_is_built_once_per_agent_and_optimiser(monkeypatch):
+    built = []
+    original = NumpyPPOUpdate.__init__
+    monkeypatch.setattr(NumpyPPOUpdate, "__init__", lambda self, *a: built.append(1) or original(self, *a))
+    tr = maze_trainer()
+    batch = tr.compute_advantages(tr.collect_rollout())
+    tr.ppo_update(batch)
+    tr.ppo_update(batch)
+    assert len(built) == 1
+    tr.optimizer = torch.optim.Adam(tr.agent.parameters(), lr=1e-4, eps=1e-5)  # another optimiser: built for it
+    tr.ppo_update(batch)
+    assert len(built) == 2 and tr.optimizer.state[tr.agent.actor_logstd]["step"] == tr.cfg.num_minibatches * 3
+
+
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_update_backend_selects_the_update(monkeypatch, backend):
     tr = maze_trainer(update_backend=backend)

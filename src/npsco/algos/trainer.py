@@ -110,6 +110,7 @@ class Trainer:
         self.episode_return = np.zeros(cfg.num_envs)
         self.episode_step = np.zeros(cfg.num_envs, np.int64)
         self._fallback_warned = False
+        self._numpy: tuple[nn.Module, torch.optim.Optimizer, NumpyPPOUpdate | None, str | None] | None = None
 
     # -------------------------------------------------------------------------------------------- phase 1: rollout
     def collect_rollout(self) -> RolloutBuffer:
@@ -250,19 +251,27 @@ class Trainer:
         built-in one).
         """
         if self.cfg.update_backend == "numpy":
+            update, reason = self._numpy_update()
+            if update is not None:
+                return update.run(batch, self.minibatches, advantage_stream)
+            if not self._fallback_warned:
+                warnings.warn(f"update_backend=numpy: {reason}; the torch update runs instead", stacklevel=2)
+                self._fallback_warned = True
+        return self.ppo_update_torch(batch, advantage_stream)
+
+    def _numpy_update(self) -> tuple[NumpyPPOUpdate | None, str | None]:
+        """The numpy update of the current agent and optimiser, or None and why it cannot run them. Checked and built
+        once per (agent, optimiser) pair: its buffers are reused, and it reads the parameters and Adam's state from
+        them at every update."""
+        if self._numpy is None or self._numpy[0] is not self.agent or self._numpy[1] is not self.optimizer:
             reason = (
                 "the trainer overrides critic_loss"
                 if type(self).critic_loss is not Trainer.critic_loss
                 else NumpyPPOUpdate.unsupported(self.agent, self.optimizer, self.streams)
             )
-            if reason is None:
-                return NumpyPPOUpdate(self.cfg, self.agent, self.optimizer, self.streams).run(
-                    batch, self.minibatches, advantage_stream
-                )
-            if not self._fallback_warned:
-                warnings.warn(f"update_backend=numpy: {reason}; the torch update runs instead", stacklevel=2)
-                self._fallback_warned = True
-        return self.ppo_update_torch(batch, advantage_stream)
+            update = None if reason else NumpyPPOUpdate(self.cfg, self.agent, self.optimizer, self.streams)
+            self._numpy = (self.agent, self.optimizer, update, reason)
+        return self._numpy[2], self._numpy[3]
 
     def ppo_update_torch(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
         """`ppo_update` with torch autograd and the torch optimiser (the reference implementation)."""
