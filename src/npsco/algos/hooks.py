@@ -117,5 +117,5 @@ class Method:
         return {}
 
     def metadata(self) -> dict[str, Any]:
-        """Method settings saved in every checkpoint."""
+        """Method settings saved in every checkpoint (read once per training: they do not change during it)."""
         return {}

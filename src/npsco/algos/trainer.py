@@ -110,6 +110,7 @@ class Trainer:
         self.episode_return = np.zeros(cfg.num_envs)
         self.episode_step = np.zeros(cfg.num_envs, np.int64)
         self._fallback_warned = False
+        self._settings_metadata: dict[str, Any] | None = None  # the checkpoints' metadata but `training`
         self._numpy: tuple[nn.Module, torch.optim.Optimizer, NumpyPPOUpdate | None, str | None] | None = None
 
     # -------------------------------------------------------------------------------------------- phase 1: rollout
@@ -305,24 +306,30 @@ class Trainer:
     # -------------------------------------------------------------------------------------------------- the loop
     def policy(self) -> Policy:
         """A frozen snapshot of the current policy with its metadata."""
-        meta = {
-            "env_id": self.cfg.env_id,
-            "observation_space": space_metadata(self.obs_space),
-            "action_space": space_metadata(self.action_space),
-            "method": self.method.name,
-            "seed": self.cfg.seed,
-            "config": self.cfg.to_dict(),
-            "method_config": self.method.metadata(),
-            "training": {"global_step": self.global_step, "iteration": self.iteration},
-        }
-        meta.update(self.extra_metadata)
-        return Policy.from_agent(self.agent, self.action_space, meta)
+        if self._settings_metadata is None:  # the settings do not change during training: read them once
+            self._settings_metadata = {
+                "env_id": self.cfg.env_id,
+                "observation_space": space_metadata(self.obs_space),
+                "action_space": space_metadata(self.action_space),
+                "method": self.method.name,
+                "seed": self.cfg.seed,
+                "config": self.cfg.to_dict(),
+                "method_config": self.method.metadata(),
+            }
+        training = {"global_step": self.global_step, "iteration": self.iteration}
+        return Policy.from_agent(
+            self.agent, self.action_space, {**self._settings_metadata, "training": training, **self.extra_metadata}
+        )
 
-    def evaluate(self, episodes: int | None = None) -> dict[str, float]:
-        """Deterministic evaluation of the current policy on fresh envs (seeds 1_000_000 + iteration * episodes + i)."""
+    def evaluate(self, episodes: int | None = None, policy: Policy | None = None) -> dict[str, float]:
+        """Deterministic evaluation of the current policy (`policy`: its snapshot, when the caller has one) on fresh
+        envs (seeds 1_000_000 + iteration * episodes + i)."""
         n = episodes or self.cfg.eval_episodes
         res = run_episodes(
-            self.policy(), n, seed=1_000_000 + self.iteration * n, max_episode_steps=self.cfg.max_episode_steps
+            policy or self.policy(),
+            n,
+            seed=1_000_000 + self.iteration * n,
+            max_episode_steps=self.cfg.max_episode_steps,
         )
         return {
             "eval/return_mean": float(res.returns.mean()),
@@ -380,7 +387,7 @@ class Trainer:
                     metrics["charts/episodic_length"] = float(np.mean(buf.summary.lengths))
                     recent = (recent + buf.summary.returns)[-100:]
                 if cfg.eval_every and (it % cfg.eval_every == 0 or it == cfg.num_iterations):
-                    ev = self.evaluate()
+                    ev = self.evaluate(policy=policy)
                     metrics.update(ev)
                     eval_curve.append({"global_step": self.global_step, **ev})
                 self.logger.log(self.global_step, metrics)
