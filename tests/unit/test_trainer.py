@@ -1,8 +1,14 @@
 """The trainer's own bookkeeping: what it builds once, what once per iteration."""
 
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.spaces import Box
+
 from npsco.algos.hooks import Method
 from npsco.algos.trainer import Trainer
 from npsco.config import MAZE_ID, PPOConfig
+from npsco.errors import NpscoError
 from npsco.policy import Policy
 
 
@@ -34,3 +40,30 @@ def test_training_snapshots_the_policy_once_per_iteration_and_reads_the_settings
     assert len(snapshots) == 1 + 3 and len(settings) == 1
     assert result.policy.metadata["method_config"] == {"knob": 1}
     assert result.policy.metadata["training"] == {"global_step": 3 * 64, "iteration": 3}
+
+
+class Spaces(gym.Env):
+    """An env of given spaces (it is never stepped: the trainer refuses it first)."""
+
+    def __init__(self, observation_space, action_space):
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, seed=None, options=None):
+        return self.observation_space.sample(), {}
+
+
+@pytest.mark.parametrize(
+    "obs, act, message",
+    [
+        (Box(0.0, 1.0, (2, 2)), Box(-1.0, 1.0, (2,)), r"observations of shape \(2, 2\) are not supported"),
+        (Box(0.0, 1.0, (2,)), Box(-1.0, np.inf, (2,)), "flat action vector with finite bounds"),
+        (Box(0.0, 1.0, (2,)), gym.spaces.Discrete(3), "Discrete actions are not supported"),
+    ],
+)
+def test_the_trainer_refuses_spaces_its_policies_cannot_act_in(obs, act, message):
+    gym.register("npsco-test/Spaces-v0", entry_point=lambda render_mode=None: Spaces(obs, act))
+    try:
+        with pytest.raises(NpscoError, match=message):
+            Trainer(PPOConfig(env_id="npsco-test/Spaces-v0", num_envs=2), tensorboard=False)
+    finally:
+        del gym.registry["npsco-test/Spaces-v0"]

@@ -17,7 +17,6 @@ from typing import Any, cast
 
 import numpy as np
 import torch
-from gymnasium.spaces import Box
 from torch import nn
 from tqdm import tqdm
 
@@ -27,7 +26,7 @@ from npsco.algos.maths import compute_gae, explained_variance, normalize_advanta
 from npsco.algos.numpy_update import NumpyPPOUpdate
 from npsco.algos.rollout import Batch, RewardScaler, RolloutBuffer
 from npsco.config import PPOConfig
-from npsco.envs.make import final_observations, make_vector_env
+from npsco.envs.make import check_task_spaces, final_observations, make_vector_env
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.logger import MetricsLogger
@@ -71,11 +70,13 @@ class Trainer:
         self.torch_rng = torch.Generator().manual_seed(cfg.seed)
 
         self.envs = make_vector_env(cfg.env_id, cfg.num_envs, cfg.env_backend, cfg.max_episode_steps)
-        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
-        if not isinstance(act_space, Box) or len(act_space.shape) != 1 or not np.all(np.isfinite(act_space.low)):
-            raise NpscoError(f"{cfg.env_id}: npsco needs a bounded continuous (Box) action space, got {act_space}")
-        if not isinstance(obs_space, Box):
-            raise NpscoError(f"{cfg.env_id}: npsco needs a Box observation space, got {obs_space}")
+        try:
+            obs_space, act_space = check_task_spaces(
+                cfg.env_id, self.envs.single_observation_space, self.envs.single_action_space
+            )
+        except NpscoError:
+            self.envs.close()
+            raise
         self.obs_space, self.action_space = obs_space, act_space
         self.act_low, self.act_high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
         self.agent = ActorCritic(

@@ -82,8 +82,11 @@ def check_env_id(env_id: str) -> None:
         raise NpscoError(f"unknown environment id {env_id!r}{hint}")
 
 
-def check_task_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
-    """Refuse a task npsco policies cannot act in: they take one flat Box observation and output Box actions."""
+def check_task_spaces(
+    env_id: str, observation_space: gym.Space, action_space: gym.Space
+) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    """Refuse a task npsco policies cannot act in: they take one flat Box observation and output a flat Box action
+    with finite bounds. Returns the two spaces (as the Boxes they are)."""
     if not isinstance(action_space, gym.spaces.Box):
         raise NpscoError(
             f"{env_id}: {type(action_space).__name__} actions are not supported (npsco's policies act in "
@@ -100,14 +103,16 @@ def check_task_spaces(env_id: str, observation_space: gym.Space, action_space: g
         np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
     ):
         raise NpscoError(f"{env_id}: npsco's policies need a flat action vector with finite bounds")
+    return observation_space, action_space
 
 
-def check_task(env_id: str) -> None:
-    """`check_env_id`, then the task's spaces (one environment is made): before a run starts."""
+def check_task(env_id: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    """`check_env_id`, then the task's spaces (one environment is made): before a run starts. Returns the observation
+    and action spaces."""
     check_env_id(env_id)
     env = make_env(env_id)
     try:
-        check_task_spaces(env_id, env.observation_space, env.action_space)
+        return check_task_spaces(env_id, env.observation_space, env.action_space)
     finally:
         env.close()
 
