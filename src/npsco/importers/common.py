@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -10,12 +9,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
-from npsco.envs.make import check_task_spaces, make_env
+from npsco.envs.make import check_task
 from npsco.errors import NpscoError
+from npsco.io import file_sha256
 from npsco.policy import OBS_NORM_EPS, Policy, space_metadata
 
 
@@ -59,10 +58,6 @@ class ImportedActor:
     """What the npsco policy does not keep of the original, one sentence each (printed and stored)."""
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def torch_state_dict(data: bytes, source: str) -> dict[str, np.ndarray]:
     """A `torch.save`d state dict as float32 numpy arrays, read with `weights_only=True` (PyTorch's restricted
     unpickler: tensors and plain containers only; a file that names any other code is refused)."""
@@ -76,23 +71,12 @@ def torch_state_dict(data: bytes, source: str) -> dict[str, np.ndarray]:
     return {k: v.detach().to(torch.float32).numpy() for k, v in state.items()}
 
 
-def task_spaces(env_id: str) -> tuple[gym.spaces.Box, gym.spaces.Box]:
-    """The observation and action spaces of the task, checked to be what npsco policies handle (flat Box spaces)."""
-    env = make_env(env_id)
-    try:
-        check_task_spaces(env_id, env.observation_space, env.action_space)
-        assert isinstance(env.observation_space, gym.spaces.Box) and isinstance(env.action_space, gym.spaces.Box)
-        return env.observation_space, env.action_space
-    finally:
-        env.close()
-
-
 def build_policy(
     actor: ImportedActor, env_id: str, norm: ObsNormalizer | None, file: Path, norm_file: Path | None = None
 ) -> Policy:
     """The npsco policy of an imported actor on task `env_id` (`norm` read from `norm_file`); refuses weights whose
     sizes do not fit the task."""
-    obs_space, act_space = task_spaces(env_id)
+    obs_space, act_space = check_task(env_id)  # flat Box spaces, finite action bounds
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     w_in, w_out = actor.layers[0][0].shape[1], actor.layers[-1][0].shape[0]
     if (w_in, w_out) != (obs_dim, act_dim):
@@ -111,8 +95,6 @@ def build_policy(
     if not all(np.all(np.isfinite(a)) for a in arrays):
         raise NpscoError(f"{file}: the weights contain NaN or inf")
     low, high = np.asarray(act_space.low, np.float32), np.asarray(act_space.high, np.float32)
-    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-        raise NpscoError(f"{env_id}: the action space is unbounded; npsco policies need finite action bounds")
     metadata = {
         "env_id": env_id,
         "observation_space": space_metadata(obs_space),
@@ -124,7 +106,7 @@ def build_policy(
         "imported": {
             **actor.source,
             "file": str(file.resolve()),
-            "sha256": sha256(file),
+            "sha256": file_sha256(file),
             "obs_norm_file": str(norm_file.resolve()) if norm is not None and norm_file else None,
             "imported_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "lost": actor.lost,
