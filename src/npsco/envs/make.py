@@ -124,15 +124,27 @@ def check_env_backend(env_id: str, backend: str) -> None:
         import_envpool()
 
 
-def make_env(env_id: str, max_episode_steps: int | None = None, render_mode: str | None = None) -> gym.Env:
-    """One (non-vector) environment, for rendering and single-episode use."""
+def make_env(
+    env_id: str, max_episode_steps: int | None = None, render_mode: str | None = None, render_size: int | None = None
+) -> gym.Env:
+    """One (non-vector) environment, for rendering and single-episode use. `render_size`: frames of that many pixels
+    a side (the maze's `render_size`, MuJoCo's `width` and `height`); a task that takes neither renders at its own
+    size."""
     check_env_id(env_id)
     kwargs: dict[str, Any] = {"render_mode": render_mode}
     if env_id == MAZE_ID:
         if max_episode_steps is not None:
             kwargs["max_steps"] = max_episode_steps
-    elif max_episode_steps is not None:
+        if render_size is not None:
+            kwargs["render_size"] = render_size
+        return gym.make(env_id, **kwargs)
+    if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
+    if render_size is not None:
+        try:
+            return gym.make(env_spec(env_id), width=render_size, height=render_size, **kwargs)
+        except TypeError:  # the task takes no frame size
+            pass
     return gym.make(env_spec(env_id), **kwargs)
 
 

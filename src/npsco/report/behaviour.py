@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from PIL import Image
 
 from npsco.config import MAZE_ID
-from npsco.envs.make import check_env_id, env_spec
+from npsco.envs.make import make_env
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_bytes
 from npsco.policy import Policy
@@ -62,19 +61,6 @@ def default_size(env_id: str) -> int:
     return 160 if env_id == MAZE_ID else 240
 
 
-def make_render_env(env_id: str, size: int, max_episode_steps: int | None = None) -> gym.Env:
-    """A single environment that renders `size` x `size` RGB frames."""
-    check_env_id(env_id)
-    if env_id == MAZE_ID:
-        kwargs: dict[str, Any] = {"render_size": size} | ({"max_steps": max_episode_steps} if max_episode_steps else {})
-        return gym.make(env_id, render_mode="rgb_array", **kwargs)
-    limit: dict[str, Any] = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
-    try:  # MuJoCo renders at the size asked for
-        return gym.make(env_spec(env_id), render_mode="rgb_array", width=size, height=size, **limit)
-    except TypeError:  # other tasks render at their own size (`fit_frame` scales the frames)
-        return gym.make(env_spec(env_id), render_mode="rgb_array", **limit)
-
-
 def fit_frame(image: Any, size: int) -> np.ndarray:
     """A rendered frame as (H, W, 3) uint8 whose longer side is `size` pixels (unchanged when it already is)."""
     if image is None:
@@ -109,7 +95,7 @@ def episode_frames(
     if frames < 1 or every < 1:
         raise NpscoError("--frames and --every must be >= 1")
     size = size or default_size(env_id)
-    env = make_render_env(env_id, size, max_episode_steps)
+    env = make_env(env_id, max_episode_steps, render_mode="rgb_array", render_size=size)
     clip: list[np.ndarray] = []
     clip_steps: list[int] = []
 
