@@ -60,9 +60,16 @@ def action_distance_matrix(measurements: list[Measurement]) -> np.ndarray:
     everyone = ReferenceSet([m.policy for m in measurements])
     matrix = np.zeros((len(measurements), len(measurements)))
     for i, m in enumerate(measurements):
-        matrix[i] = everyone.distances(m.states, m.policy.mean_action(m.states)).mean(axis=0)
-        matrix[i, i] = 0.0
+        matrix[i] = action_distance_row(everyone, i, m)
     return matrix
+
+
+def action_distance_row(everyone: ReferenceSet, i: int, measured: Measurement) -> np.ndarray:
+    """Row i of `action_distance_matrix`: D(i, j) for every policy j of `everyone`, on the states that policy i (the
+    i-th of `everyone`, whose episodes are `measured`) visited; 0 at j = i."""
+    row = everyone.distances(measured.states, measured.policy.mean_action(measured.states)).mean(axis=0)
+    row[i] = 0.0
+    return row
 
 
 def diversity_states(states: np.ndarray, limit: int = MAX_DIVERSITY_STATES) -> np.ndarray:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.evaluation.measure import measure_policy
+from npsco.evaluation.measure import action_distance_row, measure_policy
 from npsco.evaluation.rows import group_sort_key
 from npsco.io import read_json
 from npsco.novelty.references import ReferenceSet
@@ -85,9 +85,7 @@ def task_distances(
             key = (str(Path(checkpoints[i]).resolve()), episodes, seed)  # the rows' paths are relative (portable)
             if key not in cache:
                 cache[key] = measure_policy(policies[i], episodes, seed, _max_episode_steps(mine[i]["run"]))
-            states = cache[key].states
-            matrix[i] = everyone.distances(states, policies[i].mean_action(states)).mean(axis=0)
-            matrix[i, i] = 0.0
+            matrix[i] = action_distance_row(everyone, i, cache[key])
     return DistanceMatrix(
         task=task,
         labels=[r["name"] for r in mine],
