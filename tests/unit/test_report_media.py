@@ -151,8 +151,15 @@ def test_the_heatmap_reuses_the_evaluations_measurements_of_relative_checkpoints
         raise AssertionError("measured again")
 
     monkeypatch.setattr(distances, "measure_policy", measure_again)
-    d = distances.task_distances("T", rows, docs, cache, log=lambda line: None)
+    d = distances.task_distances("T", rows, docs, {}, cache, log=lambda line: None)
     assert d.labels == ["a0", "b0"] and d.matrix[0, 1] == pytest.approx(np.sqrt(2.0))
+    # a row the cache lacks is measured with its run's time limit (from the configurations given)
+    del cache[(str((tmp_path / "b" / "policy.safetensors").resolve()), 2, 0)]
+    measured = []
+    monkeypatch.setattr(distances, "measure_policy", lambda *a: measured.append(a[1:]) or measure_policy(*a))
+    again = distances.task_distances("T", rows, docs, {"b": {"ppo": {"max_episode_steps": 7}}}, cache, lambda _: None)
+    assert measured == [(2, 0, 7)]
+    np.testing.assert_allclose(again.matrix, d.matrix, rtol=1e-6)
 
 
 def test_distance_heatmap_figure():

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 
 from npsco.errors import NpscoError
 from npsco.evaluation.evaluate import combine, evaluate_runs
-from npsco.evaluation.measure import FIG2_START
+from npsco.evaluation.measure import FIG2_START, MeasureCache
 from npsco.evaluation.rows import group_sort_key, rows_to_csv
 from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.manifest import load_manifest
@@ -139,7 +139,12 @@ def _task_behaviour(
 
 
 def distance_blocks(
-    rows: list[dict], docs: list[dict], out: Path, cache: dict, log: Callable[[str], None]
+    rows: list[dict],
+    docs: list[dict],
+    configs: dict[str, dict],
+    out: Path,
+    cache: MeasureCache,
+    log: Callable[[str], None],
 ) -> list[Block]:
     """Per task, the heatmap of the action distance between every pair of its policies (and its CSV)."""
     blocks: list[Block] = [
@@ -153,7 +158,7 @@ def distance_blocks(
         ),
     ]
     for task in tasks_of(rows):
-        d = task_distances(task, rows, docs, cache, log)
+        d = task_distances(task, rows, docs, configs, cache, log)
         if len(d.labels) < 2:
             continue
         name = f"distances_{_safe(task)}"
@@ -172,6 +177,12 @@ def distance_blocks(
             )
         )
     return blocks
+
+
+def _config(run: str) -> dict:
+    """A run's config.json ({} when it has none)."""
+    path = Path(run) / "config.json"
+    return read_json(path) if path.exists() else {}
 
 
 def trained_members(run: str | Path) -> int:
@@ -201,8 +212,9 @@ def build_report(
         raise NpscoError("no trained policy in the runs given: nothing to report")
     if videos:
         resolve_format(videos)  # an impossible format is refused before any evaluation
-    cache: dict = {}
+    cache: MeasureCache = {}
     docs = [portable(d) for d in evaluate_runs(runs, episodes, seed, reuse=reuse, write=True, log=log, cache=cache)]
+    configs = {d["run"]: _config(d["run"]) for d in docs}  # each run's config.json, read once
     combined = combine(docs)
     rows, stats = combined["policies"], combined["statistics"]
     log(f"writing the report into {out}")
@@ -258,7 +270,7 @@ def build_report(
         novelty_table(stats),
     ]
 
-    blocks += distance_blocks(rows, docs, out, cache, log)
+    blocks += distance_blocks(rows, docs, configs, out, cache, log)
 
     blocks.append(Heading("Fig. 2: Four Reward Maze trajectories"))
     panels = fig2_panels(rows)
@@ -350,22 +362,20 @@ def build_report(
         Table(header=["package", "version"], rows=[[k, v] for k, v in versions.items()], align="ll"),
         Paragraph("Commands that produced these numbers (training, then evaluation, then this report):"),
     ]
-    commands = []
-    for d in docs:
-        config_path = Path(d["run"]) / "config.json"
-        config = read_json(config_path) if config_path.exists() else {}
-        commands.append(relative_command(population_command(d["run"], config)))
+    commands = [relative_command(population_command(d["run"], configs[d["run"]])) for d in docs]
     commands += [d["command"] for d in docs]
     commands.append(command)
     blocks.append(Code("\n".join(commands), "bash"))
     for d in docs:
-        config_path = Path(d["run"]) / "config.json"
-        if config_path.exists():
-            config = read_json(config_path)
+        config = dict(configs[d["run"]])
+        if config:
             for key in ("refs_from", "ref_checkpoints"):  # borrowed references: shown relative, as every path here
                 if config.get(key):
                     config[key] = shown(config[key]) if isinstance(config[key], str) else list(map(shown, config[key]))
-            blocks += [Paragraph(f"`{config_path}` (its paths relative):"), Code(json.dumps(config, indent=2), "json")]
+            blocks += [
+                Paragraph(f"`{Path(d['run']) / 'config.json'}` (its paths relative):"),
+                Code(json.dumps(config, indent=2), "json"),
+            ]
         settings = ", ".join(f"{k} {v}" for k, v in d["settings"].items())
         blocks.append(Items([f"evaluation of `{d['run']}`: {settings}; fingerprint {d['fingerprint']}"]))
 

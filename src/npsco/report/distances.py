@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.evaluation.measure import action_distance_row, measure_policy
+from npsco.evaluation.measure import MeasureCache, action_distance_row, measure_policy
 from npsco.evaluation.rows import group_sort_key
-from npsco.io import read_json
 from npsco.novelty.references import ReferenceSet
 from npsco.policy import load_policy
 
@@ -65,10 +64,16 @@ def known_distances(checkpoints: list[str], docs: list[dict]) -> np.ndarray:
 
 
 def task_distances(
-    task: str, rows: list[dict], docs: list[dict], cache: dict | None = None, log: Callable[[str], None] = print
+    task: str,
+    rows: list[dict],
+    docs: list[dict],
+    configs: dict[str, dict],
+    cache: MeasureCache | None = None,
+    log: Callable[[str], None] = print,
 ) -> DistanceMatrix:
-    """The full D of a task's policies: the evaluations' entries, and the missing rows measured (`cache` shares the
-    evaluation's measurements, keyed as `npsco.evaluation.evaluate.evaluate_run` keys them)."""
+    """The full D of a task's policies: the evaluations' entries, and the missing rows measured with the time limit of
+    their run (`configs`: each run's config.json, by run as the docs name it; `cache` shares the evaluation's
+    measurements, keyed as `npsco.evaluation.evaluate.evaluate_run` keys them)."""
     mine = [r for r in rows if r["task"] == task]
     mine = [mine[i] for i in policy_order(mine)]
     checkpoints = [r["checkpoint"] for r in mine]
@@ -84,7 +89,8 @@ def task_distances(
             episodes, seed = settings[mine[i]["run"]]
             key = (str(Path(checkpoints[i]).resolve()), episodes, seed)  # the rows' paths are relative (portable)
             if key not in cache:
-                cache[key] = measure_policy(policies[i], episodes, seed, _max_episode_steps(mine[i]["run"]))
+                limit = (configs.get(mine[i]["run"], {}).get("ppo") or {}).get("max_episode_steps")
+                cache[key] = measure_policy(policies[i], episodes, seed, limit)
             matrix[i] = action_distance_row(everyone, i, cache[key])
     return DistanceMatrix(
         task=task,
@@ -93,9 +99,3 @@ def task_distances(
         checkpoints=checkpoints,
         matrix=matrix,
     )
-
-
-def _max_episode_steps(run: str) -> int | None:
-    """The time limit the run trained and was evaluated with (its config.json), as `evaluate_run` reads it."""
-    path = Path(run) / "config.json"
-    return ((read_json(path).get("ppo") or {}) if path.exists() else {}).get("max_episode_steps")
