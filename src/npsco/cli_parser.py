@@ -7,7 +7,7 @@ import argparse
 
 from npsco import __version__
 from npsco.algos.registry import NOVELTY_METHODS
-from npsco.config import ENV_BACKENDS, MAZE_ID, METHODS, PRESETS
+from npsco.config import ENV_BACKENDS, MAZE_ID, METHODS, PRESETS, default_r0_scale
 
 EXPERIMENT_METHODS = NOVELTY_METHODS  # every registered method but PPO (which trains the references)
 
@@ -231,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="S",
         help="threshold(s) as multiples of the references' mean pairwise distance; several values train "
-        "one chain each (Fig. 4); default: 0.5 (every task)",
+        "one chain each (Fig. 4); default: the task's own multiple "
+        f"({default_r0_scale(MAZE_ID):g} on the maze, {default_r0_scale('Hopper-v5'):g} on MuJoCo)",
     )
     pp.add_argument(
         "--t-start",

@@ -300,6 +300,11 @@ def method_reads(method: str, key: str) -> bool:
     return method == owner or (owner == "tnb" and method == "ctnb")
 
 
+TNB_RULES = ("authors", "paper_eq5", "safe")
+"""TNB/CTNB's bisector rules (`npsco.algos.constrained.bisector`); `tnb_rule` also accepts `paper`, the name of
+`paper_eq5` in runs made before the rule was renamed."""
+
+
 @dataclass
 class MethodConfig:
     """Settings of the novelty-seeking methods (PPO ignores them). Each method reads only its own fields."""
@@ -388,7 +393,7 @@ class MethodConfig:
                 f"r0_warmup and r0_profile are IPD settings; method {self.method} uses a constant r0",
             ),
             (self.wsr_shape in ("linear", "exp", "neg_exp"), "wsr_shape must be linear, exp or neg_exp"),
-            (self.tnb_rule in ("authors", "paper_eq5", "safe", "paper"), "tnb_rule must be authors, paper_eq5 or safe"),
+            (self.tnb_rule in (*TNB_RULES, "paper"), f"tnb_rule must be one of {', '.join(TNB_RULES)}"),
             (self.ctnb_slack >= 0, "ctnb_slack must be >= 0"),
             (self.cpo_max_kl > 0, "cpo_max_kl must be > 0"),
             (self.cpo_damping > 0, "cpo_damping must be > 0 (the Fisher matrix can be singular)"),

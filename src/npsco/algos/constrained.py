@@ -12,16 +12,13 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from npsco.config import TNB_RULES
+
 
 def _unit(v: Tensor, min_norm: float = 0.0) -> Tensor:
     """``v / |v|``, or the zero vector when ``|v| <= min_norm`` (so that zero vectors never give NaN)."""
     norm = torch.linalg.vector_norm(v)
     return v / norm if norm > min_norm else torch.zeros_like(v)
-
-
-TNB_RULES = ("authors", "paper_eq5", "safe")
-"""The bisector rules (`bisector`); `MethodConfig.tnb_rule` also accepts `paper`, the name of `paper_eq5` in runs
-made before the rule was renamed."""
 
 
 def bisector(g_task: Tensor, g_novelty: Tensor, rule: str = "authors") -> Tensor:

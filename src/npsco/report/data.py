@@ -10,6 +10,7 @@ import numpy as np
 
 from npsco.evaluation.rows import group_sort_key
 from npsco.report.document import Block, Paragraph, Table
+from npsco.tasks import MAZE_ID, task_name
 
 
 # -------------------------------------------------------------------------------------------------- formatting
@@ -33,12 +34,13 @@ def iqm_ci(summary: dict | None) -> str:
 
 
 def tasks_of(rows: list[dict]) -> list[str]:
-    """The tasks of `rows`, the maze first."""
-    return sorted({r["task"] for r in rows}, key=lambda t: (t != "FourRewardMaze-v0", t))
+    """The tasks of `rows` (or of statistics, which name their task too), the maze first."""
+    maze = task_name(MAZE_ID)
+    return sorted({r["task"] for r in rows}, key=lambda t: (t != maze, t))
 
 
 def groups_of(rows: list[dict]) -> list[str]:
-    """The groups (methods, chains) of `rows`, PPO first."""
+    """The groups (methods, chains) of `rows` (or of statistics), PPO first."""
     return sorted({r["group"] for r in rows}, key=group_sort_key)
 
 
@@ -64,8 +66,7 @@ def table1_blocks(stats: dict) -> list[Block]:
     """Table 1 (per task and method: reward mean ± std, both success rates, both relative novelties) and its IQM
     [95% CI] companion."""
     cells = {(s["group"], s["task"]): s for s in stats["per_task"]}
-    tasks = sorted({t for _, t in cells}, key=lambda t: (t != "FourRewardMaze-v0", t))
-    groups = sorted({g for g, _ in cells}, key=group_sort_key)
+    tasks, groups = tasks_of(stats["per_task"]), groups_of(stats["per_task"])
     main = Table(header=TABLE1_HEADER, rows=[], align="llrrrrrr")
     for t in tasks:
         for g in groups:
