@@ -9,8 +9,6 @@ from npsco import __version__
 from npsco.algos.registry import NOVELTY_METHODS
 from npsco.config import ENV_BACKENDS, MAZE_ID, METHODS, PRESETS, default_r0_scale
 
-EXPERIMENT_METHODS = NOVELTY_METHODS  # every registered method but PPO (which trains the references)
-
 
 def build_parser() -> argparse.ArgumentParser:
     ENV_BACKEND_HELP = (
@@ -173,9 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument(
         "--methods",
         nargs="+",
-        default=list(EXPERIMENT_METHODS),
+        default=list(NOVELTY_METHODS),  # every registered method but PPO (which trains the references)
         metavar="METHOD",
-        help=f"methods of the novel policies (default: all of {' '.join(EXPERIMENT_METHODS)})",
+        help=f"methods of the novel policies (default: all of {' '.join(NOVELTY_METHODS)})",
     )
     x.add_argument(
         "--ablation",

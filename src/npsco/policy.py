@@ -27,10 +27,10 @@ if TYPE_CHECKING:  # annotations only: the training network imports this module,
     from npsco.algos.agent import ActorCritic
 
 FORMAT = "npsco-policy"
-FORMAT_VERSION = 1
-"""The version npsco writes for the policies it trains (tanh MLP, linear output, state-independent log-std)."""
 FORMAT_VERSIONS = (1, 2)
-"""The versions it reads: 2 adds other activations, a tanh-squashed output and deterministic policies (imports)."""
+"""The versions npsco reads: 1 is what it writes for the policies it trains (tanh MLP, linear output,
+state-independent log-std); 2 adds other activations, a tanh-squashed output and deterministic policies (imports).
+`Policy.format_version` says which a policy is written as."""
 OBS_NORM_EPS = 1e-8
 ACTIVATIONS = ("tanh", "relu")
 """Hidden-layer activations a checkpoint may name (`architecture.activation`)."""

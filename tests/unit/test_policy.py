@@ -14,7 +14,7 @@ from safetensors.numpy import load_file, save
 
 from npsco.algos.agent import ActorCritic, RunningMeanStd
 from npsco.errors import NpscoError
-from npsco.policy import FORMAT_VERSION, REQUIRED_METADATA, Policy, load_policy, space_metadata
+from npsco.policy import REQUIRED_METADATA, Policy, load_policy, space_metadata
 
 OBS_DIM, ACT_DIM = 5, 3
 
@@ -161,7 +161,7 @@ def test_round_trip_preserves_normalisation_statistics_and_metadata(saved):
     assert (loaded.obs_clip, loaded.norm_obs) == (5.0, True)
     for key in ("env_id", "method", "seed", "config", "method_config", "training", "observation_space", "action_space"):
         assert loaded.metadata[key] == policy.metadata[key]
-    assert loaded.metadata["format"] == "npsco-policy" and loaded.metadata["format_version"] == FORMAT_VERSION
+    assert loaded.metadata["format"] == "npsco-policy" and loaded.metadata["format_version"] == 1
     assert loaded.metadata["architecture"]["actor_hidden"] == [16, 8]
     assert loaded.metadata["obs_norm"] == {"enabled": True, "clip": 5.0, "eps": 1e-8}
     assert loaded.observation_space == gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)

@@ -63,17 +63,10 @@ def import_envpool() -> Any:
     return envpool
 
 
-def env_id_of(env: gym.Env) -> str:
-    """The id of an env made by `gym.make` (which always gives it a spec)."""
-    if env.spec is None:
-        raise ValueError(f"{env} has no spec: make it with gym.make")
-    return env.spec.id
-
-
-def _task_options(env: gym.Env, spec_config: dict[str, Any]) -> dict[str, Any]:
-    """envpool options equal to the Gymnasium env's settings (refused where envpool cannot express them)."""
+def _task_options(task: str, env: gym.Env, spec_config: dict[str, Any]) -> dict[str, Any]:
+    """envpool options equal to the settings of the Gymnasium env `env` of `task` (refused where envpool cannot
+    express them)."""
     u: Any = env.unwrapped  # a MuJoCo env: its settings are attributes that Gymnasium's types do not name
-    task = env_id_of(env)
     xml = os.path.basename(u.fullpath)
     if spec_config.get("xml_file") != xml:
         raise NpscoError(f"envpool's {spec_config.get('xml_file')} is not Gymnasium's model file {xml}")
@@ -124,7 +117,7 @@ class EnvPoolVectorEnv(VectorEnv):
                 "batch_size": num_envs,
                 "num_threads": num_threads,
                 "max_episode_steps": self.max_episode_steps + 1,  # the time limit is this class's (docstring)
-                **_task_options(gym_env, spec_config),
+                **_task_options(env_id, gym_env, spec_config),
             }
             if not isinstance(gym_env.observation_space, Box) or not isinstance(gym_env.action_space, Box):
                 raise NpscoError(f"{env_id}: envpool's tasks have Box spaces, Gymnasium's here do not")

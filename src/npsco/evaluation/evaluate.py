@@ -83,7 +83,7 @@ def evaluate_run(
     for i, (m, x) in enumerate(zip(info.members, measurements, strict=True)):
         summary = x.episodes.summary()
         maze: dict[str, Any] = {}
-        if x.fig2_trajectory is not None:
+        if x.fig2_trajectory is not None and x.fig2_goal is not None:  # the maze: both are measured together
             maze = {f"goal_{g}": n / summary["episodes"] for g, n in summary["goals"].items()}
             maze.update(goal_from_right=goal_name(x.fig2_goal), fig2_trajectory=x.fig2_trajectory.round(4).tolist())
         rows.append(

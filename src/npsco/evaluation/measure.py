@@ -30,8 +30,9 @@ class Measurement:
     fig2_goal: int | None = None
 
 
-MeasureCache = dict
-"""(checkpoint, episodes, seed) -> Measurement: shares the work between runs that borrow the same references."""
+MeasureCache = dict[tuple[str, int, int], Measurement]
+"""(resolved checkpoint path, episodes, seed) -> its Measurement: shares the work between runs that borrow the same
+references, and with the report's distance heatmap."""
 
 
 def measure_policy(policy: Policy, episodes: int, seed: int, max_episode_steps: int | None = None) -> Measurement:
