@@ -29,10 +29,11 @@ from npsco.io import atomic_write_json, file_sha256, read_json
 from npsco.logger import read_metrics
 from npsco.manifest import MANIFEST_FORMAT, Chain, Member, check_borrowed, read_members
 from npsco.parallel import Executor, InlineExecutor, Job, LogView, Scheduler, View
-from npsco.policy import Policy, load_policy, resolve_checkpoint
+from npsco.policy import load_policy, resolve_checkpoint
 from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
 from npsco.population_jobs import (
     FINAL_EVAL_SEED,
+    PopulationMembers,
     chains_of,
     prior_members,
     threshold_job,
@@ -66,7 +67,7 @@ def train_population(
     return members
 
 
-class Population:
+class Population(PopulationMembers):
     """A population run directory: its config, manifest and the training of its members.
 
     It is the manifest's only writer. Training goes through `npsco.parallel.Scheduler`, to which a population is a
@@ -262,10 +263,6 @@ class Population:
     def chains(self) -> list[Chain]:
         return chains_of(self.config)
 
-    def policy(self, member: Member) -> Policy:
-        check_borrowed(member, self.out / member.checkpoint)
-        return load_policy(self.out / member.checkpoint)
-
     def threshold_for(self, member: Member) -> float:
         return threshold_of(self.config, self.r0_default, member)
 
@@ -334,13 +331,6 @@ class Population:
         self.save_manifest()
         ev = member.final_eval or {}
         return f"return {ev.get('return_mean', float('nan')):.2f} +- {ev.get('return_std', float('nan')):.2f}"
-
-    def member(self, name: str) -> Member:
-        """The member called `name` (a KeyError if there is none)."""
-        found = next((m for m in self.members if m.name == name), None)
-        if found is None:
-            raise KeyError(f"{self.out}: no member {name!r}")
-        return found
 
 
 class PopulationLog:

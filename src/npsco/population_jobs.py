@@ -64,8 +64,28 @@ def threshold_of(config: PopulationConfig, r0_default: float | None, member: Mem
     return r0_default * (member.chain.multiple if member.chain is not None else 1.0)
 
 
+class PopulationMembers:
+    """What a population (`npsco.population.Population`) and a job's snapshot of it share: its members, found by
+    name, and their policies."""
+
+    out: Path
+    members: list[Member]
+
+    def member(self, name: str) -> Member:
+        """The member called `name` (a KeyError if there is none)."""
+        found = next((m for m in self.members if m.name == name), None)
+        if found is None:
+            raise KeyError(f"{self.out}: no member {name!r}")
+        return found
+
+    def policy(self, member: Member) -> Policy:
+        """The member's policy (a borrowed reference's checkpoint is checked first: `check_borrowed`)."""
+        check_borrowed(member, self.out / member.checkpoint)
+        return load_policy(self.out / member.checkpoint)
+
+
 @dataclass
-class PopulationSnapshot:
+class PopulationSnapshot(PopulationMembers):
     """A population as a job sees it: the parent's members and default r0 when the job was made (copies). It has no
     way to write the manifest."""
 
@@ -79,13 +99,6 @@ class PopulationSnapshot:
         cls, out: str | Path, config: PopulationConfig, members: list[dict[str, Any]], r0_default: float | None
     ) -> PopulationSnapshot:
         return cls(Path(out), config, [Member.from_dict(m) for m in members], r0_default)
-
-    def member(self, name: str) -> Member:
-        return next(m for m in self.members if m.name == name)
-
-    def policy(self, member: Member) -> Policy:
-        check_borrowed(member, self.out / member.checkpoint)
-        return load_policy(self.out / member.checkpoint)
 
     def method_for(self, member: Member) -> Method:
         """The novelty method a novel member trains with (recording its references and threshold in `member`)."""
