@@ -26,13 +26,14 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from npsco.config import PPOConfig, preset
+from npsco.config import PPOConfig
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
+from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.logger import read_metrics
 from npsco.policy import load_policy
-from npsco.stats import bootstrap_ci, iqm, mean_std
+from npsco.report.provenance import closest_preset, set_flags
 
 LAST_EPISODES = 100
 """CleanRL's figure: the mean return of this many last training episodes."""
@@ -87,33 +88,22 @@ def last_episodes_return(rows: list[dict], last: int = LAST_EPISODES) -> tuple[f
 
 
 def summarize(values: list[float]) -> Summary:
-    """mean +- std (population std) and IQM with its 95% percentile-bootstrap CI over the seeds' values."""
-    mean, std = mean_std(values)
-    low, high = bootstrap_ci(values, iqm, confidence=0.95, n_resamples=2000, seed=0)
-    return Summary(
-        n=len(values),
-        mean=mean,
-        std=std,
-        iqm=float(iqm(values)),
-        iqm_ci_low=low,
-        iqm_ci_high=high,
-        per_seed=[float(v) for v in values],
-    )
+    """The seeds' values and their statistics as the report computes them (`metric_summary`: mean +- std, population
+    std, and IQM with its 95% percentile-bootstrap CI, 2000 resamples, seed 0)."""
+    stats = metric_summary(values)
+    if stats is None:
+        raise NpscoError("no finite value to summarise")
+    return Summary(**stats, per_seed=[float(v) for v in values])
 
 
 def train_command(run: Path, config: dict) -> str:
-    """The `npsco train` command equivalent to a run's config.json: its preset, seed, steps, and a --set for every
-    other setting that differs from the preset."""
+    """The `npsco train` command equivalent to a run's config.json: the preset that needs the fewest overrides, the
+    seed, the steps, and a --set for every other setting that differs from the preset."""
     ppo = config["ppo"]
-    base = preset(ppo["env_id"], config.get("preset", "default")).to_dict()
-    args = ["npsco", "train", "--env", ppo["env_id"]]
-    if config.get("preset", "default") != "default":
-        args += ["--preset", config["preset"]]
+    chosen, extra = closest_preset(ppo)
+    args = ["npsco", "train", "--env", ppo["env_id"]] + (["--preset", chosen] if chosen != "default" else [])
     args += ["--seed", str(ppo["seed"]), "--steps", str(ppo["total_timesteps"])]
-    for key, value in ppo.items():
-        if key not in ("env_id", "seed", "total_timesteps") and base.get(key) != value:
-            shown = ",".join(map(str, value)) if isinstance(value, list) else str(value)
-            args += ["--set", f"{key}={shown}"]
+    args += set_flags({k: v for k, v in extra.items() if k not in ("seed", "total_timesteps")})
     return " ".join(shlex.quote(a) for a in [*args, "--out", str(run)])
 
 

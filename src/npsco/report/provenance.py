@@ -36,6 +36,24 @@ def _value(v: object) -> str:
     return str(v)
 
 
+def closest_preset(ppo: dict) -> tuple[str, dict]:
+    """The preset that gives a run's PPO settings (its config.json's `ppo`) with the fewest overrides, and the
+    settings that differ from it."""
+    ppo = {
+        **ppo,
+        "actor_hidden": list(ppo.get("actor_hidden", [])),
+        "critic_hidden": list(ppo.get("critic_hidden", [])),
+    }
+    diffs = {p: _diff(preset(ppo["env_id"], p).to_dict(), ppo) for p in PRESETS}
+    chosen = min(PRESETS, key=lambda p: len(diffs[p]))
+    return chosen, diffs[chosen]
+
+
+def set_flags(settings: dict) -> list[str]:
+    """`--set key=value` for each setting, as the command line takes them."""
+    return [a for k, v in settings.items() for a in ("--set", f"{k}={_value(v)}")]
+
+
 def population_command(run: str | Path, config: dict) -> str:
     """The `npsco population` command line equivalent to a run's config.json (the preset that needs the fewest
     overrides, then --set/--mset for every setting that differs from it)."""
@@ -43,10 +61,7 @@ def population_command(run: str | Path, config: dict) -> str:
     env = ppo.get("env_id")
     if not env:
         return f"# {run}: config.json has no PPO configuration"
-    ppo["actor_hidden"] = list(ppo.get("actor_hidden", []))
-    ppo["critic_hidden"] = list(ppo.get("critic_hidden", []))
-    diffs = {p: _diff(preset(env, p).to_dict(), ppo) for p in PRESETS}
-    chosen = min(PRESETS, key=lambda p: len(diffs[p]))
+    chosen, extra = closest_preset(ppo)
     args = ["npsco", "population", "--env", env]
     if chosen != "default":
         args += ["--preset", chosen]
@@ -61,11 +76,9 @@ def population_command(run: str | Path, config: dict) -> str:
     scales = list(config.get("r0_scales") or [1.0])
     if method.get("r0") is None and scales != [default_r0_scale(env)]:
         args += ["--r0-scale", *[f"{s:g}" for s in scales]]
-    extra = dict(diffs[chosen])
     if "total_timesteps" in extra:
         args += ["--steps", str(extra.pop("total_timesteps"))]
-    for k, v in extra.items():
-        args += ["--set", f"{k}={_value(v)}"]
+    args += set_flags(extra)
     defaults = MethodConfig().to_dict()
     flags = {"r0": "--r0", "t_start": "--t-start", "ipd_rule": "--ipd-rule"}
     for k, v in _diff(defaults, method).items():
