@@ -1,21 +1,24 @@
 """Helpers shared by the test files, as fixtures; and a test-session hook: the closing summary names the tests marked
 slow and how each ended, so that a CI log shows that they ran (pytest's dots do not name tests)."""
 
+import dataclasses
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from npsco.config import MAZE_ID
+from npsco.config import MAZE_ID, PPOConfig, preset
 from npsco.policy import Policy, space_metadata
 
 MAZE_OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
 MAZE_ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-def maze_policy(weights) -> Policy:
-    """A maze policy from its layers' (weight, bias) lists: no observation normalisation, std 1."""
+def maze_policy(weights, **metadata) -> Policy:
+    """A maze policy from its layers' (weight, bias) lists: no observation normalisation, std 1. Its metadata are
+    what a checkpoint needs (method `ppo`, seed 0 unless `metadata` says otherwise), and `metadata`."""
     return Policy(
         weights=[(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights],
         log_std=np.zeros(2, np.float32),
@@ -29,6 +32,9 @@ def maze_policy(weights) -> Policy:
             "env_id": MAZE_ID,
             "observation_space": space_metadata(MAZE_OBS),
             "action_space": space_metadata(MAZE_ACT),
+            "method": "ppo",
+            "seed": 0,
+            **metadata,
         },
     )
 
@@ -36,12 +42,47 @@ def maze_policy(weights) -> Policy:
 @pytest.fixture
 def maze_policies() -> SimpleNamespace:
     """Hand-built maze policies whose mean actions are known: `const(action)` acts `action` everywhere; `step()` acts
-    (0.4 tanh(100 (x - 8)) + 0.6, 0): (0.2, 0) on the left half of the map, (1, 0) on the right."""
+    (0.4 tanh(100 (x - 8)) + 0.6, 0): (0.2, 0) on the left half of the map, (1, 0) on the right. Keyword arguments
+    are metadata (`const(action, method="ipd", seed=3)`)."""
     return SimpleNamespace(
         build=maze_policy,
-        const=lambda action: maze_policy([(np.zeros((2, 2)), action)]),
+        const=lambda action, **metadata: maze_policy([(np.zeros((2, 2)), action)], **metadata),
         step=lambda: maze_policy([([[100.0, 0.0]], [-800.0]), ([[0.4], [0.0]], [0.6, 0.0])]),
     )
+
+
+@pytest.fixture(scope="session")
+def tiny_maze() -> Callable[..., PPOConfig]:
+    """`tiny_maze(**settings)`: the maze's PPO preset at a tiny budget, `settings` over it: 4 envs x 16 steps, one
+    minibatch, one epoch, no evaluation, no checkpoint; the budget is one iteration unless `total_timesteps` says."""
+    tiny = dict(num_envs=4, num_steps=16, num_minibatches=1, update_epochs=1, eval_every=0, checkpoint_every=0)
+
+    def make(**settings) -> PPOConfig:
+        cfg = dataclasses.replace(preset(MAZE_ID), **{**tiny, **settings})
+        return cfg if "total_timesteps" in settings else dataclasses.replace(cfg, total_timesteps=cfg.batch_size)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def hopper_tiny() -> list[str]:
+    """`npsco train`/`population` arguments for Hopper-v5 at a tiny budget: 1024 steps in rollouts of 512 steps on one
+    env, one epoch, one evaluation episode, no progress bar."""
+    return [
+        "--env",
+        "Hopper-v5",
+        "--steps",
+        "1024",
+        "--set",
+        "num_steps=512",
+        "--set",
+        "num_envs=1",
+        "--set",
+        "update_epochs=1",
+        "--set",
+        "eval_episodes=1",
+        "--no-progress",
+    ]
 
 
 @pytest.fixture

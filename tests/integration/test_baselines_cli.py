@@ -21,21 +21,6 @@ METHODS = [  # method, a knob set on the command line, metric keys logged every 
     ("cpo", "cpo_max_kl=0.02", {"cpo/cost", "cpo/case", "cpo/kl", "cpo/step_accepted", "cpo/lambda", "cpo/nu"}),
 ]
 MAZE_TINY = ["--set", "num_steps=64", "--no-progress"]
-HOPPER_TINY = [
-    "--env",
-    "Hopper-v5",
-    "--steps",
-    "1024",
-    "--set",
-    "num_steps=512",
-    "--set",
-    "num_envs=1",
-    "--set",
-    "update_epochs=1",
-    "--set",
-    "eval_episodes=1",
-    "--no-progress",
-]
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +49,9 @@ def maze_refs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def hopper_refs(tmp_path_factory) -> Path:
+def hopper_refs(tmp_path_factory, hopper_tiny) -> Path:
     out = tmp_path_factory.mktemp("hopper") / "refs"
-    assert main(["population", "--method", "ppo", "--refs", "1", "--novel", "0", *HOPPER_TINY, "--out", str(out)]) == 0
+    assert main(["population", "--method", "ppo", "--refs", "1", "--novel", "0", *hopper_tiny, "--out", str(out)]) == 0
     return out
 
 
@@ -117,8 +102,8 @@ def test_method_trains_a_novel_maze_policy(tmp_path, maze_refs, method, knob, ke
 
 
 @pytest.mark.parametrize("method, knob, keys", METHODS, ids=[m[0] for m in METHODS])
-def test_method_runs_two_iterations_on_hopper(tmp_path, hopper_refs, method, knob, keys):
-    novel, rows = run_method(tmp_path / method, hopper_refs, method, knob, method, "--r0", "0.1", *HOPPER_TINY)
+def test_method_runs_two_iterations_on_hopper(tmp_path, hopper_refs, hopper_tiny, method, knob, keys):
+    novel, rows = run_method(tmp_path / method, hopper_refs, method, knob, method, "--r0", "0.1", *hopper_tiny)
     assert novel["threshold"] == 0.1 and novel["references"] == ["ref0"]
     assert [r["global_step"] for r in rows] == [512, 1024]
     assert all(keys <= set(row) for row in rows) and "eval/return_mean" in rows[-1]

@@ -113,7 +113,7 @@ def test_the_python_example_of_docs_import_md_runs(hopper, tmp_path, monkeypatch
     assert (tmp_path / "runs/imported/sb3-hopper/policy.safetensors").exists()
 
 
-def test_an_imported_policy_is_a_reference_and_is_evaluated(hopper, tmp_path, capsys):
+def test_an_imported_policy_is_a_reference_and_is_evaluated(hopper, hopper_tiny, tmp_path, capsys):
     out, _, _ = hopper
     ref = tmp_path / "sb3-hopper"
     import_policy(out / "hopper_ppo.zip", "Hopper-v5", ref, vecnormalize=out / "vecnormalize.pkl")
@@ -124,8 +124,7 @@ def test_an_imported_policy_is_a_reference_and_is_evaluated(hopper, tmp_path, ca
         main(
             [
                 "population",
-                "--env",
-                "Hopper-v5",
+                *hopper_tiny,
                 "--method",
                 "ipd",
                 "--ref-checkpoints",
@@ -134,17 +133,6 @@ def test_an_imported_policy_is_a_reference_and_is_evaluated(hopper, tmp_path, ca
                 "1",
                 "--r0",
                 "0.5",
-                "--steps",
-                "1024",
-                "--set",
-                "num_steps=512",
-                "--set",
-                "num_envs=1",
-                "--set",
-                "update_epochs=1",
-                "--set",
-                "eval_episodes=1",
-                "--no-progress",
                 "--out",
                 str(run),
             ]

@@ -7,7 +7,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -21,36 +20,11 @@ from npsco.evaluation.evaluate import cached_evaluation, combine, evaluate_run, 
 from npsco.evaluation.rows import CSV_COLUMNS, EvaluationRow, group_of, primary_scale, rows_to_csv
 from npsco.evaluation.scoring import score_rows, statistics
 from npsco.manifest import Chain
-from npsco.policy import Policy, space_metadata
 from npsco.report.data import fig2_panels, fig3_data, fig4_data
 from npsco.report.provenance import population_command
 
-OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
-ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 EPISODES = 6
 SQRT_1_25 = float(np.sqrt(1.25))
-
-
-def const_policy(action, name: str) -> Policy:
-    """A maze policy whose executed action is `action` everywhere (one linear layer, zero weights)."""
-    return Policy(
-        weights=[(np.zeros((2, 2), np.float32), np.asarray(action, np.float32))],
-        log_std=np.zeros(2, np.float32),
-        obs_mean=np.zeros(2, np.float32),
-        obs_var=np.ones(2, np.float32),
-        obs_clip=10.0,
-        norm_obs=False,
-        action_low=ACT.low,
-        action_high=ACT.high,
-        metadata={
-            "env_id": MAZE_ID,
-            "observation_space": space_metadata(OBS),
-            "action_space": space_metadata(ACT),
-            "method": name,
-            "seed": 0,
-            "config": {},
-        },
-    )
 
 
 def member(name, role, path, action, curve=(), chain=None, method="ipd", seed=0, threshold=None):
@@ -72,13 +46,14 @@ def member(name, role, path, action, curve=(), chain=None, method="ipd", seed=0,
     }
 
 
-def write_run(root: Path, members: list[dict], r0_scales=(1.0,), method="ipd") -> Path:
-    """A population run directory as `npsco population` writes it, with constant-action policies."""
+def write_run(root: Path, members: list[dict], const, r0_scales=(1.0,), method="ipd") -> Path:
+    """A population run directory as `npsco population` writes it, with constant-action policies (`const`: the
+    `maze_policies` fixture's)."""
     root.mkdir(parents=True, exist_ok=True)
     for m in members:
         action = m.pop("_action")
         if action is not None:
-            const_policy(action, m["method"]).save(root / m["path"] / "policy.safetensors")
+            const(action, method=m["method"]).save(root / m["path"] / "policy.safetensors")
     manifest = {
         "format": "npsco-population",
         "format_version": 1,
@@ -101,7 +76,7 @@ def write_run(root: Path, members: list[dict], r0_scales=(1.0,), method="ipd") -
 
 
 @pytest.fixture
-def run(tmp_path) -> Path:
+def run(tmp_path, maze_policies) -> Path:
     """refs act (-1, 0) and (-1, 0.5): D = 0.5 both ways. k0 acts (0, 1) and its curve reaches +50; k1 acts like
     ref0 and its curve never exceeds -5."""
     return write_run(
@@ -130,6 +105,7 @@ def run(tmp_path) -> Path:
                 threshold=0.5,
             ),
         ],
+        maze_policies.const,
     )
 
 
@@ -281,7 +257,7 @@ def test_evaluate_cli_writes_tidy_csv_and_json_and_reuses_them(run, capsys):
     assert cached_evaluation(run, EPISODES, 0) is None
 
 
-def test_several_runs_share_references_and_are_combined(run, tmp_path):
+def test_several_runs_share_references_and_are_combined(run, tmp_path, maze_policies):
     ref_paths = [str((run / "refs" / r).resolve()) for r in ("ref0", "ref1")]
     other = write_run(
         tmp_path / "wsr",
@@ -290,6 +266,7 @@ def test_several_runs_share_references_and_are_combined(run, tmp_path):
             member("ref1", "reference", ref_paths[1], None, seed=1, curve=[(1024, 1.0)]),
             member("wsr/k0", "novel", "novel/wsr/k0", (0.0, -1.0), chain="wsr", method="wsr", seed=1000),
         ],
+        maze_policies.const,
         method="wsr",
     )
     docs = evaluate_runs([run, other], episodes=EPISODES, log=lambda _: None)
@@ -411,11 +388,14 @@ def test_docs_describe_every_csv_column():
         assert f"| `{column}` |" in page, f"column {column!r} is not described in docs/report.md"
 
 
-def test_report_leaves_out_runs_with_nothing_trained_yet(run, tmp_path):
+def test_report_leaves_out_runs_with_nothing_trained_yet(run, tmp_path, maze_policies):
     from npsco.report.build import build_report
 
     empty = write_run(
-        tmp_path / "cpo", [member("cpo/k0", "novel", "novel/cpo/k0", None, chain="cpo", method="cpo")], method="cpo"
+        tmp_path / "cpo",
+        [member("cpo/k0", "novel", "novel/cpo/k0", None, chain="cpo", method="cpo")],
+        maze_policies.const,
+        method="cpo",
     )
     manifest = json.loads((empty / "manifest.json").read_text())
     manifest["members"][0]["status"] = "training"
@@ -428,9 +408,9 @@ def test_report_leaves_out_runs_with_nothing_trained_yet(run, tmp_path):
         build_report([empty], tmp_path / "r2", filmstrips=False, log=lambda _: None)
 
 
-def test_run_episodes_takes_one_start_per_episode():
+def test_run_episodes_takes_one_start_per_episode(maze_policies):
     # always right at full speed: from (14.5, 8) the right goal; from (14.5, 2) and (14.5, 14) the wall, never a goal
     starts = [(14.5, 2.0), (14.5, 8.0), (14.5, 14.0)]
-    res = run_episodes(const_policy([1.0, 0.0], "right"), len(starts), start=starts, max_episode_steps=20)
+    res = run_episodes(maze_policies.const([1.0, 0.0]), len(starts), start=starts, max_episode_steps=20)
     assert [goal_name(int(g)) for g in res.goals] == ["none", "right", "none"]
     assert res.lengths.tolist() == [20, 1, 20]

@@ -18,7 +18,7 @@ from npsco.algos.maths import normalize_advantages, policy_loss
 from npsco.algos.numpy_update import NumpyPPOUpdate
 from npsco.algos.rollout import Batch
 from npsco.algos.trainer import Trainer
-from npsco.config import MAZE_ID, PPOConfig
+from npsco.config import PPOConfig
 from npsco.errors import NpscoError
 
 
@@ -31,21 +31,17 @@ class ExtraStream(Method):
         return StepOutcome(streams={"novelty": np.sin(step.obs[:, 0]).astype(np.float32)})
 
 
-def maze_trainer(method=None, trainer_class=Trainer, **overrides) -> Trainer:
-    base = dict(
-        env_id=MAZE_ID,
-        num_envs=8,
-        num_steps=32,
-        num_minibatches=4,
-        update_epochs=3,
-        eval_every=0,
-        checkpoint_every=0,
-        actor_hidden=(32, 10),
-        critic_hidden=(16,),
-        seed=3,
-    )
-    base.update(overrides)
-    return trainer_class(PPOConfig(**base), method, tensorboard=False)
+@pytest.fixture
+def maze_trainer(tiny_maze):
+    """`maze_trainer(method=None, trainer_class=Trainer, **settings)`: a maze trainer of 8 envs x 32 steps, 4
+    minibatches, 3 epochs and small networks, `settings` over them."""
+
+    def make(method=None, trainer_class=Trainer, **settings) -> Trainer:
+        base = dict(num_envs=8, num_steps=32, num_minibatches=4, update_epochs=3, actor_hidden=(32, 10), seed=3)
+        cfg = tiny_maze(**{**base, "critic_hidden": (16,), **settings})
+        return trainer_class(cfg, method, tensorboard=False)
+
+    return make
 
 
 def flat_grads(params) -> np.ndarray:
@@ -69,7 +65,7 @@ def random_minibatch(tr: Trainer, B: int, rng: np.random.Generator):
 @pytest.mark.parametrize("clip_vloss", [True, False])
 @pytest.mark.parametrize("norm_adv", [True, False])
 @pytest.mark.parametrize("method", [None, ExtraStream()], ids=["task", "two-streams"])
-def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, method):
+def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, method, maze_trainer):
     tr = maze_trainer(method, clip_vloss=clip_vloss, norm_adv=norm_adv, ent_coef=0.01, clip_coef=0.2)
     with torch.no_grad():
         tr.agent.actor_logstd.copy_(torch.tensor([[-0.4, 0.3]]))
@@ -132,7 +128,7 @@ def adam_state(tr: Trainer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("history", ["fresh", "warm", "uneven-steps"])
 @pytest.mark.parametrize("method", [None, ExtraStream()], ids=["task", "two-streams"])
-def test_whole_update_equals_the_torch_loop(history, method):
+def test_whole_update_equals_the_torch_loop(history, method, maze_trainer):
     tr = maze_trainer(method, ent_coef=0.003)
     batch = tr.compute_advantages(tr.collect_rollout())
     if history != "fresh":
@@ -168,7 +164,7 @@ def test_whole_update_equals_the_torch_loop(history, method):
     assert np.all(np.isfinite(params_vector(tr)))
 
 
-def test_early_stop_on_target_kl_matches():
+def test_early_stop_on_target_kl_matches(maze_trainer):
     tr = maze_trainer(target_kl=1e-9)
     batch = tr.compute_advantages(tr.collect_rollout())
     snap = snapshot(tr)
@@ -181,7 +177,7 @@ def test_early_stop_on_target_kl_matches():
     assert steps_numpy[0] == tr.cfg.num_minibatches  # one epoch only
 
 
-def test_falls_back_to_torch_with_a_warning_when_the_optimiser_is_not_adam():
+def test_falls_back_to_torch_with_a_warning_when_the_optimiser_is_not_adam(maze_trainer):
     tr = maze_trainer()
     tr.optimizer = torch.optim.SGD(tr.agent.parameters(), lr=1e-3)
     assert "Adam" in NumpyPPOUpdate.unsupported(tr.agent, tr.optimizer, tr.streams)
@@ -192,7 +188,7 @@ def test_falls_back_to_torch_with_a_warning_when_the_optimiser_is_not_adam():
     assert np.isfinite(out["losses/policy_loss"]) and not np.allclose(params_vector(tr), before)
 
 
-def test_a_trainer_that_overrides_critic_loss_gets_the_torch_update():
+def test_a_trainer_that_overrides_critic_loss_gets_the_torch_update(maze_trainer):
     calls = []
 
     class OwnCriticLoss(Trainer):
@@ -207,7 +203,7 @@ def test_a_trainer_that_overrides_critic_loss_gets_the_torch_update():
     assert calls == [64] * tr.cfg.num_minibatches * tr.cfg.update_epochs  # the overridden loss trained the critic
 
 
-def test_the_numpy_update_is_built_once_per_agent_and_optimiser(monkeypatch):
+def test_the_numpy_update_is_built_once_per_agent_and_optimiser(monkeypatch, maze_trainer):
     built = []
     original = NumpyPPOUpdate.__init__
     monkeypatch.setattr(NumpyPPOUpdate, "__init__", lambda self, *a: built.append(1) or original(self, *a))
@@ -222,7 +218,7 @@ def test_the_numpy_update_is_built_once_per_agent_and_optimiser(monkeypatch):
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_update_backend_selects_the_update(monkeypatch, backend):
+def test_update_backend_selects_the_update(monkeypatch, backend, maze_trainer):
     tr = maze_trainer(update_backend=backend)
     batch = tr.compute_advantages(tr.collect_rollout())
     calls = []
@@ -237,7 +233,7 @@ def test_an_unknown_update_backend_is_refused():
         PPOConfig(update_backend="jax").validate()
 
 
-def test_the_update_runs_numpys_blas_with_torch_threads_and_restores_it(monkeypatch):
+def test_the_update_runs_numpys_blas_with_torch_threads_and_restores_it(monkeypatch, maze_trainer):
     def blas_threads() -> list[int]:
         return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 

@@ -17,37 +17,30 @@ from npsco.algos.maths import normalize_advantages, policy_loss
 from npsco.algos.tnb import CTNB, TNB, ctnb_violated
 from npsco.algos.trainer import Trainer
 from npsco.algos.wsr import WSR, wsr_shape
-from npsco.config import MAZE_ID, MethodConfig, preset
+from npsco.config import MAZE_ID, MethodConfig
 from npsco.errors import NpscoError
 from npsco.novelty.references import ReferenceSet
 
-TINY = dict(
-    num_envs=4,
-    num_steps=16,
-    total_timesteps=64,
-    num_minibatches=1,
-    update_epochs=1,
-    eval_every=0,
-    scale_reward=False,
-    max_grad_norm=1e9,
-)
 
+@pytest.fixture
+def tiny_trainer(tiny_maze):
+    """`tiny_trainer(method, r0=0.1, num_steps=16, **knobs)`: a maze trainer (seed 0, plain gradients: no reward
+    scaling, no clipping) with `method` against one randomly initialised reference (seed 7)."""
 
-def tiny_trainer(method: str, r0: float = 0.1, num_steps: int = 16, **knobs) -> Trainer:
-    """A maze trainer (seed 0) with `method` against one randomly initialised reference (seed 7)."""
-    cfg = dataclasses.replace(
-        preset(MAZE_ID),
-        **{
-            **TINY,
-            "num_steps": num_steps,  # at least one batch
-            "total_timesteps": max(TINY["total_timesteps"], 4 * num_steps),
-        },
-    )
-    maker = Trainer(dataclasses.replace(cfg, seed=7), tensorboard=False)
-    reference = maker.policy()
-    maker.envs.close()
-    config = MethodConfig(method=method, **knobs)
-    return Trainer(cfg, make_method(config, ReferenceSet([reference]), r0, MAZE_ID), tensorboard=False)
+    def make(method: str, r0: float = 0.1, num_steps: int = 16, **knobs) -> Trainer:
+        cfg = tiny_maze(
+            num_steps=num_steps,  # at least one batch
+            total_timesteps=max(64, 4 * num_steps),
+            scale_reward=False,
+            max_grad_norm=1e9,
+        )
+        maker = Trainer(dataclasses.replace(cfg, seed=7), tensorboard=False)
+        reference = maker.policy()
+        maker.envs.close()
+        config = MethodConfig(method=method, **knobs)
+        return Trainer(cfg, make_method(config, ReferenceSet([reference]), r0, MAZE_ID), tensorboard=False)
+
+    return make
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -65,7 +58,7 @@ def flat(params) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------------------------ registry
-def test_make_method_builds_each_baseline_and_validates_its_knobs():
+def test_make_method_builds_each_baseline_and_validates_its_knobs(tiny_trainer):
     trainer = tiny_trainer("wsr")
     refs = trainer.method.references
     for name, cls in (("wsr", WSR), ("tnb", TNB), ("ctnb", CTNB), ("cpo", CPO)):
@@ -99,7 +92,7 @@ def test_wsr_shapes_on_exact_numbers():
 
 
 @pytest.mark.parametrize("shape, u, bonus", [("linear", 0.5, 5.0), ("exp", 0.0, 10.0), ("neg_exp", 0.0, -10.0)])
-def test_wsr_trains_on_task_reward_plus_bonus_but_reports_the_task_return(shape, u, bonus):
+def test_wsr_trains_on_task_reward_plus_bonus_but_reports_the_task_return(shape, u, bonus, tiny_trainer):
     trainer = tiny_trainer("wsr", num_steps=128, wsr_shape=shape)  # maze default weight 10; 100-step episodes
     method = trainer.method
     method.tracker.update = lambda obs, action, std: (None, np.full(obs.shape[0], u))  # a known running novelty
@@ -145,7 +138,7 @@ def sgd_update(trainer: Trainer, batch, lr: float = 0.1):
 
 
 @pytest.mark.parametrize("rule", ["authors", "safe", "paper_eq5"])
-def test_tnb_moves_the_actor_along_the_bisector_and_the_critics_on_their_own_losses(rule):
+def test_tnb_moves_the_actor_along_the_bisector_and_the_critics_on_their_own_losses(rule, tiny_trainer):
     trainer = tiny_trainer("tnb", tnb_rule=rule)
     batch = rollout_batch(trainer)
     f, g, p, critic_grad = tnb_expected(trainer, batch, rule)
@@ -159,7 +152,7 @@ def test_tnb_moves_the_actor_along_the_bisector_and_the_critics_on_their_own_los
 
 
 @pytest.mark.parametrize("rule, along_task", [("authors", 0.0), ("safe", -1.0), ("paper_eq5", 2.0)])
-def test_tnb_with_known_antiparallel_gradients(rule, along_task):
+def test_tnb_with_known_antiparallel_gradients(rule, along_task, tiny_trainer):
     """Novelty advantages = -task advantages make g = -f exactly: the authors' rule has no task gradient left once
     made orthogonal to g (p = 0), the safe rule follows novelty (p = g = -f), the paper's Eq. 5 subtracts cos g = f
     (p = 2 f)."""
@@ -182,7 +175,7 @@ def test_ctnb_violation_rule_on_exact_numbers():
     assert not ctnb_violated(0.0, 0, 0.0)  # no step after t_S: nothing to violate
 
 
-def test_ctnb_takes_the_plain_ppo_step_when_the_constraint_holds():
+def test_ctnb_takes_the_plain_ppo_step_when_the_constraint_holds(tiny_trainer):
     trainer = tiny_trainer("ctnb", r0=1e-6)  # every running novelty is above a tiny r0
     batch = rollout_batch(trainer)
     agent = trainer.agent
@@ -201,7 +194,7 @@ def test_ctnb_takes_the_plain_ppo_step_when_the_constraint_holds():
     assert torch.equal(after_ctnb, flat(agent.parameters()))
 
 
-def test_ctnb_takes_the_bisector_step_when_the_constraint_is_violated():
+def test_ctnb_takes_the_bisector_step_when_the_constraint_is_violated(tiny_trainer):
     trainer = tiny_trainer("ctnb", r0=5.0)  # above any maze action distance (<= 2 sqrt 2): always violated
     batch = rollout_batch(trainer)
     _, _, p, _ = tnb_expected(trainer, batch)
@@ -233,7 +226,7 @@ def measured_kl(trainer: Trainer, batch, old_mean: torch.Tensor, old_log_std: to
         return kl_divergence(Normal(old_mean, old_log_std.exp()), new).sum(-1).mean().item()
 
 
-def cpo_step_on_tiny_batch(r0: float, **knobs):
+def cpo_step_on_tiny_batch(tiny_trainer, r0: float, **knobs):
     trainer = tiny_trainer("cpo", r0=r0, **knobs)
     batch = rollout_batch(trainer)
     cost = trainer.method._cost_sum / trainer.method._cost_n
@@ -248,16 +241,17 @@ def cpo_step_on_tiny_batch(r0: float, **knobs):
     return out, measured_kl(trainer, batch, old_mean, old_log_std), before, after, cost
 
 
-def test_cpo_feasible_step_stays_in_the_trust_region_and_improves_the_surrogate():
-    out, kl, before, after, cost = cpo_step_on_tiny_batch(r0=1e-6)  # cost ~ -d < 0: feasible
+def test_cpo_feasible_step_stays_in_the_trust_region_and_improves_the_surrogate(tiny_trainer):
+    out, kl, before, after, cost = cpo_step_on_tiny_batch(tiny_trainer, r0=1e-6)  # cost ~ -d < 0: feasible
     assert cost < 0 and out["cpo/case"] in (2.0, 3.0) and out["cpo/step_accepted"] == 1.0
     assert 0 < kl <= 0.01 * (1 + 1e-4) and out["cpo/kl"] == pytest.approx(kl, rel=1e-3)
     assert before[0] == pytest.approx(0.0, abs=1e-5)  # normalised advantages at the old policy
     assert after[0] > before[0] and out["cpo/surrogate_change"] == pytest.approx(after[0] - before[0], rel=1e-3)
 
 
-def test_cpo_infeasible_step_decreases_the_cost_surrogate_within_the_kl_bound():
-    out, kl, before, after, cost = cpo_step_on_tiny_batch(r0=5.0, cpo_max_kl=0.02)  # c = 5 - d > 0: infeasible
+def test_cpo_infeasible_step_decreases_the_cost_surrogate_within_the_kl_bound(tiny_trainer):
+    # c = 5 - d > 0: infeasible
+    out, kl, before, after, cost = cpo_step_on_tiny_batch(tiny_trainer, r0=5.0, cpo_max_kl=0.02)
     assert cost > 2.0 and out["cpo/case"] in (0.0, 1.0) and out["cpo/step_accepted"] == 1.0
     assert kl <= 0.02 * (1 + 1e-4)
     assert after[1] < before[1] and out["cpo/cost_surrogate_change"] < 0
@@ -266,7 +260,7 @@ def test_cpo_infeasible_step_decreases_the_cost_surrogate_within_the_kl_bound():
 
 
 @pytest.mark.parametrize("knobs", [{}, {"novelty_action": "sample", "metric": "wasserstein2"}])
-def test_cpo_direct_cost_is_the_batch_cost_as_a_function_of_the_policy(knobs):
+def test_cpo_direct_cost_is_the_batch_cost_as_a_function_of_the_policy(knobs, tiny_trainer):
     trainer = tiny_trainer("cpo", r0=0.3, **knobs)
     with torch.no_grad():
         trainer.agent.actor_logstd.fill_(-0.3)  # the reference's is 0: the std term has a gradient
@@ -280,7 +274,7 @@ def test_cpo_direct_cost_is_the_batch_cost_as_a_function_of_the_policy(knobs):
     assert (grad[-n_logstd:].abs().sum() > 0) == bool(knobs)
 
 
-def test_cpo_update_logs_the_batch_cost_and_trains_only_the_critics_with_adam():
+def test_cpo_update_logs_the_batch_cost_and_trains_only_the_critics_with_adam(tiny_trainer):
     trainer = tiny_trainer("cpo", r0=0.3)
     batch = rollout_batch(trainer)
     costs = trainer.method._cost_sum / trainer.method._cost_n
@@ -295,7 +289,7 @@ def test_cpo_update_logs_the_batch_cost_and_trains_only_the_critics_with_adam():
     assert all(math.isfinite(v) for v in full.values())
 
 
-def test_cpo_cost_stream_is_centred_on_the_previous_batch_cost():
+def test_cpo_cost_stream_is_centred_on_the_previous_batch_cost(tiny_trainer):
     trainer = tiny_trainer("cpo", r0=0.3)
     method = trainer.method
     method.update(trainer, rollout_batch(trainer))

@@ -139,8 +139,7 @@ def test_the_heatmap_reuses_the_evaluations_measurements_of_relative_checkpoints
     monkeypatch.chdir(tmp_path)
     rows, docs, cache = [], [], {}
     for run, action in (("a", [1.0, 0.0]), ("b", [0.0, 1.0])):
-        policy = maze_policies.const(np.array(action, np.float32))
-        policy.metadata.update(method="ppo", seed=0)
+        policy = maze_policies.const(action)
         checkpoint = policy.save(tmp_path / run / "policy.safetensors")
         cache[(str(checkpoint.resolve()), 2, 0)] = measure_policy(policy, 2, 0)
         r = row(f"{run}0", "ppo" if run == "a" else "ipd", run, f"{run}/policy.safetensors")  # relative, as portable()
@@ -182,9 +181,7 @@ def test_every_policy_of_a_chain_gets_its_own_filmstrip_and_video(tmp_path, maze
     # chains at r0 x 0.5: the policies' names hold a dot, which must not be taken for a file suffix
     rows = []
     for k, action in enumerate(([1.0, 0.0], [0.0, 1.0])):
-        policy = maze_policies.const(np.array(action, np.float32))
-        policy.metadata.update(method="ipd", seed=k)
-        checkpoint = policy.save(tmp_path / f"k{k}.safetensors")
+        checkpoint = maze_policies.const(action, method="ipd", seed=k).save(tmp_path / f"k{k}.safetensors")
         name = f"ipd-r0x0.5/k{k}"
         rows.append({**row(name, "ipd", "runs/ipd", str(checkpoint)), "seed": k, "goal_from_right": "right"})
     blocks = behaviour_blocks(rows, tmp_path / "report", seed=0, videos="gif", limit=None, log=lambda line: None)

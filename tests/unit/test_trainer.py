@@ -7,12 +7,12 @@ from gymnasium.spaces import Box
 
 from npsco.algos.hooks import Method
 from npsco.algos.trainer import Trainer
-from npsco.config import MAZE_ID, PPOConfig
+from npsco.config import PPOConfig
 from npsco.errors import NpscoError
 from npsco.policy import Policy
 
 
-def test_training_snapshots_the_policy_once_per_iteration_and_reads_the_settings_once(monkeypatch):
+def test_training_snapshots_the_policy_once_per_iteration_and_reads_the_settings_once(monkeypatch, tiny_maze):
     snapshots, settings = [], []
     from_agent = Policy.from_agent.__func__
     monkeypatch.setattr(Policy, "from_agent", classmethod(lambda cls, *a: snapshots.append(1) or from_agent(cls, *a)))
@@ -22,19 +22,7 @@ def test_training_snapshots_the_policy_once_per_iteration_and_reads_the_settings
             settings.append(1)
             return {"knob": 1}
 
-    cfg = PPOConfig(
-        env_id=MAZE_ID,
-        num_envs=4,
-        num_steps=16,
-        num_minibatches=2,
-        update_epochs=1,
-        total_timesteps=3 * 64,
-        eval_every=1,
-        eval_episodes=2,
-        checkpoint_every=0,
-        actor_hidden=(8,),
-        critic_hidden=(8,),
-    )
+    cfg = tiny_maze(total_timesteps=3 * 64, eval_every=1, eval_episodes=2, actor_hidden=(8,), critic_hidden=(8,))
     result = Trainer(cfg, Counted(), tensorboard=False).train(progress=False)
     assert len(result.eval_curve) == 3  # every iteration evaluated the policy it snapshot
     assert len(snapshots) == 1 + 3 and len(settings) == 1

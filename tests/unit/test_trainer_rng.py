@@ -2,26 +2,21 @@
 it trains (the caller, another trainer in the same process, as in benchmarks/throughput.py's paired measurement)."""
 
 import numpy as np
+import pytest
 import torch
 
 from npsco.algos.trainer import Trainer
-from npsco.config import MAZE_ID, PPOConfig
 
 
-def trainer(seed: int = 5) -> Trainer:
-    cfg = PPOConfig(
-        env_id=MAZE_ID,
-        num_envs=4,
-        num_steps=32,
-        num_minibatches=4,
-        update_epochs=2,
-        eval_every=0,
-        checkpoint_every=0,
-        actor_hidden=(16,),
-        critic_hidden=(16,),
-        seed=seed,
-    )
-    return Trainer(cfg, None, tensorboard=False)
+@pytest.fixture
+def trainer(tiny_maze):
+    """`trainer(seed=5)`: a maze trainer of 4 envs x 32 steps, 4 minibatches, 2 epochs, 16-unit networks."""
+
+    def make(seed: int = 5) -> Trainer:
+        settings = dict(num_steps=32, num_minibatches=4, update_epochs=2, actor_hidden=(16,), critic_hidden=(16,))
+        return Trainer(tiny_maze(**settings, seed=seed), None, tensorboard=False)
+
+    return make
 
 
 def iterate(tr: Trainer) -> None:
@@ -32,7 +27,7 @@ def params(tr: Trainer) -> np.ndarray:
     return torch.cat([p.detach().reshape(-1) for p in tr.agent.parameters()]).numpy().copy()
 
 
-def test_interleaved_trainers_and_foreign_draws_do_not_change_a_run():
+def test_interleaved_trainers_and_foreign_draws_do_not_change_a_run(trainer):
     alone = trainer()
     for _ in range(3):
         iterate(alone)
