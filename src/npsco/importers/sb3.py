@@ -128,18 +128,20 @@ def sequential(state: dict[str, np.ndarray], prefix: str) -> list[tuple[np.ndarr
     return layers
 
 
-def _source(algorithm: str, version: str, data: dict) -> dict[str, Any]:
+def _provenance(algorithm: str, version: str, data: dict) -> dict[str, Any]:
+    """The `ImportedActor` fields every SB3 algorithm fills alike: its method name, seed, steps and source."""
+    steps, seed = int(data.get("num_timesteps") or 0), data.get("seed")
     return {
-        "library": "stable-baselines3",
-        "library_version": version,
-        "algorithm": algorithm,
-        "num_timesteps": int(data.get("num_timesteps") or 0),
+        "method": f"sb3-{algorithm.lower()}",
+        "seed": int(seed) if isinstance(seed, int) else 0,
+        "global_step": steps,
+        "source": {
+            "library": "stable-baselines3",
+            "library_version": version,
+            "algorithm": algorithm,
+            "num_timesteps": steps,
+        },
     }
-
-
-def _seed(data: dict) -> int:
-    seed = data.get("seed")
-    return int(seed) if isinstance(seed, int) else 0
 
 
 # ------------------------------------------------------------------------------------------------------ algorithms
@@ -167,11 +169,8 @@ def _actor_critic(data: dict, state: dict, path: Path, version: str) -> Imported
         activation=activation(data, "tanh", path),
         output=output,
         log_std=log_std,
-        method=f"sb3-{algorithm.lower()}",
-        seed=_seed(data),
-        global_step=int(data.get("num_timesteps") or 0),
-        source=_source(algorithm, version, data),
         lost=lost,
+        **_provenance(algorithm, version, data),
     )
 
 
@@ -190,14 +189,11 @@ def _sac(data: dict, state: dict, path: Path, version: str) -> ImportedActor:
         activation=activation(data, "relu", path),
         output="tanh",
         log_std=None,
-        method=f"sb3-{algorithm.lower()}",
-        seed=_seed(data),
-        global_step=int(data.get("num_timesteps") or 0),
-        source=_source(algorithm, version, data),
         lost=[
             f"{algorithm}'s state-dependent standard deviation: the imported policy acts deterministically (tanh "
             f"of its mean, {algorithm}'s deterministic action)"
         ],
+        **_provenance(algorithm, version, data),
     )
 
 
@@ -209,9 +205,6 @@ def _td3(data: dict, state: dict, path: Path, version: str) -> ImportedActor:
         activation=activation(data, "relu", path),
         output="tanh",
         log_std=None,
-        method=f"sb3-{algorithm.lower()}",
-        seed=_seed(data),
-        global_step=int(data.get("num_timesteps") or 0),
-        source=_source(algorithm, version, data),
         lost=[f"{algorithm}'s exploration noise (not part of its policy): the imported policy acts deterministically"],
+        **_provenance(algorithm, version, data),
     )

@@ -47,6 +47,11 @@ class Video:
     alt: str
     caption: str | None = None
 
+    @property
+    def is_image(self) -> bool:
+        """A GIF, shown as an image; an MP4 needs a <video> element."""
+        return self.path.lower().endswith(".gif")
+
 
 @dataclass
 class Row:
@@ -115,7 +120,7 @@ def to_markdown(blocks: list[Block]) -> str:
 
 def _md_video(v: Video) -> str:
     """A GIF as an image; an MP4 as an HTML <video> element (Markdown viewers that allow HTML play it) and a link."""
-    if v.path.lower().endswith(".gif"):
+    if v.is_image:
         return f"![{v.alt}]({v.path})"
     return f'<video src="{html.escape(v.path)}" controls autoplay loop muted playsinline></video> [{v.alt}]({v.path})'
 
@@ -159,7 +164,7 @@ def _data_uri(path: Path) -> str:
 def _media(item: Image | Video, base: Path, embed: bool) -> str:
     """An <img> (images, GIF videos) or a muted, looping, autoplaying <video> (MP4), embedded or linked."""
     src = _data_uri(base / item.path) if embed else html.escape(item.path)
-    if isinstance(item, Video) and not item.path.lower().endswith(".gif"):
+    if isinstance(item, Video) and not item.is_image:
         return (
             f'<video src="{src}" title="{html.escape(item.alt)}" controls autoplay loop muted playsinline '
             f'preload="auto"></video>'
