@@ -173,6 +173,34 @@ def test_mixed_architectures_form_several_groups_and_keep_the_reference_order():
     np.testing.assert_allclose(refs.mean_actions(obs[:1]), one_by_one(policies, obs[:1]), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(("activation", "output"), [("relu", "linear"), ("tanh", "tanh"), ("relu", "tanh")])
+def test_imported_architectures_take_the_batched_path_and_equal_each_policy_alone(activation, output):
+    # ReLU hidden layers and a tanh-squashed output (SB3's SAC, TD3): one stacked group; a batch inside the box takes
+    # the folded first layer, a wide one the exact clipping path (the other path's first layer spoilt: unused)
+    policies = [make_policy(30 + s, bound=0.5 + s, obs_clip=10.0 + s) for s in range(4)]
+    for p in policies:
+        p.activation, p.output = activation, output
+
+    def spoilt(path: str) -> ReferenceSet:
+        refs = ReferenceSet(policies)
+        assert [type(group).__name__ for _, group in refs._groups] == ["_Group"]
+        group = refs._groups[0][1]
+        if path == "folded":
+            group.w1 = np.full_like(group.w1, np.nan)
+        else:
+            group.w1_stacked[: group.units] = np.nan
+        return refs
+
+    group = ReferenceSet(policies)._groups[0][1]
+    mid = (group.box_lo + group.box_hi) / 2
+    inside = mid + 0.3 * (np.clip(observations(seed=5), group.box_lo, group.box_hi) - mid)
+    wide = observations(seed=6)
+    assert not ((wide >= group.box_lo) & (wide <= group.box_hi)).all()
+    for path, obs in (("folded", inside), ("exact", wide)):
+        np.testing.assert_allclose(spoilt(path).mean_actions(obs), one_by_one(policies, obs), rtol=1e-5, atol=1e-6)
+    assert np.ptp(one_by_one(policies, inside), axis=1).mean() > 0.1  # the actions vary with the state
+
+
 def test_a_policy_without_normalisation_ignores_its_statistics():
     p = make_policy(4, norm_obs=False)
     obs = observations(n=6)

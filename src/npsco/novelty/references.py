@@ -30,10 +30,12 @@ class _Group:
     first layer and the M first layers are stacked into one (M * H1, obs_dim + 1) matrix: one GEMM for all references.
     The same GEMM also returns, in extra rows, each observation dimension's position in the box [box_lo, box_hi] of
     observations no reference clips (scaled to [-1, 1]), so that checking the fast path costs two small calls.
-    Otherwise the exact per-reference normalise-and-clip runs.
+    Otherwise the exact per-reference normalise-and-clip runs. The hidden layers' activation (tanh, or ReLU) and the
+    output (linear, or tanh-squashed into the bounds: SAC, TD3) are the references' own (`Policy.raw_mean`).
     """
 
     def __init__(self, policies: Sequence[Policy]):
+        self.relu, self.squash = policies[0].activation == "relu", policies[0].output == "tanh"  # one architecture
         # per layer: weights (M, out, in) and biases (M, out, 1)
         weights = [
             (np.stack([p.weights[i][0] for p in policies]), np.stack([p.weights[i][1] for p in policies])[..., None])
@@ -50,6 +52,7 @@ class _Group:
         self.obs_clip = obs_clip.astype(np.float32)[..., None]
         self.low = np.stack([p.action_low for p in policies])[..., None]
         self.high = np.stack([p.action_high for p in policies])[..., None]
+        self.span = self.high - self.low  # a tanh output's range, as `npsco.policy.squash` computes it
         m, h, d = self.w1.shape
         self.units = m * h
         # observations inside [lo, hi] are clipped by no reference
@@ -110,21 +113,19 @@ class _Group:
             x = np.matmul(self.w1, xt)
             x += self.b1
         for w, buf in zip(self.hidden, later, strict=True):
-            _kernels.tanh_rows(x.reshape(m, -1), buf.reshape(m, -1))  # buf[:, :-1] = tanh(x); its last row stays ones
+            if self.relu:
+                np.maximum(x, 0, out=buf[:, :-1])
+            else:
+                _kernels.tanh_rows(x.reshape(m, -1), buf.reshape(m, -1))  # buf[:, :-1] = tanh(x); last row stays ones
             x = np.matmul(w, buf)
+        if self.squash:  # low + (tanh(x) + 1) / 2 (high - low), in `squash`'s order of operations
+            np.tanh(x, out=x)
+            x += 1.0
+            x *= 0.5
+            x *= self.span
+            x += self.low
         np.minimum(np.maximum(x, self.low, out=x), self.high, out=x)
         return x
-
-
-class _PlainGroup:
-    """References of another architecture than npsco's (ReLU, a tanh-squashed output: imported policies), each called
-    on its own: slower than `_Group`, exact."""
-
-    def __init__(self, policies: Sequence[Policy]):
-        self.policies = list(policies)
-
-    def mean_actions_t(self, obs: np.ndarray) -> np.ndarray:
-        return np.stack([p.mean_action(obs).T for p in self.policies])
 
 
 class ReferenceSet:
@@ -138,10 +139,7 @@ class ReferenceSet:
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, p in enumerate(self.policies):
             groups[(tuple(w.shape for w, _ in p.weights), p.activation, p.output)].append(i)
-        self._groups = [
-            (np.array(idx), (_Group if key[1:] == ("tanh", "linear") else _PlainGroup)([self.policies[i] for i in idx]))
-            for key, idx in groups.items()
-        ]
+        self._groups = [(np.array(idx), _Group([self.policies[i] for i in idx])) for key, idx in groups.items()]
         self.std = np.stack([p.action_std for p in self.policies]) if self.policies else None
 
     def __len__(self) -> int:
