@@ -92,7 +92,8 @@ class PPOConfig:
     update_backend: str = "numpy"
     """PPO's update: `numpy` (forward and backward passes written out; the same computation, several times less CPU
     time for these small networks) or `torch` (autograd and torch.optim.Adam, the reference `numpy` is tested against).
-    `numpy` runs the torch update, with a warning, for an agent or optimiser it does not handle."""
+    `numpy` runs the torch update, with a warning, for an agent or optimiser it does not handle, or a `Trainer`
+    subclass that overrides `critic_loss`."""
     checkpoint_every: int = 50
     """Save the policy in training every this many iterations to checkpoints/last.safetensors (0: never; the final
     and the Ctrl-C policies are saved regardless): a policy to use or evaluate, not a state to resume training from
