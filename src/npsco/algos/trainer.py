@@ -3,6 +3,9 @@
 Each iteration runs three phases, the three methods of `Trainer`: `collect_rollout` (the policy acts in the envs;
 the method sees every step), `compute_advantages` (GAE per reward stream), and the update (`Method.update`, PPO's
 `ppo_update` by default). `train` runs the iterations and logs, evaluates and saves the policy.
+
+Longer than ~400 lines on purpose: one iteration is read top to bottom in this one class; the pieces that stand alone
+live beside it (`maths`, `rollout`, `numpy_update`, `hooks`).
 """
 
 from __future__ import annotations
