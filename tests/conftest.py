@@ -2,7 +2,10 @@
 slow and how each ended, so that a CI log shows that they ran (pytest's dots do not name tests)."""
 
 import dataclasses
+import importlib.util
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -37,6 +40,26 @@ def maze_policy(weights, **metadata) -> Policy:
             **metadata,
         },
     )
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def load_script() -> Callable[[str], object]:
+    """`load_script("benchmarks/ppo_learning.py")`: a script of the repository as a module (registered in
+    sys.modules once, as its dataclasses need)."""
+
+    def load(path: str):
+        name = "script_" + path.replace("/", "_").removesuffix(".py")
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, REPO / path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        return sys.modules[name]
+
+    return load
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ the repeats and results files of benchmarks/throughput.py, and the locks of benc
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,19 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
-def load(name: str):
-    """A benchmark script as a module (registered, as its dataclasses need)."""
-    if f"bench_{name}" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "benchmarks" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[f"bench_{name}"]
-
-
 # ------------------------------------------------------------------------------------------------- ppo_learning.py
-def test_last_episodes_return_weights_iterations_by_their_episodes_newest_first():
-    pl = load("ppo_learning")
+def test_last_episodes_return_weights_iterations_by_their_episodes_newest_first(load_script):
+    pl = load_script("benchmarks/ppo_learning.py")
     rows = [
         {"charts/episodes": 50, "charts/episodic_return": 1.0},
         {"charts/episodes": 0},  # no episode ended in this iteration
@@ -46,8 +35,8 @@ def test_last_episodes_return_weights_iterations_by_their_episodes_newest_first(
     assert pl.last_episodes_return([{"charts/episodes": 0}]) == (None, 0)
 
 
-def test_ppo_learning_writes_both_figures_per_task_with_statistics_and_commands(tmp_path, capsys):
-    pl = load("ppo_learning")
+def test_ppo_learning_writes_both_figures_per_task_with_statistics_and_commands(load_script, tmp_path, capsys):
+    pl = load_script("benchmarks/ppo_learning.py")
     runs = []
     for seed in (3, 4):
         run = tmp_path / f"maze-seed{seed}"
@@ -104,16 +93,16 @@ def test_ppo_learning_writes_both_figures_per_task_with_statistics_and_commands(
     assert not list((tmp_path / "results").glob("*.tmp"))
 
 
-def test_ppo_learning_refuses_a_run_that_is_not_finished(tmp_path, capsys):
-    pl = load("ppo_learning")
+def test_ppo_learning_refuses_a_run_that_is_not_finished(load_script, tmp_path, capsys):
+    pl = load_script("benchmarks/ppo_learning.py")
     (tmp_path / "half").mkdir()
     assert pl.main([str(tmp_path / "half")]) == 2
     assert "not a finished `npsco train` run" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------------------------------- throughput.py
-def test_throughput_alternates_npsco_and_sb3_over_3_repeats_by_default():
-    tp = load("throughput")
+def test_throughput_alternates_npsco_and_sb3_over_3_repeats_by_default(load_script):
+    tp = load_script("benchmarks/throughput.py")
     args = type(
         "Args",
         (),
@@ -132,8 +121,8 @@ def test_throughput_alternates_npsco_and_sb3_over_3_repeats_by_default():
     assert kinds == [(0, "npsco"), (0, "sb3"), (1, "sb3"), (1, "npsco"), (2, "npsco"), (2, "sb3")]
 
 
-def test_throughput_reports_the_median_min_and_max_of_the_repeats_ratios(tmp_path):
-    tp = load("throughput")
+def test_throughput_reports_the_median_min_and_max_of_the_repeats_ratios(load_script, tmp_path):
+    tp = load_script("benchmarks/throughput.py")
 
     def run(kind, repeat, sps):
         return {
@@ -174,8 +163,8 @@ def test_throughput_reports_the_median_min_and_max_of_the_repeats_ratios(tmp_pat
     assert json.loads((tmp_path / "t.json").read_text())["summary"]["ppo"]["64"]["ratio_npsco_over_sb3"] == 3
 
 
-def test_throughput_results_are_written_atomically(tmp_path, monkeypatch):
-    tp = load("throughput")
+def test_throughput_results_are_written_atomically(load_script, tmp_path, monkeypatch):
+    tp = load_script("benchmarks/throughput.py")
     (tmp_path / "t.json").write_text('{"old": 1}\n')
 
     def killed(*a, **k):
@@ -209,8 +198,8 @@ def mujoco_bench(tmp_path: Path, seed: int) -> list[str]:
     ]
 
 
-def test_ppo_mujoco_skips_a_run_that_another_process_is_training(tmp_path):
-    pm = load("ppo_mujoco")
+def test_ppo_mujoco_skips_a_run_that_another_process_is_training(load_script, tmp_path):
+    pm = load_script("benchmarks/ppo_mujoco.py")
     lock = tmp_path / "runs" / "npsco" / "FourRewardMaze-v0-seed0.lock"
     with pm.locked(lock):  # "another process" holds seed 0
         proc = subprocess.run(mujoco_bench(tmp_path, 0), capture_output=True, text=True, env=CHILD_ENV, timeout=300)
@@ -219,8 +208,8 @@ def test_ppo_mujoco_skips_a_run_that_another_process_is_training(tmp_path):
     assert not (tmp_path / "runs" / "npsco" / "FourRewardMaze-v0-seed0").exists()
 
 
-def test_ppo_mujoco_merges_its_row_only_under_the_results_lock(tmp_path):
-    pm = load("ppo_mujoco")
+def test_ppo_mujoco_merges_its_row_only_under_the_results_lock(load_script, tmp_path):
+    pm = load_script("benchmarks/ppo_mujoco.py")
     results = tmp_path / "r.json"
     with pm.locked(tmp_path / "r.json.lock"):  # "another process" is in the middle of its read-modify-write
         proc = subprocess.Popen(
@@ -241,8 +230,8 @@ def test_ppo_mujoco_merges_its_row_only_under_the_results_lock(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------- hopper_ipd.py
-def test_hopper_ipd_uses_the_default_threshold_unless_told(monkeypatch):
-    hi = load("hopper_ipd")
+def test_hopper_ipd_uses_the_default_threshold_unless_told(load_script, monkeypatch):
+    hi = load_script("benchmarks/hopper_ipd.py")
     calls = []
     monkeypatch.setattr(hi, "npsco", lambda args: calls.append(args) or 0)
     monkeypatch.setattr(hi, "summarize", lambda run, name: None)
@@ -252,8 +241,8 @@ def test_hopper_ipd_uses_the_default_threshold_unless_told(monkeypatch):
     assert calls[1][calls[1].index("--r0-scale") + 1] == "2.0"
 
 
-def test_hopper_ipd_summary_states_the_runs_settings_and_keeps_the_hand_written_analysis(tmp_path, capsys):
-    hi = load("hopper_ipd")
+def test_hopper_ipd_summary_states_the_runs_settings_and_keeps_the_hand_written_analysis(load_script, tmp_path, capsys):
+    hi = load_script("benchmarks/hopper_ipd.py")
     refs = []
     for seed in (0, 1):
         refs.append(tmp_path / f"ref{seed}")

@@ -122,18 +122,8 @@ def test_the_distance_heatmap_holds_every_pair_of_the_task(experiment):
     np.testing.assert_allclose(values, block["matrix"], atol=1e-6)
 
 
-def load_check_script():
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "check_report.py"
-    spec = importlib.util.spec_from_file_location("check_report", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_report_html_renders_and_its_videos_play_in_chromium(experiment, tmp_path):
-    check = load_check_script()
+def test_report_html_renders_and_its_videos_play_in_chromium(experiment, tmp_path, load_script):
+    check = load_script("scripts/check_report.py")
     if check.find_browser() is None:
         pytest.skip("Chromium is not installed (apt-get install chromium): report.html not checked in a browser")
     shot = tmp_path / "report.png"
@@ -146,8 +136,8 @@ def test_report_html_renders_and_its_videos_play_in_chromium(experiment, tmp_pat
         assert picture.size[0] == 1200 and picture.size[1] > 3000  # the whole page
 
 
-def test_the_browser_check_fails_on_a_broken_video(tmp_path):
-    check = load_check_script()
+def test_the_browser_check_fails_on_a_broken_video(tmp_path, load_script):
+    check = load_script("scripts/check_report.py")
     if check.find_browser() is None:
         pytest.skip("Chromium is not installed (apt-get install chromium)")
     from npsco.report.document import Heading, Video, to_html

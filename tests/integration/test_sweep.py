@@ -334,3 +334,28 @@ def test_a_sweep_recorded_before_a_grid_key_existed_resumes_at_its_default(tmp_p
     with pytest.raises(NpscoError, match=r"another grid \(threshold_episodes: not recorded in the run, 3 now\)"):
         Sweep(changed, out, log=lambda _: None).open()
     Sweep(parse_grid(base, "old"), out, log=lambda _: None).open()
+
+
+def test_collect_runs_copies_policies_and_manifests_a_report_reads_and_nothing_large(
+    local_sweep, tmp_path, monkeypatch, load_script
+):
+    collect_runs = load_script("benchmarks/collect_runs.py")
+    monkeypatch.chdir(tmp_path)
+    assert collect_runs.collect(local_sweep, "kept") > 0
+    kept = Path("kept")
+    assert tree(kept) == tree(local_sweep)
+    names = {p.name for p in kept.rglob("*") if p.is_file()}
+    assert names == {"sweep.json", "manifest.json", "config.json", "threshold.json", "policy.safetensors"}
+    ipd = (kept / "FourRewardMaze-v0/ipd/manifest.json").read_text()
+    assert str(local_sweep.resolve()) not in ipd and '"../../FourRewardMaze-v0/ppo/refs/ref0"' in ipd
+    for run in population_dirs(local_sweep):  # every member as trained, borrowed references included
+        copy = kept / run.relative_to(local_sweep) / "manifest.json"
+        members = [m["final_eval"] for m in json.loads(copy.read_text())["members"]]
+        assert members == [m["final_eval"] for m in json.loads((run / "manifest.json").read_text())["members"]]
+    # the copy is a sweep the tools read: its borrowed references resolve, and their hashes still match
+    assert main(["report", "kept", "--out", "report", "--no-filmstrips", "--no-videos", "--episodes", "3"]) == 0
+    assert (Path("report") / "evaluation.csv").exists()
+    assert str(tmp_path) not in (Path("report") / "evaluation.csv").read_text()  # its paths are relative
+    assert collect_runs.collect(local_sweep, "kept") == 0  # nothing new: nothing copied again
+    with pytest.raises(SystemExit, match="no population run"):
+        collect_runs.collect(tmp_path / "report", "elsewhere")
