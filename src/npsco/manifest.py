@@ -148,12 +148,14 @@ def read_members(manifest: dict[str, Any]) -> list[Member]:
 
 
 def trained_references(run: str | Path) -> list[tuple[str, Path]]:
-    """(name, checkpoint) of each trained reference of the population run `run`."""
-    return [
-        (m.name, m.checkpoint_in(run))
-        for m in read_members(load_manifest(run))
-        if m.role == "reference" and m.status == "done"
-    ]
+    """(name, checkpoint) of each trained reference of the population run `run` (a borrowed one checked first:
+    `check_borrowed`)."""
+    found = []
+    for m in read_members(load_manifest(run)):
+        if m.role == "reference" and m.status == "done":
+            check_borrowed(m, m.checkpoint_in(run))
+            found.append((m.name, m.checkpoint_in(run)))
+    return found
 
 
 def policy_files(items: list[str]) -> tuple[list[Path], list[str]]:

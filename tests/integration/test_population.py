@@ -275,7 +275,7 @@ def test_refs_from_reuses_the_references_without_training_them(run, tmp_path, mo
 
 
 @pytest.mark.parametrize("borrow", ["--refs-from", "--ref-checkpoints"])
-def test_a_borrowed_reference_replaced_after_borrowing_is_refused_by_resume_and_evaluation(
+def test_a_borrowed_reference_replaced_after_borrowing_is_refused_by_resume_evaluation_and_threshold(
     run, tmp_path, capsys, borrow
 ):
     source = tmp_path / "source"
@@ -295,6 +295,8 @@ def test_a_borrowed_reference_replaced_after_borrowing_is_refused_by_resume_and_
     assert main(args) == 2
     assert "borrowed reference ref0" in capsys.readouterr().err
     assert main(["evaluate", str(out), "--episodes", "2"]) == 2
+    assert "changed since this run borrowed it" in capsys.readouterr().err
+    assert main(["threshold", str(out)]) == 2  # nor the threshold of the run's references
     assert "changed since this run borrowed it" in capsys.readouterr().err
 
 
