@@ -60,7 +60,7 @@ class Sweep:
         self.specs = plan(grid)
         self.pops: dict[str, Population] = {}  # path -> opened population
         self.status = "planned"
-        self.started_at = time.time()
+        self.started_at = time.monotonic()
         self.backend = ""
 
     @property
@@ -147,7 +147,7 @@ class Sweep:
                 "grid": self.grid.to_dict(),
                 "backend": self.backend,
                 "status": self.status,
-                "wall_seconds": round(time.time() - self.started_at, 1),
+                "wall_seconds": round(time.monotonic() - self.started_at, 1),
                 "populations": rows,
             },
         )
@@ -201,7 +201,7 @@ class Progress:
         self.live = self.stream.isatty() if live is None else live
         self.running: dict[str, set[str]] = {}
         self.steps = 0
-        self.start = time.time()
+        self.start = time.monotonic()
         self.first_start: float | None = None
         self.drawn = 0
         self.last_draw = 0.0
@@ -213,7 +213,7 @@ class Progress:
         """Environment steps of the policies finished so far, per second since the first job started."""
         if self.first_start is None:
             return "0 steps/s"
-        return f"{self.steps / max(time.time() - self.first_start, 1e-9):,.0f} steps/s"
+        return f"{self.steps / max(time.monotonic() - self.first_start, 1e-9):,.0f} steps/s"
 
     def totals(self) -> tuple[int, int, int]:
         done = total = 0
@@ -226,14 +226,14 @@ class Progress:
         group = self.running.setdefault(job.group, set())
         if kind == "start":
             group.add(job.label)
-            self.first_start = self.first_start or time.time()
+            self.first_start = self.first_start or time.monotonic()
         else:
             group.discard(job.label)
         if kind == "done":
             self.steps += job.steps
         done, total, running = self.totals()
         line = (
-            f"[{_clock(time.time() - self.start)}] {kind:>5s} {self._label(job)}"
+            f"[{_clock(time.monotonic() - self.start)}] {kind:>5s} {self._label(job)}"
             + (f": {detail}" if detail else "")
             + f"  ({done}/{total} policies done, {running} running, {self.rate()})"
         )
@@ -246,7 +246,7 @@ class Progress:
         self._draw()
 
     def tick(self) -> None:
-        if self.live and time.time() - self.last_draw >= 1.0:
+        if self.live and time.monotonic() - self.last_draw >= 1.0:
             self._draw()
 
     def _clear(self) -> None:
@@ -259,7 +259,7 @@ class Progress:
         lines = self.table()
         self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
-        self.drawn, self.last_draw = len(lines), time.time()
+        self.drawn, self.last_draw = len(lines), time.monotonic()
 
     def table(self) -> list[str]:
         width = max(len(s.path) for s in self.sweep.specs)
@@ -277,7 +277,7 @@ class Progress:
         done, total, n_run = self.totals()
         lines.append(
             f"{'all':<{width}s}  {done:>4d}/{total:<4d}  {n_run:>7d}  "
-            f"{total - done - n_run:>7d}  {_clock(time.time() - self.start)}, {self.rate()}"
+            f"{total - done - n_run:>7d}  {_clock(time.monotonic() - self.start)}, {self.rate()}"
         )
         return lines
 
