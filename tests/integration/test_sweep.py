@@ -359,3 +359,12 @@ def test_collect_runs_copies_policies_and_manifests_a_report_reads_and_nothing_l
     assert collect_runs.collect(local_sweep, "kept") == 0  # nothing new: nothing copied again
     with pytest.raises(SystemExit, match="no population run"):
         collect_runs.collect(tmp_path / "report", "elsewhere")
+
+
+def test_the_python_example_of_docs_sweep_md_runs(monkeypatch, capsys):
+    import re
+
+    block = re.findall(r"^```python\n(.*?)^```", (REPO / "docs/sweep.md").read_text(encoding="utf-8"), re.S | re.M)
+    monkeypatch.chdir(REPO)  # it reads examples/maze_grid.toml; it writes into a temporary folder only
+    exec(compile(block[0], "docs/sweep.md", "exec"), {"__name__": "__docs_example__"})
+    assert "['FourRewardMaze-v0/ppo', 'FourRewardMaze-v0/ipd']" in capsys.readouterr().out
