@@ -8,6 +8,7 @@ Phases (each resumes: finished policies are never retrained; run them from a che
     python benchmarks/ipd_threshold.py confirm --candidate NAME          # references + chain on confirm-a, confirm-b
     python benchmarks/ipd_threshold.py summarize                         # tables of everything finished so far
     python benchmarks/ipd_threshold.py collect                           # copy checkpoints + manifests into results
+    python benchmarks/ipd_threshold.py statistics --candidate NAME       # the protocol's statistics, from results.json
 
 Runs go to runs/ipd_threshold/<replicate>/<task>/ (refs/ref{i}, and one population folder per candidate); results to
 benchmarks/results/ipd_threshold/. `--workers` jobs run at once (default 2), each a `npsco` command whose output goes
@@ -411,6 +412,38 @@ def summarize(out_name: str = "results") -> None:
     print("\n".join(lines))
 
 
+def confirmation_statistics(rows: list[dict], candidate: str) -> list[str]:
+    """The protocol's statistics of `candidate` (rows of results.json): per task over every replicate, return / ref
+    median and nearest / r0 as mean +- std and IQM with a 95% stratified-bootstrap CI, the replicates as strata."""
+    from npsco.stats import iqm, mean_std, stratified_bootstrap_ci
+
+    lines = [
+        f"# IPD at 1x, `{candidate}` ({' '.join(CANDIDATES[candidate])}): the protocol's statistics",
+        "",
+        f"Made with `python benchmarks/ipd_threshold.py statistics --candidate {candidate}` from `results.json`. Per "
+        "task, over the policies of every replicate: mean +- std (population std) and IQM with a 95% "
+        "stratified-bootstrap CI (the replicates are the strata; 2000 resamples, seed 0).",
+        "",
+        "| task | replicates | policies | meet | return / ref median | nearest / r0 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task in TASKS + ("HalfCheetah-v5",):
+        group = [r for r in rows if r["candidate"] == candidate and r["task"] == task]
+        if not group:
+            continue
+        reps = sorted({r["replicate"] for r in group}, key=list(REPLICATES).index)
+        cells = []
+        for value in (lambda r: r["ret"] / r["ref_median"], lambda r: r["nearest_over_r0"]):
+            strata = {rep: [value(r) for r in group if r["replicate"] == rep] for rep in reps}
+            pooled = [v for vs in strata.values() for v in vs]
+            mean, std = mean_std(pooled)
+            ci = stratified_bootstrap_ci(strata, iqm, seed=0)
+            cells.append(f"{mean:.2f} +- {std:.2f}, IQM {ci.point:.2f} [{ci.low:.2f}, {ci.high:.2f}]")
+        meets = sum(bool(r["meets"]) for r in group)
+        lines.append(f"| {task} | {', '.join(reps)} | {len(group)} | {meets} | {cells[0]} | {cells[1]} |")
+    return lines
+
+
 def collect() -> None:
     """Copy every finished policy's checkpoint, and each run's manifest, config and threshold, into RESULTS/runs/
     (the same layout as RUNS; no metrics or TensorBoard files; absolute paths in the JSON files made relative)."""
@@ -435,9 +468,11 @@ def collect() -> None:
 def main() -> None:
     global RUNS, RESULTS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("phase", choices=("refs", "diagnose", "candidates", "confirm", "summarize", "collect"))
+    p.add_argument("phase", choices=("refs", "diagnose", "candidates", "confirm", "summarize", "collect", "statistics"))
     p.add_argument("--replicate", default="dev", choices=tuple(REPLICATES))
-    p.add_argument("--candidate", default=None, choices=tuple(CANDIDATES), help="confirm: the chosen setting")
+    p.add_argument(
+        "--candidate", default=None, choices=tuple(CANDIDATES), help="confirm, statistics: the chosen setting"
+    )
     p.add_argument(
         "--candidates",
         nargs="+",
@@ -467,6 +502,14 @@ def main() -> None:
         run_all([chain_command(r, t, args.candidate) for r in replicates for t in args.tasks], args.workers)
     elif args.phase == "collect":
         collect()
+    elif args.phase == "statistics":
+        if args.candidate is None:
+            p.error("statistics needs --candidate")
+        from npsco.io import atomic_write_text
+
+        lines = confirmation_statistics(json.loads((RESULTS / "results.json").read_text()), args.candidate)
+        atomic_write_text(RESULTS / f"statistics_{args.candidate}.md", "\n".join(lines) + "\n")
+        print("\n".join(lines))
     else:
         summarize()
 

@@ -294,3 +294,37 @@ def test_hopper_ipd_summary_states_the_runs_settings_and_keeps_the_hand_written_
     assert "old table" not in text and text.endswith("## What this shows (by hand)\n\nKeep me.\n")
     assert "(2,048 steps)" in text and "1,024 steps, t_S = 3, instant rule, r0 = 0.75 x" in text
     assert "--r0-scale 0.75" in text and (results / "mine" / "evaluation.csv").exists()
+
+
+# ------------------------------------------------------------------------------------------------ ipd_threshold.py
+def test_ipd_threshold_statistics_pool_the_replicates_and_stratify_the_ci_by_replicate(load_script):
+    it = load_script("benchmarks/ipd_threshold.py")
+    rows = [
+        {
+            "replicate": rep,
+            "task": "Hopper-v5",
+            "candidate": "sample",
+            "ret": ret,
+            "ref_median": 100.0,
+            "nearest_over_r0": near,
+            "meets": ret >= 80 and near >= 1,
+        }
+        for rep, ret, near in [("dev", 50, 1.2), ("dev", 90, 1.1), ("confirm-a", 100, 0.9), ("confirm-a", 120, 1.3)]
+    ] + [
+        {
+            "replicate": "dev",
+            "task": "Hopper-v5",
+            "candidate": "paper",
+            "ret": 1,
+            "ref_median": 100.0,
+            "nearest_over_r0": 0.5,
+            "meets": False,
+        }
+    ]  # another candidate: left out
+    lines = it.confirmation_statistics(rows, "sample")
+    row = next(line for line in lines if line.startswith("| Hopper-v5"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:4] == ["Hopper-v5", "dev, confirm-a", "4", "2"]
+    mean, std = np.mean([0.5, 0.9, 1.0, 1.2]), np.std([0.5, 0.9, 1.0, 1.2])
+    assert cells[4].startswith(f"{mean:.2f} +- {std:.2f}, IQM {np.mean([0.9, 1.0]):.2f} [")
+    assert not any(line.startswith("| Walker2d-v5") for line in lines)
