@@ -8,7 +8,7 @@ Phases (each resumes: finished policies are never retrained; run them from a che
     python benchmarks/ipd_threshold.py confirm --candidate NAME          # references + chain on confirm-a, confirm-b
     python benchmarks/ipd_threshold.py summarize                         # tables of everything finished so far
     python benchmarks/ipd_threshold.py collect                           # copy checkpoints + manifests into results
-    python benchmarks/ipd_threshold.py statistics --candidate NAME       # the protocol's statistics, from results.json
+    python benchmarks/ipd_threshold.py statistics --candidate NAME       # the protocol's statistics (after summarize)
 
 Runs go to runs/ipd_threshold/<replicate>/<task>/ (refs/ref{i}, and one population folder per candidate); results to
 benchmarks/results/ipd_threshold/. `--workers` jobs run at once (default 2), each a `npsco` command whose output goes
@@ -30,6 +30,8 @@ import numpy as np
 RUNS = Path("runs/ipd_threshold")
 RESULTS = Path("benchmarks/results/ipd_threshold")
 TASKS = ("Hopper-v5", "Walker2d-v5")
+SUMMARY_TASKS = (*TASKS, "HalfCheetah-v5")
+"""Tasks the summaries look for (HalfCheetah-v5: not in the protocol, summarised if run)."""
 REPLICATES = {"dev": 20000, "confirm-a": 30000, "confirm-b": 40000}
 REFS, NOVEL, EPISODES = 3, 3, 10
 CANDIDATES: dict[str, list[str]] = {
@@ -343,7 +345,7 @@ def summarize(out_name: str = "results") -> None:
 
     rows: list[PolicyRow] = []
     for replicate in REPLICATES:
-        for task in TASKS + ("HalfCheetah-v5",):
+        for task in SUMMARY_TASKS:
             for candidate in CANDIDATES:
                 if (RUNS / replicate / task / candidate / "manifest.json").exists():
                     rows += measure_chain(replicate, task, candidate)
@@ -385,16 +387,17 @@ def summarize(out_name: str = "results") -> None:
                 f"| {'-' if r.late_ends is None else f'{r.late_ends:.2f}'} | {fc} | {'yes' if r.meets else 'no'} |"
             )
         lines.append("")
-    # aggregate per candidate and task over every replicate: the protocol's statistics
+    # aggregate per candidate and task over every replicate (the protocol's statistics of the confirmed setting,
+    # with the replicates as bootstrap strata: the `statistics` phase)
     lines += [
         "## Per candidate and task, over every finished replicate",
         "",
-        "| candidate | task | policies | meet | return / ref median: mean +- std, IQM [95% CI] | nearest / r0: "
-        "mean +- std, IQM [95% CI] |",
+        "| candidate | task | policies | meet | return / ref median: mean +- std, IQM [95% CI, replicates pooled] "
+        "| nearest / r0: mean +- std, IQM [95% CI, replicates pooled] |",
         "|---|---|---|---|---|---|",
     ]
     for candidate in CANDIDATES:
-        for task in TASKS + ("HalfCheetah-v5",):
+        for task in SUMMARY_TASKS:
             group = [r for r in rows if r.candidate == candidate and r.task == task]
             if not group:
                 continue
@@ -418,7 +421,8 @@ def confirmation_statistics(rows: list[dict], candidate: str) -> list[str]:
     from npsco.stats import iqm, mean_std, stratified_bootstrap_ci
 
     lines = [
-        f"# IPD at 1x, `{candidate}` ({' '.join(CANDIDATES[candidate])}): the protocol's statistics",
+        f"# IPD at 1x, `{candidate}` ({' '.join(CANDIDATES[candidate]) or 'paper settings'}): "
+        "the protocol's statistics",
         "",
         f"Made with `python benchmarks/ipd_threshold.py statistics --candidate {candidate}` from `results.json`. Per "
         "task, over the policies of every replicate: mean +- std (population std) and IQM with a 95% "
@@ -427,7 +431,7 @@ def confirmation_statistics(rows: list[dict], candidate: str) -> list[str]:
         "| task | replicates | policies | meet | return / ref median | nearest / r0 |",
         "|---|---|---|---|---|---|",
     ]
-    for task in TASKS + ("HalfCheetah-v5",):
+    for task in SUMMARY_TASKS:
         group = [r for r in rows if r["candidate"] == candidate and r["task"] == task]
         if not group:
             continue
@@ -445,24 +449,11 @@ def confirmation_statistics(rows: list[dict], candidate: str) -> list[str]:
 
 
 def collect() -> None:
-    """Copy every finished policy's checkpoint, and each run's manifest, config and threshold, into RESULTS/runs/
-    (the same layout as RUNS; no metrics or TensorBoard files; absolute paths in the JSON files made relative)."""
-    copied = 0
-    for path in sorted(RUNS.glob("*/*/**/policy.safetensors")):
-        keep = [path] + [path.parent / n for n in ("config.json",) if path.parent.parts[-2] == "refs"]
-        run = next((p for p in path.parents if (p / "manifest.json").exists()), None)
-        if run is not None:
-            keep += [run / n for n in ("manifest.json", "config.json", "threshold.json") if (run / n).exists()]
-        for src in keep:
-            dst = RESULTS / "runs" / src.relative_to(RUNS)
-            data = src.read_bytes()
-            if src.suffix == ".json":  # absolute paths of the machine that ran it -> the default, relative RUNS
-                data = data.replace(str(RUNS.resolve()).encode(), b"runs/ipd_threshold")
-            if not dst.exists() or dst.read_bytes() != data:
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                dst.write_bytes(data)
-                copied += 1
-    print(f"{copied} file(s) copied into {RESULTS / 'runs'}")
+    """Copy every finished policy's checkpoint, and the runs' manifests, configs and thresholds, into RESULTS/runs/
+    (RUNS' layout; no metrics or TensorBoard files; absolute paths rewritten: `benchmarks/collect_runs.py`)."""
+    from collect_runs import collect as copy_runs  # lazy: a sibling script, on sys.path when this one runs
+
+    print(f"{copy_runs(RUNS, RESULTS / 'runs')} file(s) copied into {RESULTS / 'runs'}")
 
 
 def main() -> None:
@@ -471,7 +462,10 @@ def main() -> None:
     p.add_argument("phase", choices=("refs", "diagnose", "candidates", "confirm", "summarize", "collect", "statistics"))
     p.add_argument("--replicate", default="dev", choices=tuple(REPLICATES))
     p.add_argument(
-        "--candidate", default=None, choices=tuple(CANDIDATES), help="confirm, statistics: the chosen setting"
+        "--candidate",
+        default=None,
+        choices=tuple(CANDIDATES),
+        help="confirm, statistics (after summarize): the chosen setting",
     )
     p.add_argument(
         "--candidates",

@@ -21,6 +21,7 @@ Seeds are whatever runs are given: fix them before training (e.g. 0..4), never p
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from dataclasses import asdict, dataclass
@@ -90,9 +91,10 @@ def last_episodes_return(rows: list[dict], last: int = LAST_EPISODES) -> tuple[f
 def summarize(values: list[float]) -> Summary:
     """The seeds' values and their statistics as the report computes them (`metric_summary`: mean +- std, population
     std, and IQM with its 95% percentile-bootstrap CI, 2000 resamples, seed 0)."""
+    if not values or not all(math.isfinite(v) for v in values):
+        raise NpscoError(f"every seed's value must be a finite number, got {values}")  # none is left out silently
     stats = metric_summary(values)
-    if stats is None:
-        raise NpscoError("no finite value to summarise")
+    assert stats is not None and stats["n"] == len(values)
     return Summary(**stats, per_seed=[float(v) for v in values])
 
 
@@ -139,6 +141,9 @@ def task_results(env_id: str, scores: list[RunScore], episodes: int, seed: int, 
     if len(set(seeds)) != len(seeds):
         raise NpscoError(f"{env_id}: two runs with the same seed ({seeds})")
     training = [s.training_return for s in scores if s.training_return is not None]
+    if training and len(training) < len(scores):
+        missing = [s.run for s in scores if s.training_return is None]
+        raise NpscoError(f"{env_id}: no training episode ended in {missing}: the training row would leave them out")
     return {
         "env_id": env_id,
         "seeds": seeds,

@@ -56,7 +56,11 @@ def load_script() -> Callable[[str], object]:
             spec = importlib.util.spec_from_file_location(name, REPO / path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]  # no half-loaded module for the next caller
+                raise
         return sys.modules[name]
 
     return load

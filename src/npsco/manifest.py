@@ -153,8 +153,9 @@ def trained_references(run: str | Path) -> list[tuple[str, Path]]:
     found = []
     for m in read_members(load_manifest(run)):
         if m.role == "reference" and m.status == "done":
-            check_borrowed(m, m.checkpoint_in(run))
-            found.append((m.name, m.checkpoint_in(run)))
+            checkpoint = m.checkpoint_in(run)
+            check_borrowed(m, checkpoint)
+            found.append((m.name, checkpoint))
     return found
 
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from npsco.cli import main as npsco
-from npsco.stats import bootstrap_ci, iqm
+from npsco.errors import NpscoError
+from npsco.stats import bootstrap_ci, iqm, stratified_bootstrap_ci
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -91,6 +92,14 @@ def test_ppo_learning_writes_both_figures_per_task_with_statistics_and_commands(
         assert text in md
     assert "CleanRL's figure" in md and "IQM [95% bootstrap CI]" in md
     assert not list((tmp_path / "results").glob("*.tmp"))
+
+
+def test_ppo_learning_summaries_refuse_a_missing_or_non_finite_seed(load_script):
+    pl = load_script("benchmarks/ppo_learning.py")
+    assert pl.summarize([1.0, 2.0, 3.0]).per_seed == [1.0, 2.0, 3.0]
+    for values in ([1.0, float("nan")], [], [2.0, float("inf")]):
+        with pytest.raises(NpscoError, match="finite"):
+            pl.summarize(values)
 
 
 def test_ppo_learning_refuses_a_run_that_is_not_finished(load_script, tmp_path, capsys):
@@ -326,5 +335,8 @@ def test_ipd_threshold_statistics_pool_the_replicates_and_stratify_the_ci_by_rep
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:4] == ["Hopper-v5", "dev, confirm-a", "4", "2"]
     mean, std = np.mean([0.5, 0.9, 1.0, 1.2]), np.std([0.5, 0.9, 1.0, 1.2])
-    assert cells[4].startswith(f"{mean:.2f} +- {std:.2f}, IQM {np.mean([0.9, 1.0]):.2f} [")
+    strata = stratified_bootstrap_ci({"dev": [0.5, 0.9], "confirm-a": [1.0, 1.2]}, iqm, seed=0)
+    assert cells[4] == f"{mean:.2f} +- {std:.2f}, IQM {strata.point:.2f} [{strata.low:.2f}, {strata.high:.2f}]"
+    pooled = bootstrap_ci(np.array([0.5, 0.9, 1.0, 1.2]), iqm, seed=0)
+    assert f"[{pooled[0]:.2f}, {pooled[1]:.2f}]" not in cells[4]  # the replicates are strata, not one pool
     assert not any(line.startswith("| Walker2d-v5") for line in lines)

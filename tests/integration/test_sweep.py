@@ -347,7 +347,9 @@ def test_collect_runs_copies_policies_and_manifests_a_report_reads_and_nothing_l
     names = {p.name for p in kept.rglob("*") if p.is_file()}
     assert names == {"sweep.json", "manifest.json", "config.json", "threshold.json", "policy.safetensors"}
     ipd = (kept / "FourRewardMaze-v0/ipd/manifest.json").read_text()
-    assert str(local_sweep.resolve()) not in ipd and '"../../FourRewardMaze-v0/ppo/refs/ref0"' in ipd
+    assert str(local_sweep.resolve()) not in ipd and '"../ppo/refs/ref0"' in ipd  # relative to the population
+    config = json.loads((kept / "FourRewardMaze-v0/ipd/config.json").read_text())
+    assert config["refs_from"] == "kept/FourRewardMaze-v0/ppo"  # as typed on a command line run from here
     for run in population_dirs(local_sweep):  # every member as trained, borrowed references included
         copy = kept / run.relative_to(local_sweep) / "manifest.json"
         members = [m["final_eval"] for m in json.loads(copy.read_text())["members"]]
@@ -361,10 +363,23 @@ def test_collect_runs_copies_policies_and_manifests_a_report_reads_and_nothing_l
         collect_runs.collect(tmp_path / "report", "elsewhere")
 
 
-def test_the_python_example_of_docs_sweep_md_runs(monkeypatch, capsys):
+def test_the_python_example_of_docs_sweep_md_runs(monkeypatch, capsys, tmp_path):
     import re
+    import tempfile
 
     block = re.findall(r"^```python\n(.*?)^```", (REPO / "docs/sweep.md").read_text(encoding="utf-8"), re.S | re.M)
-    monkeypatch.chdir(REPO)  # it reads examples/maze_grid.toml; it writes into a temporary folder only
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its mkdtemp() lands here, removed with tmp_path
     exec(compile(block[0], "docs/sweep.md", "exec"), {"__name__": "__docs_example__"})
     assert "['FourRewardMaze-v0/ppo', 'FourRewardMaze-v0/ipd']" in capsys.readouterr().out
+
+
+def test_collect_runs_rewrites_whole_paths_under_a_root_only_and_names_those_left(load_script):
+    rewrite = load_script("benchmarks/collect_runs.py").rewrite_paths
+    roots = {Path("/x/sweep"): Path("kept"), Path("/x"): Path(".")}
+    doc = {"a": ["/x/sweep/t/ppo", "/x/sweep_refs/r0", "/y/z", "/x/sweep"], "b": {"c": "text /x/sweep"}, "n": 1.5}
+    left: set[str] = set()
+    out = rewrite(doc, roots, None, left)
+    assert out == {"a": ["kept/t/ppo", "sweep_refs/r0", "/y/z", "kept"], "b": {"c": "text /x/sweep"}, "n": 1.5}
+    assert left == {"/y/z"}
+    assert rewrite(["/x/sweep/t/ppo/refs/ref0"], roots, Path("kept/t/ipd"), set()) == ["../ppo/refs/ref0"]
