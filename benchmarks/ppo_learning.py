@@ -1,4 +1,5 @@
-"""Learning quality of npsco PPO from `npsco train` run directories, as a table that can stand beside CleanRL's.
+"""Learning quality of npsco PPO from `npsco train` run directories (or the PPO references of population runs,
+RUN/refs/refI), as a table that can stand beside CleanRL's.
 
     python benchmarks/ppo_learning.py runs/learn/Hopper-v5-seed{0..4} runs/learn/Walker2d-v5-seed{0..4} \
         --out benchmarks/results/ppo_learning
@@ -34,7 +35,7 @@ from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.logger import read_metrics
 from npsco.policy import load_policy
-from npsco.report.provenance import closest_preset, set_flags
+from npsco.report.provenance import closest_preset, population_command, set_flags
 
 LAST_EPISODES = 100
 """CleanRL's figure: the mean return of this many last training episodes."""
@@ -109,17 +110,31 @@ def train_command(run: Path, config: dict) -> str:
     return " ".join(shlex.quote(a) for a in [*args, "--out", str(run)])
 
 
-def score_run(run: Path, episodes: int, seed: int) -> tuple[str, RunScore]:
-    """(env id, score) of one `npsco train` run directory; NpscoError if it is not a finished one."""
+def run_settings(run: Path) -> tuple[dict, str]:
+    """(PPO settings, the command that made it) of a finished `npsco train` run directory, or of a trained reference
+    of a population run (RUN/refs/refI, its settings read from its checkpoint); NpscoError for anything else."""
+    population = run.parent.parent
+    if not (run / "config.json").exists() and run.parent.name == "refs" and (population / "manifest.json").exists():
+        if not (run / "policy.safetensors").exists():
+            raise NpscoError(f"{run}: this reference of {population} is not trained")
+        ppo = load_policy(run / "policy.safetensors").metadata["config"]
+        made_by = population_command(population, read_json(population / "config.json"))
+        return ppo, f"{made_by}   # its reference {run.name}"
     if not (run / "config.json").exists() or not (run / "policy.safetensors").exists():
         raise NpscoError(f"{run}: not a finished `npsco train` run (config.json and policy.safetensors)")
     config = read_json(run / "config.json")
     if config.get("command") != "train":
         raise NpscoError(f"{run}: not an `npsco train` run directory")
-    policy = load_policy(run / "policy.safetensors")
-    if policy.metadata.get("config") != config["ppo"]:
+    if load_policy(run / "policy.safetensors").metadata.get("config") != config["ppo"]:
         raise NpscoError(f"{run}: policy.safetensors was not trained with this folder's config.json")
-    cfg = PPOConfig.from_dict(config["ppo"])
+    return config["ppo"], train_command(run, config)
+
+
+def score_run(run: Path, episodes: int, seed: int) -> tuple[str, RunScore]:
+    """(env id, score) of one run (`run_settings`); NpscoError if it is not a finished one."""
+    settings, command = run_settings(run)
+    policy = load_policy(run / "policy.safetensors")
+    cfg = PPOConfig.from_dict(settings)
     final = run_episodes(policy, episodes, seed=seed, max_episode_steps=cfg.max_episode_steps)
     rows = read_metrics(run / "metrics.jsonl") if (run / "metrics.jsonl").exists() else []
     training, counted = last_episodes_return(rows)
@@ -131,7 +146,7 @@ def score_run(run: Path, episodes: int, seed: int) -> tuple[str, RunScore]:
         final_return_std=float(final.returns.std()),
         training_return=training,
         training_episodes=counted,
-        command=train_command(run, config),
+        command=command,
     )
 
 
@@ -222,7 +237,11 @@ def markdown(data: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("runs", nargs="+", help="`npsco train` run directories (any tasks; grouped by task)")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        help="`npsco train` run directories or population references RUN/refs/refI (any tasks; grouped by task)",
+    )
     p.add_argument(
         "--out",
         default="benchmarks/results/ppo_learning",

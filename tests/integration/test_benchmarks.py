@@ -102,6 +102,24 @@ def test_ppo_learning_summaries_refuse_a_missing_or_non_finite_seed(load_script)
             pl.summarize(values)
 
 
+def test_ppo_learning_scores_a_populations_references_with_their_settings_from_the_checkpoints(load_script, tmp_path):
+    pl = load_script("benchmarks/ppo_learning.py")
+    run = tmp_path / "pop"
+    args = ["population", "--method", "ppo", "--refs", "2", "--novel", "0", "--steps", "4096", "--seed", "7"]
+    assert npsco([*args, "--set", "eval_every=0", "--no-progress", "--out", str(run)]) == 0
+    out = tmp_path / "results" / "learning"
+    assert pl.main([str(run / "refs" / "ref0"), str(run / "refs" / "ref1"), "--out", str(out), "--episodes", "2"]) == 0
+    data = json.loads((tmp_path / "results" / "learning_FourRewardMaze-v0.json").read_text())
+    assert data["seeds"] == [7, 8] and data["steps"] == [4096]
+    assert all(
+        c.startswith("npsco population ") and c.endswith(f"# its reference ref{i}")
+        for i, c in enumerate(data["commands"]["train"])
+    )
+    (run / "refs" / "ref1" / "policy.safetensors").unlink()
+    with pytest.raises(NpscoError, match="not trained"):
+        pl.run_settings(run / "refs" / "ref1")
+
+
 def test_ppo_learning_refuses_a_run_that_is_not_finished(load_script, tmp_path, capsys):
     pl = load_script("benchmarks/ppo_learning.py")
     (tmp_path / "half").mkdir()
