@@ -322,7 +322,8 @@ def row(name, group, role="novel", method="ipd", chain=None, r0_scale=None, ret=
         "r0_scale": r0_scale,
         "task": "FourRewardMaze-v0",
         "return_mean": ret,
-        "relative_novelty": rel,
+        "relative_novelty": None if rel is None else 2 * rel,  # another normalisation: Fig. 3 does not use it
+        "relative_novelty_paper": rel,
         "fig2_trajectory": [[14.5, 8.0], [13.5, 8.0]] if traj else None,
         "goal_from_right": "left",
     }
@@ -338,6 +339,7 @@ def test_figure_data_from_rows():
     assert list(fig2_panels(rows)) == ["ppo", "ipd", "ipd-r0x2"]
     assert len(fig2_panels(rows)["ppo"]) == 2 and fig2_panels(rows)["ipd"][0].shape == (2, 2)
     assert list(fig3_data(rows)["FourRewardMaze-v0"]) == ["ppo", "ipd"]  # no relative novelty: left out
+    assert fig3_data(rows)["FourRewardMaze-v0"]["ipd"][0].tolist() == [1.0]  # the paper's normalisation
     ablation = fig4_data(rows)["FourRewardMaze-v0"]
     assert list(ablation) == ["PPO", "1x", "2x"] and ablation["2x"].tolist() == [5.0]
     assert fig4_data(rows[:3]) == {}  # one threshold only: nothing to ablate

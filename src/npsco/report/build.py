@@ -297,9 +297,9 @@ def build_report(
                 _figure(novelty_reward_figure(data3), out, "fig3_novelty_reward.png"),
                 "Fig. 3",
                 "Each policy is a faint point; each method's mean ± std is a bold marker with error bars. "
-                "Dashed line: relative novelty 1, the mean distance between two PPO references. A "
-                "reference's own novelty is its distance to the nearest other reference, so PPO's points "
-                "lie below 1 when the references form groups.",
+                "Relative novelty as the paper's Fig. 3: novelty / the PPO references' mean novelty (each "
+                "reference's distance to its nearest other reference), so PPO's mean is 1 (dashed line). "
+                "Table 1 also gives it / the mean pairwise distance.",
             )
         )
     else:

@@ -209,14 +209,15 @@ def fig2_goals(rows: list[dict]) -> Table:
 
 
 def fig3_data(rows: list[dict]) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """Fig. 3: data[task][group] = (relative novelties, returns) of the policies with a relative novelty."""
+    """Fig. 3: data[task][group] = (relative novelties, returns) of the policies with a relative novelty, in the
+    paper's normalisation (`relative_novelty_paper`: / the PPO references' mean novelty, as the paper's Fig. 3)."""
     data: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for t in tasks_of(rows):
         for g in groups_of(rows):
-            sel = [r for r in rows if r["task"] == t and r["group"] == g and r["relative_novelty"] is not None]
+            sel = [r for r in rows if r["task"] == t and r["group"] == g and r["relative_novelty_paper"] is not None]
             if sel:
                 data.setdefault(t, {})[g] = (
-                    np.array([r["relative_novelty"] for r in sel]),
+                    np.array([r["relative_novelty_paper"] for r in sel]),
                     np.array([r["return_mean"] for r in sel]),
                 )
     return data

@@ -121,7 +121,7 @@ def novelty_reward_figure(data: Mapping[str, Mapping[str, tuple[np.ndarray, np.n
                 mx, my, xerr=sx, yerr=sy, fmt="o", color=colour, markersize=8, capsize=3, linewidth=1.5
             )
         ax.set_title(task)
-        ax.set_xlabel("relative novelty")
+        ax.set_xlabel("relative novelty (/ PPO mean novelty)")
         if index == 0:
             ax.set_ylabel("reward")
     # matplotlib's stubs type legend handles as Artists; an errorbar's container is drawn as one
