@@ -34,7 +34,7 @@ from npsco.evaluation import run_episodes
 from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.logger import read_metrics
-from npsco.policy import load_policy
+from npsco.policy import Policy, load_policy
 from npsco.report.provenance import closest_preset, population_command, set_flags
 
 LAST_EPISODES = 100
@@ -110,30 +110,31 @@ def train_command(run: Path, config: dict) -> str:
     return " ".join(shlex.quote(a) for a in [*args, "--out", str(run)])
 
 
-def run_settings(run: Path) -> tuple[dict, str]:
-    """(PPO settings, the command that made it) of a finished `npsco train` run directory, or of a trained reference
-    of a population run (RUN/refs/refI, its settings read from its checkpoint); NpscoError for anything else."""
+def run_settings(run: Path) -> tuple[dict, str, Policy]:
+    """(PPO settings, the command that made it, the final policy) of a finished `npsco train` run directory, or of a
+    trained reference of a population run (RUN/refs/refI, its settings read from its checkpoint); NpscoError for
+    anything else."""
     population = run.parent.parent
     if not (run / "config.json").exists() and run.parent.name == "refs" and (population / "manifest.json").exists():
         if not (run / "policy.safetensors").exists():
             raise NpscoError(f"{run}: this reference of {population} is not trained")
-        ppo = load_policy(run / "policy.safetensors").metadata["config"]
+        policy = load_policy(run / "policy.safetensors")
         made_by = population_command(population, read_json(population / "config.json"))
-        return ppo, f"{made_by}   # its reference {run.name}"
+        return policy.metadata["config"], f"{made_by}   # its reference {run.name}", policy
     if not (run / "config.json").exists() or not (run / "policy.safetensors").exists():
         raise NpscoError(f"{run}: not a finished `npsco train` run (config.json and policy.safetensors)")
     config = read_json(run / "config.json")
     if config.get("command") != "train":
         raise NpscoError(f"{run}: not an `npsco train` run directory")
-    if load_policy(run / "policy.safetensors").metadata.get("config") != config["ppo"]:
+    policy = load_policy(run / "policy.safetensors")
+    if policy.metadata.get("config") != config["ppo"]:
         raise NpscoError(f"{run}: policy.safetensors was not trained with this folder's config.json")
-    return config["ppo"], train_command(run, config)
+    return config["ppo"], train_command(run, config), policy
 
 
 def score_run(run: Path, episodes: int, seed: int) -> tuple[str, RunScore]:
     """(env id, score) of one run (`run_settings`); NpscoError if it is not a finished one."""
-    settings, command = run_settings(run)
-    policy = load_policy(run / "policy.safetensors")
+    settings, command, policy = run_settings(run)
     cfg = PPOConfig.from_dict(settings)
     final = run_episodes(policy, episodes, seed=seed, max_episode_steps=cfg.max_episode_steps)
     rows = read_metrics(run / "metrics.jsonl") if (run / "metrics.jsonl").exists() else []

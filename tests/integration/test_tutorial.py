@@ -21,16 +21,7 @@ def blocks() -> list[tuple[str, str]]:
     return re.findall(r"^```(python|bash)\n(.*?)^```", PAGE.read_text(encoding="utf-8"), re.S | re.M)
 
 
-def chromium_available() -> bool:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("check_report", ROOT / "scripts" / "check_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.find_browser() is not None
-
-
-def test_the_tutorial_runs_end_to_end(tmp_path, monkeypatch):
+def test_the_tutorial_runs_end_to_end(tmp_path, monkeypatch, load_script):
     found = blocks()
     assert [kind for kind, _ in found].count("bash") >= 3 and [kind for kind, _ in found].count("python") >= 2
     monkeypatch.chdir(tmp_path)
@@ -49,7 +40,7 @@ def test_the_tutorial_runs_end_to_end(tmp_path, monkeypatch):
         if kind == "python":
             exec(compile(code, f"docs/tutorial.md block {k + 1}", "exec"), namespace)
             continue
-        if "check_report.py" in code and not chromium_available():
+        if "check_report.py" in code and load_script("scripts/check_report.py").find_browser() is None:
             skipped.append(k)
             continue
         done = subprocess.run(
