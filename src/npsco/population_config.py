@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from npsco.config import MethodConfig, PPOConfig, apply_overrides, default_r0_scale, method_reads
@@ -143,7 +144,19 @@ def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -
     `"r0_scales: [1.0] in the run, [0.5] now"`."""
     method = str((current.get("method") or {}).get("method", "ipd"))
     defaults = _without_unread_knobs(PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict(), method)
+    stored, current = _with_resolved_paths(stored), _with_resolved_paths(current)
     return differences(_without_unread_knobs(stored, method), _without_unread_knobs(current, method), defaults)
+
+
+def _with_resolved_paths(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with its reference paths made absolute (against the working folder): `--refs-from runs/x` resumes a
+    run that recorded `/home/me/runs/x`, or the reverse."""
+    out = dict(config)
+    if isinstance(out.get("refs_from"), str) and out["refs_from"]:
+        out["refs_from"] = str(Path(out["refs_from"]).resolve())
+    if isinstance(out.get("ref_checkpoints"), (list, tuple)):
+        out["ref_checkpoints"] = [str(Path(p).resolve()) for p in out["ref_checkpoints"]]
+    return out
 
 
 def _without_unread_knobs(config: dict[str, Any], method: str) -> dict[str, Any]:

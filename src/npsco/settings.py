@@ -42,9 +42,9 @@ def differences(stored: dict[str, Any], current: dict[str, Any], defaults: dict[
     `defaults` (the same nesting as the configurations); a setting only in `stored` is a difference."""
     out: list[str] = []
 
-    def short(value: Any) -> str:  # a value as the message shows it: a long one (a whole settings table) by its size
+    def short(value: Any) -> str:  # a value as the message shows it: a long table or list by its size, text whole
         text = repr(value)
-        if len(text) <= 40:
+        if len(text) <= 40 or isinstance(value, str):
             return text
         return f"{type(value).__name__} of {len(value)}" if hasattr(value, "__len__") else "..."
 

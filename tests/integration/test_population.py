@@ -347,6 +347,20 @@ def test_same_configuration_compares_settings_and_fills_only_defaults():
     assert configuration_differences(older, current) == ["method.metric: not recorded in the run, 'wasserstein2' now"]
 
 
+def test_reference_paths_are_compared_resolved_and_shown_whole(tmp_path, monkeypatch):
+    """`--refs-from runs/x` resumes a run that recorded the same folder as an absolute path; another folder is named
+    in full, not by its length."""
+    monkeypatch.chdir(tmp_path)
+    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"), refs_from="runs/refs").to_dict()
+    stored = {**config, "refs_from": str(tmp_path / "runs" / "refs"), "ref_checkpoints": []}
+    assert same_configuration(stored, config)
+    elsewhere = {**stored, "refs_from": str(tmp_path / "runs" / "other-references-folder")}
+    assert configuration_differences(elsewhere, config) == [
+        f"refs_from: {str(tmp_path / 'runs' / 'other-references-folder')!r} in the run, "
+        f"{str(tmp_path / 'runs' / 'refs')!r} now"
+    ]
+
+
 def test_a_run_made_at_the_old_default_multiple_is_told_to_add_r0_scale_1(tmp_path, capsys):
     out = tmp_path / "run"
     old = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"), r0_scales=(1.0,))
