@@ -5,6 +5,7 @@ references, and the pure helpers of the report."""
 import csv
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -404,7 +405,7 @@ def test_report_leaves_out_runs_with_nothing_trained_yet(run, tmp_path, maze_pol
     (empty / "manifest.json").write_text(json.dumps(manifest))
     path = build_report([run, empty], tmp_path / "report", episodes=3, filmstrips=False, log=lambda _: None)
     text = path.read_text()
-    assert "Not yet trained (left out): cpo: every policy." in text
+    assert re.search(r"Not yet trained \(left out\): `[^`]*/cpo`: every policy\.", text)
     assert "| ipd |" in text and (tmp_path / "report" / "figures" / "fig2_maze_trajectories.png").exists()
     with pytest.raises(NpscoError, match="nothing to report"):
         build_report([empty], tmp_path / "r2", filmstrips=False, log=lambda _: None)

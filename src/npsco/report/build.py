@@ -232,8 +232,9 @@ def build_report(
             "was made in, so the report and its runs can move together."
         ),
     ]
-    pending = [f"{Path(d['run']).name}: {', '.join(d['pending'])}" for d in docs if d.get("pending")]
-    pending += [f"{Path(r).name}: every policy" for r in untrained]
+    # each run by its path: the runs of a sweep share their names (`ipd`) across tasks
+    pending = [f"`{d['run']}`: {', '.join(d['pending'])}" for d in docs if d.get("pending")]
+    pending += [f"`{shown(r)}`: every policy" for r in untrained]
     if pending:
         blocks.append(Paragraph("Not yet trained (left out): " + "; ".join(pending) + "."))
 
