@@ -3,6 +3,7 @@ the repeats and results files of benchmarks/throughput.py, and the locks of benc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -358,3 +359,35 @@ def test_ipd_threshold_statistics_pool_the_replicates_and_stratify_the_ci_by_rep
     pooled = bootstrap_ci(np.array([0.5, 0.9, 1.0, 1.2]), iqm, seed=0)
     assert f"[{pooled[0]:.2f}, {pooled[1]:.2f}]" not in cells[4]  # the replicates are strata, not one pool
     assert not any(line.startswith("| Walker2d-v5") for line in lines)
+
+
+def test_ipd_cuts_profiles_each_policy_and_counts_the_trapped_ones(load_script, tmp_path):
+    ic = load_script("benchmarks/ipd_cuts.py")
+    run = tmp_path / "ipd"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"ppo": {"env_id": "Hopper-v5"}}))
+
+    def row(step: int, first: float, length: float) -> dict:
+        return {
+            "global_step": step,
+            "ipd/terminated_frac": 1.0,
+            "ipd/first_check_frac": first,
+            "charts/episodic_length": length,
+            "charts/episodic_return": length * 2,
+            "novelty/episode_mean": 0.5,
+            "novelty/r0": 1.5,
+        }
+
+    for name, last_first in (("k0", 1.0), ("k1", 0.5)):
+        log = run / "novel" / "ipd" / name / "metrics.jsonl"
+        log.parent.mkdir(parents=True)
+        rows = [row(i * 100, 1.0, 21.0) for i in range(49)] + [{"global_step": 4900}, row(5000, last_first, 40.0)]
+        log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    snaps = ic.snapshots(ic.read_log(run / "novel" / "ipd" / "k0" / "metrics.jsonl"))
+    assert len(snaps) == 50 and [s.step for s in ic.at_fractions(snaps)] == [100, 500, 2500, 5000]
+    assert ic.trapped(snaps) and not ic.trapped([*snaps[:-1], dataclasses.replace(snaps[-1], first_check=0.9)])
+    text = ic.report([run])
+    assert "| Hopper-v5 ipd | 1 of 2 |" in text
+    assert "| Hopper-v5 | ipd/k1 | 100% | 1.00 | 0.50 | 40 | 80 | 0.50 / 1.50 |" in text
+    with pytest.raises(ValueError, match="no IPD iterations"):
+        ic.at_fractions([])
