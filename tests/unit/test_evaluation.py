@@ -18,7 +18,7 @@ from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.evaluation.evaluate import cached_evaluation, combine, evaluate_run, evaluate_runs
-from npsco.evaluation.rows import CSV_COLUMNS, EvaluationRow, group_of, primary_scale, rows_to_csv
+from npsco.evaluation.rows import CSV_COLUMNS, EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.scoring import score_rows, statistics
 from npsco.manifest import Chain
 from npsco.report.data import fig2_panels, fig3_data, fig4_data
@@ -311,6 +311,25 @@ def test_groups_and_chain_scales():
     assert primary_scale({"r0_scales": [1.0, 0.5]}, "Hopper-v5") == 1.0
     assert primary_scale({}, "Hopper-v5") == 0.5 and primary_scale({}, "npsco/FourRewardMaze-v0") == 0.5
     assert Chain.parse("ipd-r0x2").scale == 2.0 and Chain.parse("ipd").scale is None
+
+
+def test_runs_combined_at_different_multiples_keep_their_chains_apart():
+    """Each run's primary chain is labelled `ipd`; two runs of a task at 1x and 0.5x must not pool into one row."""
+
+    def r(env, group, scale, role="novel", method="ipd"):
+        return {"env": env, "group": group, "method": method, "role": role, "r0_scale": scale}
+
+    rows = [
+        r("Walker2d-v5", "ppo", None, role="reference", method="ppo"),
+        r("Walker2d-v5", "ipd", 1.0),
+        r("Walker2d-v5", "ipd", 0.5),
+        r("Walker2d-v5", "ipd-r0x2", 2.0),
+        r("Hopper-v5", "ipd", 0.5),  # one multiple on this task: stays the method
+        r("Hopper-v5", "wsr", 1.0, method="wsr"),
+    ]
+    assert [x["group"] for x in separate_scales(rows)] == ["ppo", "ipd", "ipd-r0x0.5", "ipd-r0x2", "ipd", "wsr"]
+    both_scaled = [r("Hopper-v5", "ipd", 0.5), r("Hopper-v5", "ipd", 2.0)]
+    assert [x["group"] for x in separate_scales(both_scaled)] == ["ipd-r0x0.5", "ipd-r0x2"]
 
 
 def row(name, group, role="novel", method="ipd", chain=None, r0_scale=None, ret=1.0, rel=1.0, traj=True):

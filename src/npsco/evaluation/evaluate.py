@@ -25,7 +25,7 @@ from npsco.evaluation.measure import (
     measure_policy,
     novelty_against,
 )
-from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv
+from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
 from npsco.io import atomic_write_json, atomic_write_text, read_json
@@ -236,6 +236,7 @@ def combine(docs: list[dict]) -> dict:
             if row["checkpoint"] not in seen:
                 seen.add(row["checkpoint"])
                 rows.append(row)
+    rows = separate_scales(rows)
     return {
         "format": EVALUATION_FORMAT + "-combined",
         "format_version": EVALUATION_VERSION,

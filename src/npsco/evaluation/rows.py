@@ -129,6 +129,23 @@ def group_of(role: str, method: str, chain: Chain | None, primary_scale: float =
     return chain.name
 
 
+def separate_scales(rows: list[dict]) -> list[dict]:
+    """Rows of several runs (evaluation-document dicts) with each method label naming one threshold: where runs of a
+    task put chains at different multiples under the same method label (each run's primary chain is `ipd`), the
+    rows at 1x (the paper's threshold) keep it and the others take their chain's scaled name (`ipd-r0x0.5`)."""
+    scales: dict[tuple[str, str], set] = {}
+    for r in rows:
+        if r["role"] != "reference" and r["group"] == r["method"]:
+            scales.setdefault((r["env"], r["group"]), set()).add(r.get("r0_scale"))
+    mixed = {key for key, found in scales.items() if len(found) > 1}
+    return [
+        {**r, "group": Chain(r["method"], r["r0_scale"]).name}
+        if (r["env"], r["group"]) in mixed and r["group"] == r["method"] and r.get("r0_scale") not in (None, 1.0)
+        else r
+        for r in rows
+    ]
+
+
 def primary_scale(config: dict, env_id: str) -> float:
     """The first threshold multiple of a population run's config.json (the task's default when it records none)."""
     scales = config.get("r0_scales") or [default_r0_scale(env_id)]
