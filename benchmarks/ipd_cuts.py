@@ -13,9 +13,11 @@ cut no longer tells one behaviour from another and gives no signal towards novel
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from npsco.io import read_json
+from npsco.logger import read_metrics
 
 FRACTIONS = (0.02, 0.1, 0.5, 1.0)
 """Points of training shown (shares of the logged iterations)."""
@@ -77,10 +79,6 @@ def policy_logs(run: Path) -> list[tuple[str, Path]]:
     return [(f"{p.parent.parent.name}/{p.parent.name}", p) for p in sorted(run.glob("novel/*/k*/metrics.jsonl"))]
 
 
-def read_log(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def report(runs: list[Path]) -> str:
     """The Markdown tables: per policy, the four snapshots; per chain, how many policies are trapped."""
     lines = [
@@ -89,9 +87,9 @@ def report(runs: list[Path]) -> str:
     ]
     chains: dict[str, list[bool]] = {}
     for run in runs:
-        task = json.loads((run / "config.json").read_text())["ppo"]["env_id"]
+        task = read_json(run / "config.json")["ppo"]["env_id"]
         for name, path in policy_logs(run):
-            snaps = snapshots(read_log(path))
+            snaps = snapshots(read_metrics(path))
             chains.setdefault(f"{task} {name.split('/')[0]}", []).append(trapped(snaps))
             for f, s in zip(FRACTIONS, at_fractions(snaps), strict=True):
                 lines.append(

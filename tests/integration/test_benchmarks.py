@@ -383,7 +383,7 @@ def test_ipd_cuts_profiles_each_policy_and_counts_the_trapped_ones(load_script, 
         log.parent.mkdir(parents=True)
         rows = [row(i * 100, 1.0, 21.0) for i in range(49)] + [{"global_step": 4900}, row(5000, last_first, 40.0)]
         log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    snaps = ic.snapshots(ic.read_log(run / "novel" / "ipd" / "k0" / "metrics.jsonl"))
+    snaps = ic.snapshots(ic.read_metrics(run / "novel" / "ipd" / "k0" / "metrics.jsonl"))
     assert len(snaps) == 50 and [s.step for s in ic.at_fractions(snaps)] == [100, 500, 2500, 5000]
     assert ic.trapped(snaps) and not ic.trapped([*snaps[:-1], dataclasses.replace(snaps[-1], first_check=0.9)])
     text = ic.report([run])
