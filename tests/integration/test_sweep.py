@@ -383,3 +383,68 @@ def test_collect_runs_rewrites_whole_paths_under_a_root_only_and_names_those_lef
     assert out == {"a": ["kept/t/ppo", "sweep_refs/r0", "/y/z", "kept"], "b": {"c": "text /x/sweep"}, "n": 1.5}
     assert left == {"/y/z"}
     assert rewrite(["/x/sweep/t/ppo/refs/ref0"], roots, Path("kept/t/ipd"), set()) == ["../ppo/refs/ref0"]
+
+
+def test_device_sweep_merges_what_the_other_machine_finished_and_only_that(local_sweep, tmp_path, load_script):
+    import shutil
+    import tarfile
+
+    device_sweep = load_script("benchmarks/device_sweep.py")
+    here = tmp_path / "here" / "sweep"  # the sweep as left here: the IPD policy not trained yet
+    shutil.copytree(local_sweep, here)
+    ipd = here / "FourRewardMaze-v0/ipd"
+    doc = json.loads((ipd / "manifest.json").read_text())
+    k0 = doc["members"][-1]
+    shutil.rmtree(ipd / k0["path"])
+    doc["members"][-1] = {**k0, "status": "pending", "final_eval": None}
+    (ipd / "manifest.json").write_text(json.dumps(doc))
+    archive = tmp_path / "device.tgz"  # what the other machine returns: the whole sweep, the policy finished
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(local_sweep, arcname="runs/sweep")
+    assert device_sweep.merge(archive, here) == ["FourRewardMaze-v0/ipd/ipd-r0x0.5/k0"]
+    original = local_sweep / "FourRewardMaze-v0/ipd"
+    assert json.loads((ipd / "manifest.json").read_text()) == json.loads((original / "manifest.json").read_text())
+    policy = Path(k0["path"]) / "policy.safetensors"
+    assert (ipd / policy).read_bytes() == (original / policy).read_bytes()
+    assert device_sweep.merge(archive, here) == []  # finished here now: never replaced
+    # a policy the other machine did not finish is not taken
+    doc["members"][-1] = {**k0, "status": "pending", "final_eval": None}
+    (ipd / "manifest.json").write_text(json.dumps(doc))
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(local_sweep, unfinished / "sweep")
+    there = unfinished / "sweep/FourRewardMaze-v0/ipd/manifest.json"
+    there.write_text(there.read_text().replace('"done"', '"training"'))
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(unfinished / "sweep", arcname="sweep")
+    assert device_sweep.merge(archive, here) == []
+    assert json.loads((ipd / "manifest.json").read_text())["members"][-1]["status"] == "pending"
+
+
+def test_device_sweep_packs_the_pinned_code_the_grid_and_the_sweep_without_logs(local_sweep, tmp_path, load_script):
+    import shutil
+    import subprocess
+    import tarfile
+
+    device_sweep = load_script("benchmarks/device_sweep.py")
+    campaign = tmp_path / "campaign"
+    (campaign / "src/pkg").mkdir(parents=True)
+    (campaign / "src/pkg/mod.py").write_text("X = 1\n")
+    (campaign / "grid.toml").write_text(TINY_GRID)
+    git = ["git", "-C", str(campaign), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "pinned"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (campaign / "src/pkg/mod.py").write_text("X = 2\n")  # changed since: not what the sweep runs
+    shutil.copytree(local_sweep, campaign / "runs/sweep")
+    (campaign / "runs/sweep/FourRewardMaze-v0/ppo/refs/ref0/tensorboard").mkdir(exist_ok=True)
+    (campaign / "runs/sweep/FourRewardMaze-v0/ppo/refs/ref0/tensorboard/events").write_text("log")
+    dest = tmp_path / "devrun"
+    device_sweep.pack(campaign, "runs/sweep", "grid.toml", commit, dest, wheels=False)
+    assert (dest / "src/pkg/mod.py").read_text() == "X = 1\n" and (dest / "grid.toml").read_text() == TINY_GRID
+    assert (dest / "campaign_dir.txt").read_text() == f"{campaign.resolve()}\nruns/sweep\ngrid.toml\n"
+    with tarfile.open(dest / "sweep.tgz") as tar:
+        names = set(tar.getnames())
+    assert "runs/sweep/FourRewardMaze-v0/ipd/manifest.json" in names
+    assert "runs/sweep/FourRewardMaze-v0/ppo/refs/ref0/policy.safetensors" in names
+    assert not any("tensorboard" in name for name in names)
