@@ -13,21 +13,26 @@ back files written to $OUT:
     python benchmarks/device_sweep.py merge device.tgz C/runs/sweep/NAME
 
 Step 1 needs the other machine's Python packages only where it lacks them (`--wheels`: gymnasium, mujoco and the small
-packages npsco needs, for CPython 3.12 on x86-64). Merging copies a policy only where the sweep here has not finished
-it; a policy the other machine left unfinished stays pending here and trains again from its seed.
+packages npsco needs, for CPython 3.12 on x86-64). The sweep here may go on meanwhile (best on other chains: the lent
+machine resumes every policy that is ready), but must be stopped while merging, as its parent process rewrites the
+manifests. Merging takes a policy only where the sweep here has not finished it, and only one trained as it would
+have been here (same seed, same threshold, against the same policies); any other, and any policy the other machine
+left unfinished, stays pending here and trains again from its seed. Step 2 stops the sweep at DEADLINE seconds after
+it starts (installing the wheels and unpacking included), then archives: leave a minute to the command's limit.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import json
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
+
+from npsco.io import atomic_write_json, read_json
 
 WHEELS = (
     "gymnasium==1.4.0",
@@ -77,55 +82,65 @@ def _left_out(name: str) -> bool:
 
 def merge_population(theirs: Path, ours: Path) -> list[str]:
     """Copy into population folder `ours` each policy that `theirs` finished and `ours` has not (its folder and its
-    manifest entry), and `theirs`'s threshold where `ours` has none. Returns the merged members' names."""
-    mine = json.loads((ours / "manifest.json").read_text())
-    other = json.loads((theirs / "manifest.json").read_text())
-    by_name = {member["name"]: member for member in other["members"]}
-    merged = []
+    manifest entry), where it was trained as it would have been here: the same seed and path, the same threshold, and
+    every policy it was trained against the same entry on both sides (or merged just before it). Returns the merged
+    members' names; a policy that does not fit stays pending here (it trains again from its seed)."""
+    mine = read_json(ours / "manifest.json")
+    other = read_json(theirs / "manifest.json")
+    if mine.get("r0_default") not in (None, other.get("r0_default")):
+        print(f"{ours}: r0 differs there ({other.get('r0_default')} against {mine['r0_default']} here); not merged")
+        return []
+    theirs_by_name = {member["name"]: member for member in other["members"]}
+    ours_by_name = {member["name"]: member for member in mine["members"]}
+    merged: list[str] = []
     for i, member in enumerate(mine["members"]):
-        new = by_name.get(member["name"])
+        new = theirs_by_name.get(member["name"])
         if member["status"] == "done" or new is None or new["status"] != "done":
             continue
-        if (new["seed"], new["path"]) != (member["seed"], member["path"]):
-            raise SystemExit(f"{ours}: {member['name']} has another seed or path there; not merged")
+        fits = (new["seed"], new["path"]) == (member["seed"], member["path"])
+        fits = fits and (theirs / new["path"] / "policy.safetensors").is_file()
+        fits = fits and all(
+            ref in merged or ours_by_name.get(ref) == theirs_by_name.get(ref) for ref in new["references"]
+        )  # e.g. our k0 trained here and theirs there differ: their k1 learnt against the other k0
+        if not fits:
+            print(f"{ours}: {member['name']} was trained against other policies or settings there; not merged")
+            continue
         target = ours / new["path"]
         if target.exists():
             shutil.rmtree(target)  # an interrupted start here: it would be trained again from scratch anyway
         shutil.copytree(theirs / new["path"], target)
-        mine["members"][i] = new
+        mine["members"][i] = ours_by_name[new["name"]] = new
         merged.append(new["name"])
     if merged:
-        for key in ("r0_default",):
-            if mine.get(key) is None and other.get(key) is not None:
-                mine[key] = other[key]
-        if not (ours / "threshold.json").exists() and (theirs / "threshold.json").exists():
-            shutil.copy2(theirs / "threshold.json", ours / "threshold.json")
-        tmp = ours / "manifest.json.tmp"
-        tmp.write_text(json.dumps(mine, indent=2) + "\n")
-        tmp.replace(ours / "manifest.json")
+        if mine.get("r0_default") is None and other.get("r0_default") is not None:
+            mine["r0_default"] = other["r0_default"]  # with the threshold file it was computed into, as one unit
+            atomic_write_json(ours / "threshold.json", read_json(theirs / "threshold.json"))
+        atomic_write_json(ours / "manifest.json", mine)
     return merged
 
 
 def merge(archive: Path, sweep: Path) -> list[str]:
-    """Merge every population of the returned `archive` (device.tgz) into the sweep folder `sweep`; returns the
-    merged policies as `<population folder>/<name>`."""
+    """Merge every population of the returned `archive` (device.tgz) into the sweep folder `sweep`, references
+    first; returns the merged policies as `<population folder>/<name>`. A population the sweep here has not started
+    is named, not copied (resume here first, or merge it by hand)."""
+    if not (sweep / "sweep.json").is_file():
+        raise SystemExit(f"{sweep}: no sweep.json; give the sweep folder itself")
     merged = []
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
-        for manifest in sorted(Path(tmp).rglob("manifest.json")):
-            theirs = manifest.parent
-            rel = _relative_to_sweep(theirs, Path(tmp), sweep.name)
-            if rel is None or not (sweep / rel / "manifest.json").exists():
+        roots = [path.parent for path in Path(tmp).rglob("sweep.json")]
+        if len(roots) != 1:
+            raise SystemExit(f"{archive}: holds {len(roots)} sweep folders (sweep.json), not one")
+        populations = [manifest.parent for manifest in roots[0].rglob("manifest.json")]
+        populations.sort(key=lambda path: (path.name != "ppo", str(path)))  # references before the methods
+        for theirs in populations:
+            rel = theirs.relative_to(roots[0])
+            if not (sweep / rel / "manifest.json").is_file():
+                print(f"{rel}: not started here; not merged")
                 continue
             merged += [f"{rel}/{name}" for name in merge_population(theirs, sweep / rel)]
     return merged
-
-
-def _relative_to_sweep(folder: Path, root: Path, sweep_name: str) -> Path | None:
-    """`folder`'s path below the sweep folder named `sweep_name` inside the extracted archive `root`."""
-    parts = folder.relative_to(root).parts
-    return Path(*parts[parts.index(sweep_name) + 1 :]) if sweep_name in parts else None
 
 
 def main(argv: list[str] | None = None) -> None:

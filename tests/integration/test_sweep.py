@@ -385,39 +385,89 @@ def test_collect_runs_rewrites_whole_paths_under_a_root_only_and_names_those_lef
     assert rewrite(["/x/sweep/t/ppo/refs/ref0"], roots, Path("kept/t/ipd"), set()) == ["../ppo/refs/ref0"]
 
 
-def test_device_sweep_merges_what_the_other_machine_finished_and_only_that(local_sweep, tmp_path, load_script):
+def sweep_without_its_last_policy(local_sweep: Path, here: Path) -> Path:
+    """A copy of the tiny sweep at `here` as it stood before its IPD policy trained; returns the IPD population."""
     import shutil
-    import tarfile
 
-    device_sweep = load_script("benchmarks/device_sweep.py")
-    here = tmp_path / "here" / "sweep"  # the sweep as left here: the IPD policy not trained yet
     shutil.copytree(local_sweep, here)
     ipd = here / "FourRewardMaze-v0/ipd"
     doc = json.loads((ipd / "manifest.json").read_text())
     k0 = doc["members"][-1]
     shutil.rmtree(ipd / k0["path"])
-    doc["members"][-1] = {**k0, "status": "pending", "final_eval": None}
+    doc["members"][-1] = {**k0, "status": "pending", "final_eval": None, "eval_curve": [], "wall_seconds": None}
     (ipd / "manifest.json").write_text(json.dumps(doc))
-    archive = tmp_path / "device.tgz"  # what the other machine returns: the whole sweep, the policy finished
+    return ipd
+
+
+def archived(sweep: Path, archive: Path) -> Path:
+    """`sweep` as the lent machine returns it: a tar.gz holding the sweep folder somewhere below its root."""
+    import tarfile
+
     with tarfile.open(archive, "w:gz") as tar:
-        tar.add(local_sweep, arcname="runs/sweep")
+        tar.add(sweep, arcname="runs/sweep")
+    return archive
+
+
+def test_device_sweep_merges_what_the_other_machine_finished_and_only_that(local_sweep, tmp_path, load_script):
+    device_sweep = load_script("benchmarks/device_sweep.py")
+    ipd = sweep_without_its_last_policy(local_sweep, tmp_path / "here" / "sweep")
+    here = ipd.parents[1]
+    archive = archived(local_sweep, tmp_path / "device.tgz")  # the whole sweep, its IPD policy finished there
     assert device_sweep.merge(archive, here) == ["FourRewardMaze-v0/ipd/ipd-r0x0.5/k0"]
     original = local_sweep / "FourRewardMaze-v0/ipd"
-    assert json.loads((ipd / "manifest.json").read_text()) == json.loads((original / "manifest.json").read_text())
-    policy = Path(k0["path"]) / "policy.safetensors"
+    assert (ipd / "manifest.json").read_text() == (original / "manifest.json").read_text()  # as npsco writes it
+    policy = "novel/ipd-r0x0.5/k0/policy.safetensors"
     assert (ipd / policy).read_bytes() == (original / policy).read_bytes()
     assert device_sweep.merge(archive, here) == []  # finished here now: never replaced
-    # a policy the other machine did not finish is not taken
-    doc["members"][-1] = {**k0, "status": "pending", "final_eval": None}
-    (ipd / "manifest.json").write_text(json.dumps(doc))
-    unfinished = tmp_path / "unfinished"
-    shutil.copytree(local_sweep, unfinished / "sweep")
-    there = unfinished / "sweep/FourRewardMaze-v0/ipd/manifest.json"
-    there.write_text(there.read_text().replace('"done"', '"training"'))
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(unfinished / "sweep", arcname="sweep")
-    assert device_sweep.merge(archive, here) == []
+    with pytest.raises(SystemExit, match="no sweep.json"):
+        device_sweep.merge(archive, ipd)
+
+
+def test_device_sweep_takes_no_policy_the_other_machine_did_not_finish(local_sweep, tmp_path, load_script):
+    import shutil
+
+    device_sweep = load_script("benchmarks/device_sweep.py")
+    ipd = sweep_without_its_last_policy(local_sweep, tmp_path / "here" / "sweep")
+    there = tmp_path / "there" / "sweep"
+    shutil.copytree(local_sweep, there)
+    manifest = there / "FourRewardMaze-v0/ipd/manifest.json"
+    manifest.write_text(manifest.read_text().replace('"done"', '"training"'))
+    assert device_sweep.merge(archived(there, tmp_path / "device.tgz"), ipd.parents[1]) == []
     assert json.loads((ipd / "manifest.json").read_text())["members"][-1]["status"] == "pending"
+
+
+@pytest.mark.parametrize("change", ["another reference", "another threshold", "not started"])
+def test_device_sweep_refuses_a_policy_trained_against_something_else(
+    local_sweep, tmp_path, load_script, change, capsys
+):
+    import shutil
+
+    device_sweep = load_script("benchmarks/device_sweep.py")
+    ipd = sweep_without_its_last_policy(local_sweep, tmp_path / "here" / "sweep")
+    doc = json.loads((ipd / "manifest.json").read_text())
+    if change == "another reference":  # trained here meanwhile: the policy there learnt against another one
+        doc["members"][1]["final_eval"]["return_mean"] += 1.0
+    elif change == "another threshold":
+        doc["r0_default"] *= 2
+    (ipd / "manifest.json").write_text(json.dumps(doc))
+    if change == "not started":
+        shutil.rmtree(ipd)
+    before = {p: p.read_bytes() for p in ipd.parents[1].rglob("*") if p.is_file()}
+    assert device_sweep.merge(archived(local_sweep, tmp_path / "device.tgz"), ipd.parents[1]) == []
+    assert {p: p.read_bytes() for p in ipd.parents[1].rglob("*") if p.is_file()} == before
+    assert "not merged" in capsys.readouterr().out
+
+
+def test_device_sweep_takes_the_threshold_with_the_first_policy_trained_at_it(local_sweep, tmp_path, load_script):
+    device_sweep = load_script("benchmarks/device_sweep.py")
+    ipd = sweep_without_its_last_policy(local_sweep, tmp_path / "here" / "sweep")
+    doc = json.loads((ipd / "manifest.json").read_text())
+    (ipd / "manifest.json").write_text(json.dumps({**doc, "r0_default": None}))
+    (ipd / "threshold.json").unlink()
+    assert len(device_sweep.merge(archived(local_sweep, tmp_path / "device.tgz"), ipd.parents[1])) == 1
+    original = local_sweep / "FourRewardMaze-v0/ipd"
+    assert json.loads((ipd / "manifest.json").read_text())["r0_default"] == doc["r0_default"]
+    assert json.loads((ipd / "threshold.json").read_text()) == json.loads((original / "threshold.json").read_text())
 
 
 def test_device_sweep_packs_the_pinned_code_the_grid_and_the_sweep_without_logs(local_sweep, tmp_path, load_script):
