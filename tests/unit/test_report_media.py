@@ -190,3 +190,23 @@ def test_every_policy_of_a_chain_gets_its_own_filmstrip_and_video(tmp_path, maze
     assert written == sorted(f"{s}.{suffix}" for s in stems for suffix in ("gif", "png"))
     shown = [b.items[0].path for b in blocks if isinstance(b, Row)]
     assert shown == [f"figures/behaviour/{s}.gif" for s in stems]
+
+
+def test_mujoco_gl_defaults_to_egl_only_where_libegl_is_installed():
+    from npsco.report.behaviour import default_mujoco_gl
+
+    asked: list[str] = []
+
+    def installed(name: str) -> str:
+        asked.append(name)
+        return "libEGL.so.1"
+
+    environ: dict[str, str] = {}
+    default_mujoco_gl(environ, installed)
+    assert environ == {"MUJOCO_GL": "egl"} and asked == ["EGL"]
+    environ = {}
+    default_mujoco_gl(environ, lambda name: None)  # no libEGL: `import mujoco` under egl would fail; left unset
+    assert environ == {}
+    environ = {"MUJOCO_GL": "osmesa"}
+    default_mujoco_gl(environ, installed)
+    assert environ == {"MUJOCO_GL": "osmesa"}  # the user's choice stands

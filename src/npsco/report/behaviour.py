@@ -3,14 +3,16 @@
 
 The maze is drawn by its own `rgb_array` render (map, regions, the path so far); MuJoCo tasks are rendered offscreen by
 `gymnasium.make(env_id, render_mode="rgb_array")`, which needs an OpenGL backend: `MUJOCO_GL=egl` (set here by default
-before MuJoCo is first used) works headless with Mesa. Other tasks render at their own size, scaled to the frame size.
-GIFs are written with Pillow (a matplotlib dependency).
+before MuJoCo is first used, where libEGL is installed) works headless with Mesa. Other tasks render at their own size,
+scaled to the frame size. GIFs are written with Pillow (a matplotlib dependency).
 """
 
 from __future__ import annotations
 
+import ctypes.util
 import io
 import os
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,17 @@ from npsco.errors import NpscoError
 from npsco.io import atomic_write_bytes
 from npsco.policy import Policy
 
-os.environ.setdefault("MUJOCO_GL", "egl")
+
+def default_mujoco_gl(
+    environ: MutableMapping[str, str] = os.environ, find_library: Callable[[str], str | None] = ctypes.util.find_library
+) -> None:
+    """Render MuJoCo offscreen with EGL unless `MUJOCO_GL` is set, and only where libEGL is installed: without it,
+    `import mujoco` under `MUJOCO_GL=egl` fails outright, and training, which renders nothing, would fail with it."""
+    if "MUJOCO_GL" not in environ and find_library("EGL"):
+        environ["MUJOCO_GL"] = "egl"
+
+
+default_mujoco_gl()  # before MuJoCo is first imported: it picks its OpenGL backend then
 
 
 @dataclass
