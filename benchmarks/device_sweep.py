@@ -32,7 +32,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from npsco.io import atomic_write_json, read_json
+from npsco.io import atomic_write_json, fresh_dir, read_json
+from npsco.manifest import population_dirs
 
 WHEELS = (
     "gymnasium==1.4.0",
@@ -56,9 +57,7 @@ def pack(campaign: Path, sweep: str, grid: str, commit: str, dest: Path, wheels:
     """Write into `dest` the campaign's code (`src/` at `commit`), its grid, its sweep folder (`sweep.tgz`, without
     `LEFT_OUT`) and the campaign's absolute path (`campaign_dir.txt`); with `wheels`, download `WHEELS` into .whl/."""
     campaign = campaign.resolve()
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    fresh_dir(dest)
     archive = subprocess.run(
         ["git", "-C", str(campaign), "archive", commit, "src", grid], check=True, capture_output=True
     ).stdout
@@ -105,10 +104,8 @@ def merge_population(theirs: Path, ours: Path) -> list[str]:
         if not fits:
             print(f"{ours}: {member['name']} was trained against other policies or settings there; not merged")
             continue
-        target = ours / new["path"]
-        if target.exists():
-            shutil.rmtree(target)  # an interrupted start here: it would be trained again from scratch anyway
-        shutil.copytree(theirs / new["path"], target)
+        # replaces an interrupted start here: it would be trained again from scratch anyway
+        shutil.copytree(theirs / new["path"], fresh_dir(ours / new["path"]), dirs_exist_ok=True)
         mine["members"][i] = ours_by_name[new["name"]] = new
         merged.append(new["name"])
     if merged:
@@ -132,9 +129,7 @@ def merge(archive: Path, sweep: Path) -> list[str]:
         roots = [path.parent for path in Path(tmp).rglob("sweep.json")]
         if len(roots) != 1:
             raise SystemExit(f"{archive}: holds {len(roots)} sweep folders (sweep.json), not one")
-        populations = [manifest.parent for manifest in roots[0].rglob("manifest.json")]
-        populations.sort(key=lambda path: (path.name != "ppo", str(path)))  # references before the methods
-        for theirs in populations:
+        for theirs in population_dirs(roots[0]):  # in grid order: the references before the methods
             rel = theirs.relative_to(roots[0])
             if not (sweep / rel / "manifest.json").is_file():
                 print(f"{rel}: not started here; not merged")
