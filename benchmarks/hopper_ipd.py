@@ -34,7 +34,7 @@ def settings(run: str) -> str:
     ref_steps = sorted(
         {load_policy(Path(run) / m["path"] / "policy.safetensors").metadata["config"]["total_timesteps"] for m in refs}
     )
-    from npsco.config import default_t_start
+    from npsco.tasks import default_t_start
 
     ppo, method = config["ppo"], config["method"]
     t_start = method["t_start"] if method.get("t_start") is not None else default_t_start(ppo["env_id"])

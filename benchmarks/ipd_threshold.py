@@ -110,13 +110,13 @@ def run_all(commands: list[list[str]], workers: int) -> None:
 # ---------------------------------------------------------------------------------------------------- diagnosis
 def diagnose(replicate: str, tasks: list[str]) -> None:
     """Feasibility of the constraint for a fresh policy, and the references' own running distance along the episode."""
-    from npsco.algos.trainer import Trainer
-    from npsco.config import preset
     from npsco.evaluation import run_episodes
     from npsco.io import atomic_write_json
     from npsco.novelty.metrics import per_state_distance, running_novelty
     from npsco.novelty.threshold import default_threshold, policy_actions
     from npsco.policy import load_policy
+    from npsco.ppo.config import preset
+    from npsco.ppo.trainer import Trainer
 
     t_check = 21  # t_S + 1: the first step the instant rule checks
     out = {"replicate": replicate, "t_check": t_check, "tasks": {}}

@@ -37,15 +37,18 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
 from npsco.envs.maze import GOAL_NAMES, goal_name
 from npsco.evaluation import run_episodes
+from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.logger import read_metrics
+from npsco.methods.settings import MethodConfig
 from npsco.novelty.metrics import policy_distance
 from npsco.parallel import LogView, Scheduler, make_executor
 from npsco.policy import load_policy
 from npsco.population import Population, PopulationConfig
+from npsco.ppo.config import preset
+from npsco.tasks import MAZE_ID
 
 RIGHT_START = (14.5, 8.0)  # (15, 8) is inside the right region (centre (16, 8), radius 1)
 
@@ -82,7 +85,7 @@ def main() -> None:
 
     ppo = preset(MAZE_ID)
     ppo = apply_overrides(ppo, ([f"total_timesteps={int(args.steps)}"] if args.steps else []) + args.set)
-    method = apply_overrides(MethodConfig(method="ipd"), args.mset)
+    method = apply_overrides(MethodConfig.of("ipd"), args.mset)
     runs = Path(args.runs)
     command = "python " + " ".join(sys.argv)
     path = Path(args.results).with_suffix(".json")
@@ -109,7 +112,7 @@ def main() -> None:
     # the references do not depend on the IPD settings: one refs population for every variant
     refs = Population(
         runs / "refs",
-        PopulationConfig(ppo=ppo, method=MethodConfig(method="ipd"), refs=args.refs, novel=0),
+        PopulationConfig(ppo=ppo, method=MethodConfig.of("ipd"), refs=args.refs, novel=0),
         progress=False,
         log=_log,
     )
@@ -185,7 +188,7 @@ class _Populations:
 
 def changed_settings(method: MethodConfig) -> dict:
     """The IPD settings that differ from the defaults (t_start None means the maze default, 3)."""
-    default = MethodConfig(method="ipd").to_dict()
+    default = MethodConfig.of("ipd").to_dict()
     return {k: v for k, v in method.to_dict().items() if default.get(k) != v}
 
 

@@ -29,14 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
 from npsco.envs.maze import goal_name
 from npsco.evaluation import run_episodes
+from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.logger import read_metrics
+from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
 from npsco.population import Population, PopulationConfig
+from npsco.ppo.config import preset
 from npsco.stats import mean_std, success_baseline, success_flags
+from npsco.tasks import MAZE_ID
 
 RIGHT_START = (14.5, 8.0)
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")  # 1 on a loaded machine: BLAS threads oversubscribe it
@@ -78,7 +81,7 @@ def main() -> None:
 
     refs_pop = Population(
         runs / "refs",
-        PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"), refs=args.refs, novel=0),
+        PopulationConfig(ppo=ppo, method=MethodConfig.of("ppo"), refs=args.refs, novel=0),
         progress=False,
         log=_log,
     )
@@ -91,7 +94,7 @@ def main() -> None:
     write(results, args.results)
 
     for name in args.methods:
-        config = MethodConfig(method=name)
+        config = MethodConfig.of(name)
         pop = Population(
             runs / name,
             PopulationConfig(ppo=ppo, method=config, refs=args.refs, novel=args.novel, refs_from=str(runs / "refs")),

@@ -21,10 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
+from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, atomic_write_text
+from npsco.methods.settings import MethodConfig
 from npsco.parallel import LocalExecutor
 from npsco.population import Population, PopulationConfig
+from npsco.ppo.config import preset
+from npsco.tasks import MAZE_ID
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -65,7 +68,7 @@ def run_once(refs: int, steps: int | None, workers: int, root: Path) -> dict:
     ppo = preset(MAZE_ID)
     if steps:
         ppo = apply_overrides(ppo, [f"total_timesteps={steps}"])
-    config = PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"), refs=refs, novel=0)
+    config = PopulationConfig(ppo=ppo, method=MethodConfig.of("ppo"), refs=refs, novel=0)
     out = root / f"workers{workers}"
     load_before = os.getloadavg()
     with LocalExecutor(workers) as executor:

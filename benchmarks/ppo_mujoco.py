@@ -24,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.algos.ppo import train
-from npsco.config import apply_overrides, preset
 from npsco.evaluation import run_episodes
+from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, fresh_dir
+from npsco.ppo.config import preset
+from npsco.ppo.train import train
 
 CLEANRL_1M = {"Hopper": (2052, 314), "Walker2d": (2891, 231), "HalfCheetah": (2906, 1129)}
 

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from npsco.cli_parser import build_parser
-from npsco.config import MAZE_ID
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json
 from npsco.manifest import policy_files, population_dirs
-from npsco.tasks import default_distance_episodes
+from npsco.tasks import MAZE_ID, default_distance_episodes
 
 if TYPE_CHECKING:  # annotations only: the module loads gymnasium
     from npsco.population_config import PopulationConfig

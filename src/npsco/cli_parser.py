@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 from npsco import __version__
-from npsco.algos.registry import NOVELTY_METHODS
-from npsco.config import ENV_BACKENDS, MAZE_ID, METHODS, PRESETS, default_r0_scale
+from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
+from npsco.ppo.config import PRESETS
+from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -229,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="S",
         help="threshold(s) as multiples of the references' mean pairwise distance; several values train "
-        "one chain each (Fig. 4); default: the task's own multiple "
-        f"({default_r0_scale(MAZE_ID):g} on the maze, {default_r0_scale('Hopper-v5'):g} on MuJoCo)",
+        "one chain each (Fig. 4); default: the method's own multiple "
+        f"({', '.join(f'{m} {default_r0_scale(m):g}' for m in NOVELTY_METHODS)})",
     )
     pp.add_argument(
         "--t-start",

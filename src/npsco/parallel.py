@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-from npsco.algos.registry import METHODS
 from npsco.errors import NpscoError
+from npsco.methods.registry import METHODS
 
 MAX_RETRIES = 2
 """A job whose worker process dies is submitted again at most this many times."""
@@ -43,7 +43,7 @@ PRELOAD = [
     "numpy",
     "gymnasium",
     "npsco.population",
-    "npsco.algos.trainer",
+    "npsco.ppo.trainer",
     *METHODS.modules(),
     "npsco.evaluation",
     "npsco.novelty.threshold",

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from npsco.config import method_reads
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, file_sha256, read_json
@@ -120,8 +119,9 @@ class Population(PopulationMembers):
                     else ""
                 )
                 method = config["method"]
-                if (stored.get("method") or {}).get("tnb_rule") == "safe" != method["tnb_rule"] and method_reads(
-                    method["method"], "tnb_rule"
+                if (
+                    "tnb_rule" in method
+                    and (stored.get("method") or {}).get("tnb_rule") == "safe" != method["tnb_rule"]
                 ):
                     hint += (
                         " (an earlier npsco's default tnb_rule was safe: add --mset tnb_rule=safe to resume a run "

@@ -2,7 +2,7 @@
 
     OUT/config.json     the command, preset and PPO settings; a rerun with the same settings finds the policy trained
                         (a setting npsco gained since the run was made matches at its default)
-    OUT/...             what `npsco.algos.ppo.train` writes: policy.safetensors, metrics.jsonl, checkpoints/, ...
+    OUT/...             what `npsco.ppo.train.train` writes: policy.safetensors, metrics.jsonl, checkpoints/, ...
 
 Every training starts in an empty folder (a rerun after an interruption, or `force`): no file of an earlier attempt or
 of another configuration stays beside the new ones.
@@ -14,11 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from npsco.algos.ppo import train
-from npsco.algos.trainer import TrainResult
-from npsco.config import PPOConfig
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, fresh_dir, read_json
+from npsco.ppo.config import PPOConfig
+from npsco.ppo.train import train
+from npsco.ppo.trainer import TrainResult
 from npsco.settings import differences, ppo_defaults
 from npsco.tasks import task_name
 

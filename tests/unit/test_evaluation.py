@@ -13,7 +13,6 @@ import pytest
 
 import npsco.stats  # noqa: F401  (scipy is imported at collection, so that no test pays for it)
 from npsco.cli import main
-from npsco.config import MAZE_ID
 from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
@@ -23,6 +22,7 @@ from npsco.evaluation.scoring import score_rows, statistics
 from npsco.manifest import Chain
 from npsco.report.data import fig2_panels, fig3_data, fig4_data
 from npsco.report.provenance import population_command
+from npsco.tasks import MAZE_ID
 
 EPISODES = 6
 SQRT_1_25 = float(np.sqrt(1.25))
@@ -307,9 +307,9 @@ def test_groups_and_chain_scales():
     # the run's primary multiple (its first r0_scales entry) counts as the method
     assert group_of("novel", "ipd", Chain.parse("ipd-r0x0.5"), 0.5) == "ipd"
     assert group_of("novel", "ipd", Chain.parse("ipd-r0x1"), 0.5) == "ipd-r0x1"
-    assert primary_scale({"r0_scales": [0.5, 1.0, 2.0]}, "npsco/FourRewardMaze-v0") == 0.5
-    assert primary_scale({"r0_scales": [1.0, 0.5]}, "Hopper-v5") == 1.0
-    assert primary_scale({}, "Hopper-v5") == 0.5 and primary_scale({}, "npsco/FourRewardMaze-v0") == 0.5
+    assert primary_scale({"r0_scales": [0.5, 1.0, 2.0]}) == 0.5
+    assert primary_scale({"r0_scales": [1.0, 0.5]}) == 1.0
+    assert primary_scale({}) == 0.5 and primary_scale({"method": {"method": "ipd"}}) == 0.5
     assert Chain.parse("ipd-r0x2").scale == 2.0 and Chain.parse("ipd").scale is None
 
 
@@ -366,10 +366,11 @@ def test_figure_data_from_rows():
 
 
 def test_population_command_reconstructs_the_flags(tmp_path):
-    from npsco.config import MethodConfig, preset
+    from npsco.methods.settings import MethodConfig
+    from npsco.ppo.config import preset
 
     ppo = preset(MAZE_ID).to_dict() | {"total_timesteps": 2048, "learning_rate": 5e-4}
-    method = MethodConfig(method="ipd", t_start=5).to_dict()
+    method = MethodConfig.of("ipd", t_start=5).to_dict()
     config = {"ppo": ppo, "method": method, "refs": 2, "novel": 3, "r0_scales": [1.0, 2.0], "refs_from": "/x/ppo"}
     command = population_command(tmp_path / "run", config)
     assert command.startswith(

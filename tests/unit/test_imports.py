@@ -2,7 +2,7 @@
 
 The graph is read from the source with `ast`: an edge A -> B for every `import B` / `from B import x` that runs when
 A is imported (module level, including `try`/`if` blocks, excluding `if TYPE_CHECKING:`), plus A -> each package
-above B that is not above A (importing npsco.algos.ipd runs npsco/algos/__init__.py first)."""
+above B that is not above A (importing npsco.methods.ipd runs npsco/methods/__init__.py first)."""
 
 from __future__ import annotations
 
@@ -112,9 +112,9 @@ def test_find_cycle_finds_a_cycle_and_only_a_cycle():
 
 def test_the_graph_reads_module_level_imports_only():
     graph = import_graph()
-    assert "npsco.algos.trainer" in graph["npsco.algos.ppo"]
-    assert "npsco.algos" in graph["npsco.config"]  # the registry's package runs first
-    assert "npsco.algos.trainer" not in graph["npsco.algos.hooks"]  # under `if TYPE_CHECKING:`
+    assert "npsco.ppo.trainer" in graph["npsco.ppo.train"]
+    assert "npsco.methods" in graph["npsco.grid"]  # the registry's package runs first
+    assert "npsco.ppo.learner" not in graph["npsco.ppo.hooks"]  # under `if TYPE_CHECKING:`
     assert "npsco.evaluation" not in graph["npsco.cli"]  # inside a command's function
 
 
@@ -167,5 +167,5 @@ def test_the_report_command_loads_no_torch_and_the_sweep_no_report():
     # `npsco report` lists a sweep's runs and reads them without the training code; `npsco sweep` trains without the
     # report's plotting and statistics libraries
     report = "from npsco.manifest import population_dirs; import npsco.report.build"
-    assert loaded_after(report, ("torch", "npsco.algos.trainer")) == []
+    assert loaded_after(report, ("torch", "npsco.ppo.trainer")) == []
     assert loaded_after("import npsco.sweep", ("matplotlib", "npsco.report.build")) == []

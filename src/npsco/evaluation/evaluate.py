@@ -78,7 +78,7 @@ def evaluate_run(
     states = state_diversity_matrix([diversity_states(x.states) for x in measurements])
     ppo_distance = mean_reference_distance(actions, ref_idx)
 
-    primary = primary_scale(info.config, info.env_id)
+    primary = primary_scale(info.config)
     rows = []
     for i, (m, x) in enumerate(zip(info.members, measurements, strict=True)):
         summary = x.episodes.summary()

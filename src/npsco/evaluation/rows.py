@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from npsco.config import default_r0_scale
 from npsco.manifest import Chain
+from npsco.methods.registry import METHODS, default_r0_scale
 
 PAPER_ORDER = ("ppo", "wsr", "tnb", "cpo", "ctnb", "ipd")
 """Order of the methods in Table 1 (the paper's); other groups follow."""
@@ -146,9 +146,10 @@ def separate_scales(rows: list[dict]) -> list[dict]:
     ]
 
 
-def primary_scale(config: dict, env_id: str) -> float:
-    """The first threshold multiple of a population run's config.json (the task's default when it records none)."""
-    scales = config.get("r0_scales") or [default_r0_scale(env_id)]
+def primary_scale(config: dict) -> float:
+    """The first threshold multiple of a population run's config.json (its method's default when it records none)."""
+    method = str((config.get("method") or {}).get("method", "ipd"))
+    scales = config.get("r0_scales") or [default_r0_scale(method if method in METHODS else "ipd")]
     return float(scales[0])
 
 

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from npsco.config import MAZE_ID
 from npsco.envs.make import make_env
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_bytes
 from npsco.policy import Policy
+from npsco.tasks import MAZE_ID
 
 
 def default_mujoco_gl(

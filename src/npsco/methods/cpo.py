@@ -44,18 +44,50 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
-from npsco.algos.agent import ActorCritic
-from npsco.algos.constrained import conjugate_gradient, cpo_step, flat_grad, get_flat_params, set_flat_params
-from npsco.algos.hooks import StepInfo, StepOutcome, TrainingSetup
-from npsco.algos.maths import normalize_advantages
-from npsco.algos.novelty_method import NoveltyMethod
-from npsco.algos.rollout import Batch
-from npsco.algos.trainer import Trainer
+from npsco.errors import NpscoError
+from npsco.methods.constrained import conjugate_gradient, cpo_step, flat_grad, get_flat_params, set_flat_params
+from npsco.methods.novelty import NoveltyMethod
+from npsco.ppo.agent import ActorCritic
+from npsco.ppo.hooks import StepInfo, StepOutcome, TrainingSetup
+from npsco.ppo.learner import Learner
+from npsco.ppo.maths import normalize_advantages
+from npsco.ppo.rollout import Batch
+
+
+@dataclass
+class CPOOptions:
+    """CPO's own settings."""
+
+    cpo_max_kl: float = 0.01
+    """Trust region: the bound delta on the batch's mean KL(pi_old || pi_new)."""
+    cpo_damping: float = 0.1
+    """Damping added to the Fisher-vector products, (F + damping I) v."""
+    cpo_cg_iters: int = 10
+    """Conjugate-gradient iterations for F^-1 g and F^-1 b."""
+    cpo_backtrack_iters: int = 10
+    """Line-search trials; trial i scales the step by cpo_backtrack_coef ** i."""
+    cpo_backtrack_coef: float = 0.8
+    """Line-search shrink factor."""
+    cpo_cost_limit: float = 0.0
+    """Limit d of the constraint J_C <= d, with J_C the batch's mean per-step cost r0 - min_j d_j(s_t); 0 means
+    "mean novelty >= r0"."""
+
+    def validate(self) -> None:
+        checks = [
+            (self.cpo_max_kl > 0, "cpo_max_kl must be > 0"),
+            (self.cpo_damping > 0, "cpo_damping must be > 0 (the Fisher matrix can be singular)"),
+            (self.cpo_cg_iters > 0, "cpo_cg_iters must be > 0"),
+            (self.cpo_backtrack_iters > 0, "cpo_backtrack_iters must be > 0"),
+            (0 < self.cpo_backtrack_coef < 1, "cpo_backtrack_coef must be in (0, 1)"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise NpscoError(f"invalid method configuration: {message}")
 
 
 def novelty_cost(d: np.ndarray, r0: float) -> np.ndarray:
@@ -145,6 +177,7 @@ class CPO(NoveltyMethod):
     `cpo/cost_surrogate_change`, `losses/value_loss`."""
 
     name = "cpo"
+    Options = CPOOptions
     streams = ("cost",)
     keeps_reference_actions = True  # the direct term needs the nearest reference's action at each state
 
@@ -175,12 +208,12 @@ class CPO(NoveltyMethod):
         center = self.cost_center if self.cost_center is not None else self._cost_sum / self._cost_n
         return StepOutcome(streams={"cost": cost - np.float32(center)})
 
-    def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
+    def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
         cost = self._cost_sum / max(self._cost_n, 1)
-        out = {"cpo/cost": cost, **self.policy_step(trainer.agent, batch, cost, trainer.cfg.norm_adv)}
+        out = {"cpo/cost": cost, **self.policy_step(learner.agent, batch, cost, learner.cfg.norm_adv)}
         self.cost_center = cost
         self._reset_batch()
-        out.update(self.train_critics(trainer, batch))
+        out.update(learner.fit_critics(batch))
         return out
 
     def direct_cost(self, agent: ActorCritic, obs: torch.Tensor) -> torch.Tensor:
@@ -201,7 +234,7 @@ class CPO(NoveltyMethod):
 
     def policy_step(self, agent: ActorCritic, batch: Batch, cost: float, norm_adv: bool = True) -> dict[str, float]:
         """The CPO step of the actor from the batch, `cost` being J_C; returns the `cpo/*` metrics."""
-        cfg = self.config
+        cfg: CPOOptions = self.config.options
         problem = CPOProblem(agent, batch, norm_adv, cfg.cpo_damping, lambda: self.direct_cost(agent, batch.obs))
         surr_r, surr_c = problem.surrogates()
         g = flat_grad(surr_r, problem.params, retain_graph=True)
@@ -238,17 +271,3 @@ class CPO(NoveltyMethod):
             "cpo/surrogate_change": d_r,
             "cpo/cost_surrogate_change": d_c,
         }
-
-    def train_critics(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
-        """PPO's epochs of Adam minibatch steps on the task and cost critics' value losses (actor untouched)."""
-        cfg, critics = trainer.cfg, trainer.agent.critic_parameters()
-        losses = []
-        for _epoch in range(cfg.update_epochs):
-            for mb in trainer.minibatches():
-                v_loss = trainer.critic_loss(batch, mb)
-                trainer.optimizer.zero_grad(set_to_none=True)
-                (cfg.vf_coef * v_loss).backward()
-                nn.utils.clip_grad_norm_(critics, cfg.max_grad_norm)
-                trainer.optimizer.step()
-                losses.append(v_loss.item())
-        return {"losses/value_loss": float(np.mean(losses))}

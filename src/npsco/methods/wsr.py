@@ -10,13 +10,37 @@ changes: the reported (and evaluated) return stays the task's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from npsco.algos.hooks import StepInfo, StepOutcome
-from npsco.algos.novelty_method import NoveltyMethod
-from npsco.algos.rollout import RolloutSummary
-from npsco.config import MethodConfig, default_wsr_weight
+from npsco.errors import NpscoError
+from npsco.methods.novelty import NoveltyMethod
+from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
+from npsco.ppo.hooks import StepInfo, StepOutcome
+from npsco.ppo.rollout import RolloutSummary
+from npsco.tasks import task_family
+
+
+@dataclass
+class WSROptions:
+    """WSR's own settings."""
+
+    wsr_weight: float | None = None
+    """Weight of the shaped novelty reward. None: the task's default (10 on the maze as the paper, 0.5 on MuJoCo as the
+    authors' README: `default_wsr_weight`)."""
+    wsr_shape: str = "linear"
+    """Shape of the novelty reward: `linear` (u), `exp` (exp(u)), `neg_exp` (-exp(-u)) (paper Sec. 3.2)."""
+
+    def validate(self) -> None:
+        if self.wsr_shape not in ("linear", "exp", "neg_exp"):
+            raise NpscoError("invalid method configuration: wsr_shape must be linear, exp or neg_exp")
+
+
+def default_wsr_weight(env_id: str) -> float:
+    """10 on the maze (paper Fig. 2), 0.5 elsewhere (authors' README for MuJoCo)."""
+    return 10.0 if task_family(env_id) == "maze" else 0.5
 
 
 def wsr_shape(u: np.ndarray, shape: str) -> np.ndarray:
@@ -36,15 +60,18 @@ class WSR(NoveltyMethod):
     steps; `wsr/weight`."""
 
     name = "wsr"
+    Options = WSROptions
 
     def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str):
         super().__init__(references, r0, config, env_id)
-        self.weight = config.wsr_weight if config.wsr_weight is not None else default_wsr_weight(env_id)
+        options: WSROptions = config.options
+        self.shape = options.wsr_shape
+        self.weight = options.wsr_weight if options.wsr_weight is not None else default_wsr_weight(env_id)
         self._bonus_sum, self._bonus_n = 0.0, 0
 
     def on_step(self, step: StepInfo) -> StepOutcome:
         _, u = self.novelty(step)
-        bonus = self.weight * wsr_shape(u, self.config.wsr_shape)
+        bonus = self.weight * wsr_shape(u, self.shape)
         self._bonus_sum += float(bonus.sum())
         self._bonus_n += bonus.size
         return StepOutcome(train_reward=step.reward + bonus)

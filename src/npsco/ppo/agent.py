@@ -1,18 +1,20 @@
 """The network PPO trains: `ActorCritic`, a Gaussian policy (tanh-MLP mean, state-independent log-std) with one critic
-per reward stream, and `RunningMeanStd`, its observation normaliser. `Policy.from_agent` (npsco.policy) turns it into
-the numpy snapshot that is saved and evaluated."""
+per reward stream, and `RunningMeanStd`, its observation normaliser. `ActorCritic.to_policy` turns it into the numpy
+snapshot (`npsco.policy.Policy`) that is saved and evaluated."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 from torch.distributions import Normal
 
-from npsco.policy import OBS_NORM_EPS
+from npsco.policy import OBS_NORM_EPS, Policy
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -132,6 +134,21 @@ class ActorCritic(nn.Module):
         logprob = (-0.5 * ((actions - mean) * torch.exp(-log_std)) ** 2 - log_std - LOG_SQRT_2PI).sum(-1)
         entropy = (0.5 + LOG_SQRT_2PI + log_std).sum()
         return logprob, entropy, mean
+
+    def to_policy(self, action_space: gym.spaces.Box, metadata: dict[str, Any]) -> Policy:
+        """A snapshot of the policy (its weights and normaliser copied) acting in `action_space`, with `metadata`."""
+        actor, _, _ = self.numpy_views()
+        return Policy(
+            weights=[(w.copy(), b.copy()) for w, b in actor],
+            log_std=self.actor_logstd.detach().numpy().reshape(-1).copy(),
+            obs_mean=self.obs_rms.mean.astype(np.float32),
+            obs_var=self.obs_rms.var.astype(np.float32),
+            obs_clip=self.obs_rms.clip,
+            norm_obs=self.obs_rms.enabled,
+            action_low=np.asarray(action_space.low, np.float32),
+            action_high=np.asarray(action_space.high, np.float32),
+            metadata=dict(metadata),
+        )
 
     def numpy_views(self) -> tuple[list, np.ndarray, dict[str, list]]:
         """Numpy views of the actor layers, the log-std and each critic's layers, for fast rollouts."""

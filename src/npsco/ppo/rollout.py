@@ -1,6 +1,6 @@
 """What the rollout produces: the (T, N) arrays of one rollout (`RolloutBuffer`), its episode counts
-(`RolloutSummary`), the same transitions flattened for the update (`Batch`), and the running reward scaler applied
-while collecting.
+(`RolloutSummary`), the same transitions flattened for the update (`Batch`), the running reward scaler applied
+while collecting, and what an update may add to PPO's loss (`MeanActionTerm`).
 
 A rollout has one or more reward streams: `task`, and the extra streams a method declares (TNB's `novelty`, CPO's
 `cost`); each stream has its own rewards, critic values and bootstrap values, hence its own advantages.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -90,6 +91,16 @@ class Batch:
     """Per stream, the rollout critic's values, (B,)."""
     size: int
     """B = T * N."""
+
+
+class MeanActionTerm(Protocol):
+    """A loss on the policy's mean actions at the batch's states, added to PPO's loss by `Learner.ppo_update`: an
+    update rule's way to steer the actor's mean directly (the Lagrangian method's novelty term)."""
+
+    def __call__(self, index: np.ndarray, mean: np.ndarray) -> tuple[float, np.ndarray]:
+        """(loss, d loss / d mean (B, A) float32) of the minibatch at batch indices `index` (B,), given the actor's
+        raw (unclipped) mean output `mean` (B, A) there."""
+        ...
 
 
 class RewardScaler:

@@ -1,4 +1,4 @@
-"""PPO's update in numpy (`NumpyPPOUpdate`): the computation of `Trainer.ppo_update_torch` with the forward and
+"""PPO's update in numpy (`NumpyPPOUpdate`): the computation of `Learner.ppo_update_torch` with the forward and
 backward passes written out, for the `update_backend = "numpy"` setting (the default).
 
 Why: the update of these small networks is bound by per-operation overhead, not arithmetic; torch spends several
@@ -18,9 +18,9 @@ import torch
 from threadpoolctl import ThreadpoolController
 from torch import nn
 
-from npsco.algos.agent import LOG_SQRT_2PI, ActorCritic
-from npsco.algos.rollout import Batch
-from npsco.config import PPOConfig
+from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
+from npsco.ppo.config import PPOConfig
+from npsco.ppo.rollout import Batch, MeanActionTerm
 
 Layers = list[tuple[np.ndarray, np.ndarray]]
 """An MLP's (W, b) per layer: numpy views of its parameters, or of their gradients."""
@@ -54,10 +54,10 @@ def _linears(module: nn.Module) -> list[nn.Linear]:
 
 
 class NumpyPPOUpdate:
-    """`Trainer.ppo_update_torch` in numpy: the forward and backward passes of the actor and critic MLPs written out,
+    """`Learner.ppo_update_torch` in numpy: the forward and backward passes of the actor and critic MLPs written out,
     the global gradient-norm clip and Adam on one flat float32 parameter vector.
 
-    It computes what the torch loop computes, step for step: the same minibatches (drawn by the trainer's
+    It computes what the torch loop computes, step for step: the same minibatches (drawn by the learner's
     `minibatches`, from its own generator), advantage normalisation with the unbiased std, the clipped surrogate and
     the (clipped) value losses with torch's gradient conventions at the kinks (`torch.max` splits a tie's gradient in
     halves; `clamp` passes the gradient at the bounds), the entropy bonus, `clip_grad_norm_` (max_norm / (norm +
@@ -188,9 +188,12 @@ class NumpyPPOUpdate:
         adv: np.ndarray,
         values: dict[str, np.ndarray],
         returns: dict[str, np.ndarray],
+        term: MeanActionTerm | None = None,
+        index: np.ndarray | None = None,
     ) -> np.ndarray:
-        """The PPO loss of one minibatch: writes its gradient into `self.grad`; returns the five statistics
-        (policy loss, value loss, entropy, approx KL, clip fraction). `values`/`returns` map stream -> array."""
+        """The PPO loss of one minibatch (plus `term`, a loss on the actor's mean actions, at the batch indices
+        `index`): writes its gradient into `self.grad`; returns the five statistics (policy loss, value loss,
+        entropy, approx KL, clip fraction). `values`/`returns` map stream -> array."""
         cfg = self.cfg
         B = obs.shape[0]
         clip = cfg.clip_coef
@@ -217,6 +220,9 @@ class NumpyPPOUpdate:
         g_ratio = (adv * -inv_b) * (w_unclipped + (1.0 - w_unclipped) * in_range)
         g_logprob = (g_ratio * ratio).astype(np.float32)
         g_mean = (g_logprob[:, None] * z) * inv_std
+        if term is not None:
+            assert index is not None, "a mean-action term needs the minibatch's indices"
+            g_mean += term(index, mean)[1]
         entropy = (0.5 + LOG_SQRT_2PI + log_std).sum()
         self.log_std_grad[0] = add(g_logprob[:, None] * (z * z - 1.0), axis=0) - np.float32(cfg.ent_coef)
         self._backward(self.actor, self.actor_grad, acts, g_mean)
@@ -281,16 +287,24 @@ class NumpyPPOUpdate:
         self.flat -= tmp
 
     def run(
-        self, batch: Batch, minibatches: Callable[[], Sequence[torch.Tensor]], advantage_stream: str = "task"
+        self,
+        batch: Batch,
+        minibatches: Callable[[], Sequence[torch.Tensor]],
+        advantage_stream: str = "task",
+        term: MeanActionTerm | None = None,
     ) -> dict[str, float]:
         """`update_epochs` passes over `batch`, in the minibatches that `minibatches()` draws for each epoch; returns
         the mean `losses/*` statistics. numpy's BLAS runs with `torch_threads` threads meanwhile (more threads than
         cores slow these small matmuls down: benchmarks/results/design_measurements.md)."""
         with _blas().limit(limits=self.cfg.torch_threads, user_api="blas"):
-            return self._run(batch, minibatches, advantage_stream)
+            return self._run(batch, minibatches, advantage_stream, term)
 
     def _run(
-        self, batch: Batch, minibatches: Callable[[], Sequence[torch.Tensor]], advantage_stream: str
+        self,
+        batch: Batch,
+        minibatches: Callable[[], Sequence[torch.Tensor]],
+        advantage_stream: str,
+        term: MeanActionTerm | None,
     ) -> dict[str, float]:
         cfg, streams = self.cfg, self.streams
         self._load()
@@ -318,6 +332,8 @@ class NumpyPPOUpdate:
                         e_adv[sl],
                         {s: e_val[s][sl] for s in streams},
                         {s: e_ret[s][sl] for s in streams},
+                        term,
+                        mb,
                     )
                 )
                 self._clip_and_adam()

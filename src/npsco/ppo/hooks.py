@@ -1,9 +1,11 @@
-"""The interface between the trainer and a method: what a method is told (`TrainingSetup`, `StepInfo`,
-`RolloutSummary`), what it may answer (`StepOutcome`), and `Method`, plain PPO, whose hooks the novelty methods
-override.
+"""What the trainer tells the hooks it trains with, and what they may answer: `TrainingSetup`, `StepInfo`,
+`RolloutSummary` in; `StepOutcome` and an update rule out. `Hooks` itself is plain PPO; a method
+(`npsco.methods`) overrides the hooks it needs.
 
 The trainer calls, in this order: `bind` once; then per iteration `begin_iteration`, `on_step` after every vector
-step of the rollout (and `end_episodes` after a step that ended episodes), `update`, and `iteration_metrics`.
+step of the rollout (and `end_episodes` after a step that ended episodes), `update` with the `Learner` and the batch,
+and `iteration_metrics`. Hooks never see the trainer: a step shaper sees steps, an update rule sees the learner (the
+agent, its optimiser and PPO's minibatch epochs) and the batch.
 """
 
 from __future__ import annotations
@@ -15,24 +17,24 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from npsco.algos.rollout import Batch, RolloutSummary
+from npsco.ppo.rollout import Batch, RolloutSummary
 
-if TYPE_CHECKING:  # annotations only: the trainer imports this module
-    from npsco.algos.trainer import Trainer
-    from npsco.config import MethodConfig
-    from npsco.novelty.references import ReferenceSet
+if TYPE_CHECKING:  # annotations only: the learner imports torch
+    from npsco.ppo.learner import Learner
 
 
 @dataclass(frozen=True)
 class TrainingSetup:
-    """What a method learns once, when the trainer has built its envs (`Method.bind`)."""
+    """What the hooks learn once, when the trainer has built its envs (`Hooks.bind`)."""
 
     env_id: str
     """Gymnasium id of the task."""
     num_envs: int
-    """Envs stepped together: the N of every (N,) array a method sees."""
+    """Envs stepped together: the N of every (N,) array the hooks see."""
     num_iterations: int
     """Rollout + update iterations of the run."""
+    num_steps: int
+    """Steps per env per rollout: the T of a rollout's (T, N) arrays."""
     observation_space: gym.spaces.Box
     """The task's observation space."""
     action_space: gym.spaces.Box
@@ -41,7 +43,7 @@ class TrainingSetup:
 
 @dataclass
 class StepInfo:
-    """What a method sees after each vectorised step of the rollout (arrays over the N envs)."""
+    """What the hooks see after each vectorised step of the rollout (arrays over the N envs)."""
 
     obs: np.ndarray
     """Raw observations s_t at which the actions were taken, (N, obs_dim)."""
@@ -63,39 +65,26 @@ class StepInfo:
 
 @dataclass
 class StepOutcome:
-    """A method's answer to a step. Every field is optional."""
+    """The hooks' answer to a step. Every field is optional."""
 
     train_reward: np.ndarray | None = None
     """Replaces the task reward for training only (WSR); the reported return stays the task reward."""
     streams: dict[str, np.ndarray] = field(default_factory=dict)
     """Rewards of extra streams (TNB's novelty, CPO's cost), each learnt by its own critic with its own GAE."""
     terminate: np.ndarray | None = None
-    """Envs whose episode the method ends now, as a true termination (IPD's constraint)."""
+    """Envs whose episode the hooks end now, as a true termination (IPD's constraint)."""
 
 
-class Method:
-    """Plain PPO. Novelty methods subclass it and override the hooks they need."""
+class Hooks:
+    """Plain PPO: every hook does nothing, and the update is PPO's (`Learner.ppo_update`)."""
 
     name = "ppo"
-    """The method's name in the registry (`npsco.algos.METHODS`), the checkpoints and the logs."""
+    """The name in the checkpoints and the logs (a method's registry name)."""
     streams: tuple[str, ...] = ()
     """Extra reward streams; the trainer gives each a critic and its own advantages in the batch."""
     on_step: Callable[[StepInfo], StepOutcome | None] | None = None
     """Called after every vectorised env step, before episode ends are handled; None (plain PPO) skips building
     the `StepInfo` every step."""
-
-    @classmethod
-    def from_config(
-        cls,
-        config: MethodConfig,
-        references: ReferenceSet,
-        r0: float | None,
-        env_id: str,
-        profile: np.ndarray | None = None,
-    ) -> Method:
-        """The method of `config` against `references` at threshold `r0` (`npsco.algos.make_method`); plain PPO
-        needs none of them."""
-        return cls()
 
     def bind(self, setup: TrainingSetup) -> None:
         """Called once when the trainer has built its envs and agent."""
@@ -107,9 +96,9 @@ class Method:
         """Called after a step in which some episode ended (by the env or by `terminate`), with the (N,) mask of the
         envs whose episode ended."""
 
-    def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
+    def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
         """The update phase; PPO's by default."""
-        return trainer.ppo_update(batch)
+        return learner.ppo_update(batch)
 
     def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
         """Metrics of the iteration (namespaced keys), given the episodes of its rollout; called once per iteration
@@ -117,5 +106,5 @@ class Method:
         return {}
 
     def metadata(self) -> dict[str, Any]:
-        """Method settings saved in every checkpoint (read once per training: they do not change during it)."""
+        """Settings saved in every checkpoint (read once per training: they do not change during it)."""
         return {}

@@ -7,11 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from npsco.algos.hooks import Method, StepInfo, TrainingSetup
-from npsco.algos.rollout import RolloutSummary
-from npsco.config import MethodConfig, default_t_start
 from npsco.errors import NpscoError
+from npsco.methods.base import Method, MethodContext
+from npsco.methods.settings import MethodConfig
+from npsco.novelty.metrics import ACTION_METRICS
 from npsco.novelty.references import NoveltyTracker, ReferenceSet
+from npsco.ppo.hooks import StepInfo, TrainingSetup
+from npsco.ppo.rollout import RolloutSummary
+from npsco.tasks import default_t_start
 
 
 class NoveltyMethod(Method):
@@ -37,26 +40,24 @@ class NoveltyMethod(Method):
         self._reset_stats()
 
     @classmethod
-    def from_config(
-        cls,
-        config: MethodConfig,
-        references: ReferenceSet,
-        r0: float | None,
-        env_id: str,
-        profile: np.ndarray | None = None,
-    ) -> NoveltyMethod:
-        if r0 is None:
+    def from_config(cls, config: MethodConfig, context: MethodContext) -> NoveltyMethod:
+        if context.r0 is None:
             raise NpscoError(f"method {config.method} needs a threshold r0")
-        if profile is not None:
-            raise NpscoError(f"method {config.method} uses a constant r0: a threshold profile is IPD's alone")
-        return cls(references, r0, config, env_id)
+        return cls(context.references, context.r0, config, context.env_id)
+
+    @classmethod
+    def check_config(cls, config: MethodConfig) -> None:
+        if config.metric == "state":
+            raise NpscoError(
+                f"method {config.method} compares actions: metric=state (visited states) is the lagrangian method's"
+            )
 
     def bind(self, setup: TrainingSetup) -> None:
         self.references.check_compatible(setup.observation_space, setup.action_space, setup.env_id)
         self.tracker = NoveltyTracker(
             self.references,
             setup.num_envs,
-            self.config.metric,
+            self.config.metric if self.config.metric in ACTION_METRICS else "deterministic",
             self.config.novelty_discount,
             self.keeps_reference_actions,
         )

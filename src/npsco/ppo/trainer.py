@@ -1,39 +1,36 @@
-"""The trainer: one policy trained by PPO, plus a method's hooks, on a vector env.
+"""The trainer: one policy trained by PPO, plus the hooks of a method, on a vector env.
 
-Each iteration runs three phases, the three methods of `Trainer`: `collect_rollout` (the policy acts in the envs;
-the method sees every step), `compute_advantages` (GAE per reward stream), and the update (`Method.update`, PPO's
-`ppo_update` by default). `train` runs the iterations and logs, evaluates and saves the policy.
-
-Longer than ~400 lines on purpose: one iteration is read top to bottom in this one class; the pieces that stand alone
-live beside it (`maths`, `rollout`, `numpy_update`, `hooks`).
+Each iteration runs three phases: `collect_rollout` (the policy acts in the envs; the hooks see every step),
+`compute_advantages` (GAE per reward stream), and the update (`Hooks.update` with the `Learner`: PPO's
+`ppo_update` by default). `train` runs the iterations and logs, evaluates and saves the policy. The trainer knows
+hooks (a step shaper and an update rule), not methods; the pieces that stand alone live beside it (`maths`,
+`rollout`, `learner`, `fast_update`, `hooks`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 from tqdm import tqdm
 
-from npsco.algos.agent import LOG_SQRT_2PI, ActorCritic
-from npsco.algos.hooks import Method, StepInfo, StepOutcome, TrainingSetup
-from npsco.algos.maths import compute_gae, explained_variance, normalize_advantages, policy_loss, value_loss
-from npsco.algos.numpy_update import NumpyPPOUpdate
-from npsco.algos.rollout import Batch, RewardScaler, RolloutBuffer
-from npsco.config import PPOConfig
 from npsco.envs.make import check_task_spaces, final_observations, make_vector_env
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.logger import MetricsLogger
 from npsco.policy import Policy, mlp_forward, space_metadata
+from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
+from npsco.ppo.config import PPOConfig
+from npsco.ppo.hooks import Hooks, StepInfo, StepOutcome, TrainingSetup
+from npsco.ppo.learner import Learner
+from npsco.ppo.maths import compute_gae, explained_variance
+from npsco.ppo.rollout import Batch, RewardScaler, RolloutBuffer
 
 
 @dataclass
@@ -56,21 +53,18 @@ class Trainer:
     def __init__(
         self,
         cfg: PPOConfig,
-        method: Method | None = None,
+        hooks: Hooks | None = None,
         run_dir: str | Path | None = None,
         tensorboard: bool = True,
         metadata: dict[str, Any] | None = None,
     ):
         self.cfg = cfg.validate()
-        self.method = method or Method()
+        self.hooks = hooks or Hooks()
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.extra_metadata = dict(metadata or {})
         torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)  # the networks' initial weights
         self.rng = np.random.default_rng(cfg.seed)  # the rollout's action noise
-        # the minibatch permutations: the trainer's own generator, so that whatever else draws from torch's global one
-        # (the caller, another trainer in the same process) does not change this trainer's run
-        self.torch_rng = torch.Generator().manual_seed(cfg.seed)
 
         self.envs = make_vector_env(cfg.env_id, cfg.num_envs, cfg.env_backend, cfg.max_episode_steps)
         try:
@@ -91,19 +85,20 @@ class Trainer:
             cfg.norm_obs,
             cfg.obs_clip,
         )
-        self.streams = ("task", *self.method.streams)
-        for s in self.method.streams:
+        self.streams = ("task", *self.hooks.streams)
+        for s in self.hooks.streams:
             self.agent.add_critic(s)
-        self.method.bind(
+        self.hooks.bind(
             TrainingSetup(
                 env_id=cfg.env_id,
                 num_envs=cfg.num_envs,
                 num_iterations=cfg.num_iterations,
+                num_steps=cfg.num_steps,
                 observation_space=obs_space,
                 action_space=act_space,
             )
         )
-        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=cfg.learning_rate, eps=1e-5, fused=True)
+        self.learner = Learner(cfg, self.agent, self.streams)
         self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip, cfg.scale_reward)
         self.logger = MetricsLogger(self.run_dir, tensorboard)
 
@@ -113,9 +108,7 @@ class Trainer:
         self.next_obs = self.next_obs.astype(np.float32)
         self.episode_return = np.zeros(cfg.num_envs)
         self.episode_step = np.zeros(cfg.num_envs, np.int64)
-        self._fallback_warned = False
         self._settings_metadata: dict[str, Any] | None = None  # the checkpoints' metadata but `training`
-        self._numpy: tuple[nn.Module, torch.optim.Optimizer, NumpyPPOUpdate | None, str | None] | None = None
 
     # -------------------------------------------------------------------------------------------- phase 1: rollout
     def collect_rollout(self) -> RolloutBuffer:
@@ -125,8 +118,8 @@ class Trainer:
         summary = buf.summary
         actor, log_std, critics = agent.numpy_views()
         std = np.exp(log_std)
-        method = self.method
-        on_step = method.on_step  # None for plain PPO: no StepInfo (nor clipped mean) to build every step
+        hooks = self.hooks
+        on_step = hooks.on_step  # None for plain PPO: no StepInfo (nor clipped mean) to build every step
         no_outcome = StepOutcome()
         act_low, act_high = self.act_low, self.act_high
         for t in range(T):
@@ -176,7 +169,7 @@ class Trainer:
 
             train_reward = out.train_reward if out.train_reward is not None else reward
             buf.rewards["task"][t] = self.reward_scaler(np.asarray(train_reward, np.float64), done)
-            for s in method.streams:
+            for s in hooks.streams:
                 buf.rewards[s][t] = out.streams[s]
             buf.terminated[t], buf.done[t] = terminated, done
 
@@ -189,7 +182,7 @@ class Trainer:
                 for i in np.flatnonzero(done):
                     summary.returns.append(float(self.episode_return[i]))
                     summary.lengths.append(int(self.episode_step[i]))
-                method.end_episodes(done)
+                hooks.end_episodes(done)
                 self.episode_return[done] = 0.0
                 self.episode_step[done] = 0
             self.next_obs = next_obs
@@ -223,90 +216,6 @@ class Trainer:
             size=n,
         )
 
-    # -------------------------------------------------------------------------------------------- phase 3: update
-    def minibatches(self) -> tuple[torch.Tensor, ...]:
-        """Index tensors of the minibatches of one epoch (a fresh permutation each call)."""
-        perm = torch.randperm(self.cfg.batch_size, generator=self.torch_rng)
-        return perm.split(self.cfg.minibatch_size)
-
-    def critic_loss(self, batch: Batch, mb: torch.Tensor, obs: torch.Tensor | None = None) -> torch.Tensor:
-        """Sum over streams of the (clipped) value losses on minibatch `mb`."""
-        obs = batch.obs[mb] if obs is None else obs
-        return cast(
-            torch.Tensor,
-            sum(
-                value_loss(
-                    self.agent.value(obs, s),
-                    batch.values[s][mb],
-                    batch.returns[s][mb],
-                    self.cfg.clip_coef,
-                    self.cfg.clip_vloss,
-                )
-                for s in self.streams
-            ),
-        )
-
-    def ppo_update(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
-        """`update_epochs` passes of minibatch Adam steps on the clipped surrogate + value losses - entropy bonus.
-
-        `cfg.update_backend` chooses the implementation: `numpy` (`NumpyPPOUpdate`: the same minibatches, losses,
-        gradient clipping and Adam state as the torch loop, equal up to float32 rounding) or `torch`
-        (`ppo_update_torch`). An agent or optimiser that the numpy update cannot handle runs the torch loop, with a
-        warning (once per trainer); so does a trainer whose `critic_loss` is overridden (the numpy update computes the
-        built-in one).
-        """
-        if self.cfg.update_backend == "numpy":
-            update, reason = self._numpy_update()
-            if update is not None:
-                return update.run(batch, self.minibatches, advantage_stream)
-            if not self._fallback_warned:
-                warnings.warn(f"update_backend=numpy: {reason}; the torch update runs instead", stacklevel=2)
-                self._fallback_warned = True
-        return self.ppo_update_torch(batch, advantage_stream)
-
-    def _numpy_update(self) -> tuple[NumpyPPOUpdate | None, str | None]:
-        """The numpy update of the current agent and optimiser, or None and why it cannot run them. Checked and built
-        once per (agent, optimiser) pair: its buffers are reused, and it reads the parameters and Adam's state from
-        them at every update."""
-        if self._numpy is None or self._numpy[0] is not self.agent or self._numpy[1] is not self.optimizer:
-            reason = (
-                "the trainer overrides critic_loss"
-                if type(self).critic_loss is not Trainer.critic_loss
-                else NumpyPPOUpdate.unsupported(self.agent, self.optimizer, self.streams)
-            )
-            update = None if reason else NumpyPPOUpdate(self.cfg, self.agent, self.optimizer, self.streams)
-            self._numpy = (self.agent, self.optimizer, update, reason)
-        return self._numpy[2], self._numpy[3]
-
-    def ppo_update_torch(self, batch: Batch, advantage_stream: str = "task") -> dict[str, float]:
-        """`ppo_update` with torch autograd and the torch optimiser (the reference implementation)."""
-        cfg, agent = self.cfg, self.agent
-        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
-        stats: list[torch.Tensor] = []  # one row per minibatch; no .item() sync per minibatch
-        params = list(agent.parameters())
-        for _epoch in range(cfg.update_epochs):
-            for mb in self.minibatches():
-                obs = batch.obs[mb]
-                new_logprob, entropy, _ = agent.evaluate(obs, batch.actions[mb])
-                adv = batch.advantages[advantage_stream][mb]
-                if cfg.norm_adv:
-                    adv = normalize_advantages(adv)
-                pg_loss, info = policy_loss(new_logprob, batch.logprobs[mb], adv, cfg.clip_coef)
-                v_loss = self.critic_loss(batch, mb, obs)
-                ent = entropy
-                loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
-                self.optimizer.step()
-                stats.append(
-                    torch.stack([pg_loss.detach(), v_loss.detach(), ent.detach(), info["approx_kl"], info["clipfrac"]])
-                )
-            if cfg.target_kl is not None and float(stats[-1][3]) > cfg.target_kl:
-                break
-        means = torch.stack(stats).double().mean(0).tolist()
-        return {f"losses/{k}": float(v) for k, v in zip(names, means, strict=True)}
-
     # -------------------------------------------------------------------------------------------------- the loop
     def policy(self) -> Policy:
         """A frozen snapshot of the current policy with its metadata."""
@@ -315,14 +224,14 @@ class Trainer:
                 "env_id": self.cfg.env_id,
                 "observation_space": space_metadata(self.obs_space),
                 "action_space": space_metadata(self.action_space),
-                "method": self.method.name,
+                "method": self.hooks.name,
                 "seed": self.cfg.seed,
                 "config": self.cfg.to_dict(),
-                "method_config": self.method.metadata(),
+                "method_config": self.hooks.metadata(),
             }
         training = {"global_step": self.global_step, "iteration": self.iteration}
-        return Policy.from_agent(
-            self.agent, self.action_space, {**self._settings_metadata, "training": training, **self.extra_metadata}
+        return self.agent.to_policy(
+            self.action_space, {**self._settings_metadata, "training": training, **self.extra_metadata}
         )
 
     def evaluate(self, episodes: int | None = None, policy: Policy | None = None) -> dict[str, float]:
@@ -355,7 +264,7 @@ class Trainer:
             unit="step",
             disable=not progress,
             dynamic_ncols=True,
-            desc=f"{self.method.name} {cfg.env_id} seed {cfg.seed}",
+            desc=f"{self.hooks.name} {cfg.env_id} seed {cfg.seed}",
             leave=False,
         )
         last_good = self.policy()
@@ -366,19 +275,19 @@ class Trainer:
             for it in range(1, cfg.num_iterations + 1):
                 self.iteration = it
                 if cfg.anneal_lr:
-                    self.optimizer.param_groups[0]["lr"] = cfg.learning_rate * (1.0 - (it - 1.0) / cfg.num_iterations)
-                self.method.begin_iteration(it)
+                    self.learner.learning_rate = cfg.learning_rate * (1.0 - (it - 1.0) / cfg.num_iterations)
+                self.hooks.begin_iteration(it)
                 t0 = time.perf_counter()
                 buf = self.collect_rollout()
                 batch = self.compute_advantages(buf)
                 t1 = time.perf_counter()
-                metrics = self.method.update(self, batch)
+                metrics = self.hooks.update(self.learner, batch)
                 t2 = time.perf_counter()
                 self._check_finite(metrics, last_good)
                 policy = self.policy()
 
-                metrics.update(self.method.iteration_metrics(buf.summary))
-                metrics["charts/learning_rate"] = self.optimizer.param_groups[0]["lr"]
+                metrics.update(self.hooks.iteration_metrics(buf.summary))
+                metrics["charts/learning_rate"] = self.learner.learning_rate
                 metrics["charts/SPS"] = cfg.batch_size / (t2 - t0)
                 metrics["charts/rollout_seconds"], metrics["charts/update_seconds"] = t1 - t0, t2 - t1
                 metrics["charts/action_std_mean"] = float(self.agent.actor_logstd.detach().exp().mean())

@@ -7,27 +7,57 @@ surrogate L_nov give two ascent directions on the **actor parameters** theta (me
     f = -grad_theta L_task(clip),   g = -grad_theta L_nov(clip),   p = bisector(f, g, rule)
 
 and one Adam step follows the gradient -p on theta (plus PPO's entropy bonus), while the critics follow the gradients
-of their own value losses (`Trainer.critic_loss`, times vf_coef); the global gradient norm is clipped as PPO does.
+of their own value losses (`Learner.critic_loss`, times vf_coef); the global gradient norm is clipped as PPO does.
 
 TNB always uses the bisector. CTNB decides once per iteration (per batch) from the rollout: with the margins
 m_t = u_t - r0 of the batch's steps with t > t_S, the constraint is violated when mean(m_t) < -ctnb_slack; then the
-update is TNB's, else it is plain PPO (`Trainer.ppo_update`, whose critic loss still trains the novelty critic).
+update is TNB's, else it is plain PPO (`Learner.ppo_update`, whose critic loss still trains the novelty critic).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
-from npsco.algos.constrained import bisector, flat_grad
-from npsco.algos.hooks import StepInfo, StepOutcome, TrainingSetup
-from npsco.algos.maths import normalize_advantages, policy_loss
-from npsco.algos.novelty_method import NoveltyMethod
-from npsco.algos.rollout import Batch
-from npsco.algos.trainer import Trainer
+from npsco.errors import NpscoError
+from npsco.methods.constrained import TNB_RULES, bisector, flat_grad
+from npsco.methods.novelty import NoveltyMethod
+from npsco.ppo.hooks import StepInfo, StepOutcome, TrainingSetup
+from npsco.ppo.learner import Learner
+from npsco.ppo.maths import normalize_advantages, policy_loss
+from npsco.ppo.rollout import Batch
+
+
+@dataclass
+class TNBOptions:
+    """TNB's own settings."""
+
+    tnb_rule: str = "authors"
+    """The combination of the task gradient f and the novelty gradient g (`npsco.methods.constrained.bisector`), in
+    the same direction for an acute angle (their bisector); for an obtuse one: `authors` (the authors' code: f made
+    orthogonal to g, neutral for novelty), `paper_eq5` (Eq. 5 as printed, a step against novelty; `paper` in older
+    runs) or `safe` (the default until 2026-11-26: f made orthogonal to g, then bisected with g)."""
+
+    def validate(self) -> None:
+        if self.tnb_rule not in (*TNB_RULES, "paper"):
+            raise NpscoError(f"invalid method configuration: tnb_rule must be one of {', '.join(TNB_RULES)}")
+
+
+@dataclass
+class CTNBOptions(TNBOptions):
+    """CTNB's own settings: TNB's, and when its constraint counts as violated."""
+
+    ctnb_slack: float = 0.0
+    """An iteration's constraint counts as violated (bisector step; else a plain PPO step) when the mean of
+    (u_t - r0) over the batch's steps with t > t_S is < -ctnb_slack."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.ctnb_slack < 0:
+            raise NpscoError("invalid method configuration: ctnb_slack must be >= 0")
 
 
 def ctnb_violated(margin_sum: float, active_steps: int, slack: float) -> bool:
@@ -56,28 +86,32 @@ class TNB(NoveltyMethod):
     with cos <= 0), `losses/novelty_policy_loss`, and the usual `losses/*` (the value loss sums both critics')."""
 
     name = "tnb"
+    Options = TNBOptions
     streams = ("novelty",)
 
     def on_step(self, step: StepInfo) -> StepOutcome:
         _, u = self.novelty(step)
         return StepOutcome(streams={"novelty": (u - self.r0).astype(np.float32)})
 
-    def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
-        cfg = trainer.cfg
-        stats: dict[str, list[float]] = {}
-        for _epoch in range(cfg.update_epochs):
-            for mb in trainer.minibatches():
-                for k, v in self.bisector_step(trainer, batch, mb).items():
-                    stats.setdefault(k, []).append(v)
-            if cfg.target_kl is not None and stats["losses/approx_kl"][-1] > cfg.target_kl:
-                break
-        out = {k: float(np.mean(v)) for k, v in stats.items()}
-        out["tnb/obtuse_frac"] = float(np.mean(np.array(stats["tnb/cos"]) <= 0))
+    def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
+        stats = learner.run_epochs(lambda mb: self.bisector_grads(learner, batch, mb))
+        names = {
+            "policy_loss": "losses/policy_loss",
+            "novelty_policy_loss": "losses/novelty_policy_loss",
+            "value_loss": "losses/value_loss",
+            "entropy": "losses/entropy",
+            "approx_kl": "losses/approx_kl",
+            "clipfrac": "losses/clipfrac",
+            "cos": "tnb/cos",
+        }
+        out = {name: float(np.mean([row[k].item() for row in stats])) for k, name in names.items()}
+        out["tnb/obtuse_frac"] = float(np.mean(np.array([row["cos"].item() for row in stats]) <= 0))
         return out
 
-    def bisector_step(self, trainer: Trainer, batch: Batch, mb: torch.Tensor) -> dict[str, float]:
-        """One optimiser step on minibatch `mb`: actor along p = bisector(f, g), critics on their value losses."""
-        cfg, agent = trainer.cfg, trainer.agent
+    def bisector_grads(self, learner: Learner, batch: Batch, mb: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The gradients of minibatch `mb` (a `npsco.ppo.learner.MinibatchStep`): the actor's along -p with
+        p = bisector(f, g), the critics' of their value losses, the entropy bonus's on the log-std."""
+        cfg, agent = learner.cfg, learner.agent
         obs = batch.obs[mb]
         new_logprob, entropy, _ = agent.evaluate(obs, batch.actions[mb])
         adv_task, adv_nov = batch.advantages["task"][mb], batch.advantages["novelty"][mb]
@@ -88,23 +122,20 @@ class TNB(NoveltyMethod):
         actor = agent.actor_parameters()
         f = -flat_grad(task_loss, actor, retain_graph=True)
         g = -flat_grad(nov_loss, actor)
-        p = bisector(f, g, rule=self.config.tnb_rule)
+        p = bisector(f, g, rule=self.config.options.tnb_rule)
 
-        v_loss = trainer.critic_loss(batch, mb, obs)
-        trainer.optimizer.zero_grad(set_to_none=True)
+        v_loss = learner.critic_loss(batch, mb, obs)
         (cfg.vf_coef * v_loss - cfg.ent_coef * entropy).backward()  # critics' grads, and the entropy's on log-std
         _add_to_grads(actor, -p)
-        nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
-        trainer.optimizer.step()
         cos = torch.dot(f, g) / (torch.linalg.vector_norm(f) * torch.linalg.vector_norm(g) + 1e-12)
         return {
-            "losses/policy_loss": task_loss.item(),
-            "losses/novelty_policy_loss": nov_loss.item(),
-            "losses/value_loss": v_loss.item(),
-            "losses/entropy": entropy.item(),
-            "losses/approx_kl": info["approx_kl"].item(),
-            "losses/clipfrac": info["clipfrac"].item(),
-            "tnb/cos": cos.item(),
+            "policy_loss": task_loss.detach(),
+            "novelty_policy_loss": nov_loss.detach(),
+            "value_loss": v_loss.detach(),
+            "entropy": entropy.detach(),
+            "approx_kl": info["approx_kl"],
+            "clipfrac": info["clipfrac"],
+            "cos": cos.detach(),
         }
 
 
@@ -115,6 +146,7 @@ class CTNB(TNB):
     of u_t - r0 over the batch's steps with t > t_S); `tnb/*` only in iterations with the bisector."""
 
     name = "ctnb"
+    Options = CTNBOptions
 
     def bind(self, setup: TrainingSetup) -> None:
         super().bind(setup)
@@ -126,9 +158,9 @@ class CTNB(TNB):
         self._active_steps += int(self.constrained.sum())
         return out
 
-    def update(self, trainer: Trainer, batch: Batch) -> dict[str, float]:
-        violated = ctnb_violated(self._margin_sum, self._active_steps, self.config.ctnb_slack)
-        out = super().update(trainer, batch) if violated else trainer.ppo_update(batch)
+    def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
+        violated = ctnb_violated(self._margin_sum, self._active_steps, self.config.options.ctnb_slack)
+        out = super().update(learner, batch) if violated else learner.ppo_update(batch)
         out["ctnb/constraint_active"] = float(violated)
         if self._active_steps:
             out["ctnb/margin_mean"] = self._margin_sum / self._active_steps

@@ -12,16 +12,48 @@ The threshold can vary (docs/methods/ipd.md): `r0_warmup` ramps it up over the f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from npsco.algos.hooks import StepInfo, StepOutcome, TrainingSetup
-from npsco.algos.novelty_method import NoveltyMethod
-from npsco.algos.rollout import RolloutSummary
-from npsco.config import MethodConfig
 from npsco.errors import NpscoError
+from npsco.methods.base import MethodContext
+from npsco.methods.novelty import NoveltyMethod
+from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
+from npsco.ppo.hooks import StepInfo, StepOutcome, TrainingSetup
+from npsco.ppo.rollout import RolloutSummary
+
+
+@dataclass
+class IPDOptions:
+    """IPD's own settings."""
+
+    ipd_rule: str = "instant"
+    """Termination rule: `instant` (paper Alg. 1: end the episode at the first step t > t_S where the running
+    novelty < r0) or `cumulative` (authors' code: sum (u_t - r0) over t > t_S, end when the sum <= -ipd_slack)."""
+    ipd_slack: float = 0.1
+    """Slack of the `cumulative` rule."""
+    r0_warmup: float = 0.0
+    """The threshold rises linearly from 0 at the first iteration to r0 at this fraction of the training budget, then
+    stays at r0 (0: the full r0 from the start, as the paper)."""
+    r0_profile: str = "constant"
+    """`constant` (r0 at every step, as the paper) or `reference`: at episode step t the threshold is r0 x rho(t),
+    where rho(t) is the references' own mean pairwise *running* distance at step t of their deterministic episodes
+    divided by its whole-episode value (threshold.json, `profile`), so that the references, compared with each other,
+    meet it on average at every step."""
+
+    def validate(self) -> None:
+        checks = [
+            (self.ipd_rule in ("instant", "cumulative"), "ipd_rule must be instant or cumulative"),
+            (self.ipd_slack >= 0, "ipd_slack must be >= 0"),
+            (0 <= self.r0_warmup <= 1, "r0_warmup must be in [0, 1] (a fraction of the training budget)"),
+            (self.r0_profile in ("constant", "reference"), "r0_profile must be constant or reference"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise NpscoError(f"invalid method configuration: {message}")
 
 
 def ipd_instant_violation(u: np.ndarray, episode_step: np.ndarray, r0: float | np.ndarray, t_start: int) -> np.ndarray:
@@ -60,12 +92,14 @@ class IPD(NoveltyMethod):
     step the rule checks (t_S + 1), where the episode's actions so far can barely have differed."""
 
     name = "ipd"
+    Options = IPDOptions
 
     def __init__(
         self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str, profile: np.ndarray | None = None
     ):
         super().__init__(references, r0, config, env_id)
-        if (config.r0_profile == "reference") != (profile is not None):
+        self.options: IPDOptions = config.options
+        if (self.options.r0_profile == "reference") != (profile is not None):
             raise NpscoError(
                 "r0_profile=reference needs the references' distance profile (threshold.json, computed by "
                 "npsco population), and only then is a profile used"
@@ -83,17 +117,15 @@ class IPD(NoveltyMethod):
         self._reset_counts()
 
     @classmethod
-    def from_config(
-        cls,
-        config: MethodConfig,
-        references: ReferenceSet,
-        r0: float | None,
-        env_id: str,
-        profile: np.ndarray | None = None,
-    ) -> IPD:
-        if r0 is None:
+    def from_config(cls, config: MethodConfig, context: MethodContext) -> IPD:
+        if context.r0 is None:
             raise NpscoError("method ipd needs a threshold r0")
-        return cls(references, r0, config, env_id, profile)
+        profile = context.r0_profile if cls.uses_profile(config) else None
+        return cls(context.references, context.r0, config, context.env_id, profile)
+
+    @classmethod
+    def uses_profile(cls, config: MethodConfig) -> bool:
+        return bool(config.options.r0_profile == "reference")
 
     def bind(self, setup: TrainingSetup) -> None:
         super().bind(setup)
@@ -101,7 +133,7 @@ class IPD(NoveltyMethod):
         self.num_iterations = setup.num_iterations
 
     def begin_iteration(self, iteration: int) -> None:
-        self.r0_now = warmup_threshold(self.r0, self.config.r0_warmup, iteration, self.num_iterations)
+        self.r0_now = warmup_threshold(self.r0, self.options.r0_warmup, iteration, self.num_iterations)
 
     def threshold(self, episode_step: np.ndarray) -> np.ndarray | float:
         """The threshold at this step of each env's episode: `r0_now`, times the references' profile at that step
@@ -113,9 +145,9 @@ class IPD(NoveltyMethod):
     def on_step(self, step: StepInfo) -> StepOutcome:
         _, u = self.novelty(step)
         r0 = self.last_threshold  # `threshold(step.episode_step)`, which novelty() just recorded
-        if self.config.ipd_rule == "cumulative":
+        if self.options.ipd_rule == "cumulative":
             violated, self.margin_sum = ipd_cumulative_violation(
-                self.margin_sum, u, step.episode_step, r0, self.t_start, self.config.ipd_slack
+                self.margin_sum, u, step.episode_step, r0, self.t_start, self.options.ipd_slack
             )
         else:
             violated = ipd_instant_violation(u, step.episode_step, r0, self.t_start)

@@ -12,7 +12,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from npsco.config import TNB_RULES
+TNB_RULES = ("authors", "paper_eq5", "safe")
+"""TNB/CTNB's bisector rules (`bisector`); the `tnb_rule` setting also accepts `paper`, the name of `paper_eq5` in
+runs made before the rule was renamed."""
 
 
 def _unit(v: Tensor, min_norm: float = 0.0) -> Tensor:
