@@ -412,7 +412,7 @@ def test_refs_from_a_directory_without_a_population_is_refused(tmp_path, capsys)
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-@pytest.mark.parametrize("page", ["population.md", "methods/ipd.md"])
+@pytest.mark.parametrize("page", ["population.md", "methods/ipd.md", "methods/lagrangian.md", "methods/rspo.md"])
 def test_the_python_examples_of_the_docs_run(page, tmp_path, monkeypatch):
     blocks = re.findall(r"^```python\n(.*?)^```", (DOCS / page).read_text(encoding="utf-8"), re.S | re.M)
     assert blocks

@@ -20,7 +20,7 @@ from npsco.tasks import MAZE_ID
 
 
 def test_each_name_maps_to_the_class_of_that_name():
-    assert list(METHODS) == ["ppo", "ipd", "wsr", "tnb", "ctnb", "cpo"]
+    assert list(METHODS) == ["ppo", "ipd", "wsr", "tnb", "ctnb", "cpo", "rspo", "lagrangian"]
     for name, cls in METHODS.items():
         assert issubclass(cls, Method) and cls.name == name
         assert issubclass(cls, NoveltyMethod) == (name in NOVELTY_METHODS)
@@ -33,7 +33,7 @@ def test_names_choices_and_validation_come_from_the_registry():
     assert [parser.parse_args(["population", "--method", name]).method for name in METHODS] == list(METHODS)
     with pytest.raises(SystemExit):
         parser.parse_args(["population", "--method", "sac"])
-    with pytest.raises(NpscoError, match="unknown method 'sac'; choose one of ppo, ipd, wsr, tnb, ctnb, cpo"):
+    with pytest.raises(NpscoError, match="unknown method 'sac'; choose one of ppo, ipd, wsr, tnb, ctnb, cpo, rspo, lagrangian"):
         MethodConfig.of("sac").validate()
 
 

@@ -58,6 +58,8 @@ METHODS = MethodRegistry(
         "tnb": MethodEntry("npsco.methods.tnb:TNB"),
         "ctnb": MethodEntry("npsco.methods.tnb:CTNB"),
         "cpo": MethodEntry("npsco.methods.cpo:CPO"),
+        "rspo": MethodEntry("npsco.methods.rspo:RSPO", r0_scale=1.0),
+        "lagrangian": MethodEntry("npsco.methods.lagrangian:Lagrangian", r0_scale=1.0),
     }
 )
 """Every method, plain PPO first; each class's `name` is its key (tests/unit/test_registry.py)."""
