@@ -395,7 +395,12 @@ def test_train_into_an_interrupted_run_with_the_same_configuration_trains_it(tmp
 # below finds every call that can write a file; these are the only ones allowed outside npsco.io, and why.
 WRITERS_ALLOWED = {
     "io.py:atomic_write_bytes: os.fdopen(fd, 'wb')": "the atomic writer itself (a mkstemp file, then os.replace)",
-    "io.py:fresh_dir: os.rename(path, trash)": "moves a whole run folder aside in one step, then deletes it",
+    "io.py:fresh_dir: os.rename(path / name, trash / name)": (
+        "moves a run folder's entries into its trash (the policy first, config.json last), then deletes the trash"
+    ),
+    "locks.py:FolderLock.acquire: os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 420)": (
+        "the lock file: holds no state, only the holder's pid and command for the message of a second command"
+    ),
     "logger.py:MetricsLogger.__init__: open(run_dir / 'metrics.jsonl', 'w', encoding='utf-8')": (
         "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line"
     ),
