@@ -3,7 +3,10 @@ slow and how each ended, so that a CI log shows that they ran (pytest's dots do 
 
 import dataclasses
 import importlib.util
+import json
+import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -121,6 +124,103 @@ def timing() -> SimpleNamespace:
     return SimpleNamespace(
         keys=keys, removed=lambda rows: [{k: v for k, v in r.items() if k not in keys} for r in rows]
     )
+
+
+@pytest.fixture
+def planned_run(maze_policies) -> Callable[..., list[str]]:
+    """`planned_run(out)`: a maze population run directory as `npsco population` leaves it after its two PPO
+    references were trained (hand-made constant policies, marked done) and before its novel policy `ipd/k0` (absolute
+    r0 0.3) starts; returns the command line that resumes it. Nothing trains."""
+    from npsco.cli import population_config
+    from npsco.cli_parser import build_parser
+    from npsco.population import Population
+
+    def make(out: Path) -> list[str]:
+        argv = [
+            "population",
+            "--method",
+            "ipd",
+            "--refs",
+            "2",
+            "--novel",
+            "1",
+            "--r0",
+            "0.3",
+            "--steps",
+            "1024",
+            "--set",
+            "num_steps=32",
+            "--set",
+            "update_epochs=1",
+            "--set",
+            "eval_episodes=2",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+        args = build_parser().parse_args(argv)
+        args.steps = int(args.steps)  # as `npsco.cli.main` reads it
+        pop = Population(out, population_config(args), progress=False, log=lambda _: None)
+        pop.open()
+        pop.close()
+        manifest = json.loads((out / "manifest.json").read_text())
+        for i, m in enumerate(manifest["members"][:2]):
+            maze_policies.const((-1.0, 0.5 * i), seed=m["seed"]).save(out / m["path"] / "policy.safetensors")
+            m.update(status="done", final_eval={"episodes": 2, "return_mean": 1.0, "return_std": 0.0})
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        return argv
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def sb3_zip(tmp_path_factory) -> Path:
+    """An untrained Stable-Baselines3 PPO model of Pendulum-v1 saved with `model.save()` (skips without SB3)."""
+    sb3 = pytest.importorskip("stable_baselines3", reason="stable-baselines3 (the dev extra) builds the model")
+    out = tmp_path_factory.mktemp("sb3") / "pendulum_ppo.zip"
+    sb3.PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu").save(out)
+    return out
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process, from /proc."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text()
+            except OSError:  # ended meanwhile
+                continue
+            state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]  # the command name may hold spaces
+            found[int(name)] = (int(ppid), state)
+    return found
+
+
+@pytest.fixture
+def process_tree() -> SimpleNamespace:
+    """/proc without psutil: `descendants(pid)` (every process below pid, now), `alive(pids)` (those still running:
+    not ended, not zombies), `wait_gone(pids, seconds)` (those still running after up to `seconds`)."""
+
+    def descendants(pid: int) -> set[int]:
+        table, found, todo = _processes(), set(), [pid]
+        while todo:
+            parent = todo.pop()
+            kids = {p for p, (ppid, _) in table.items() if ppid == parent}
+            todo += sorted(kids - found)
+            found |= kids
+        return found
+
+    def alive(pids: set[int]) -> set[int]:
+        table = _processes()
+        return {p for p in pids if p in table and table[p][1] not in "ZX"}
+
+    def wait_gone(pids: set[int], seconds: float) -> set[int]:
+        deadline = time.monotonic() + seconds
+        while alive(pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return alive(pids)
+
+    return SimpleNamespace(descendants=descendants, alive=alive, wait_gone=wait_gone)
 
 
 def pytest_terminal_summary(terminalreporter):
