@@ -5,7 +5,8 @@
     OUT/...             what `npsco.ppo.train.train` writes: policy.safetensors, metrics.jsonl, checkpoints/, ...
 
 Every training starts in an empty folder (a rerun after an interruption, or `force`): no file of an earlier attempt or
-of another configuration stays beside the new ones.
+of another configuration stays beside the new ones. One process trains in a folder at a time: it holds the folder's
+lock (`npsco.locks`) while it writes there.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_json, fresh_dir, read_json
+from npsco.filecheck import TRAIN_CONFIG, read_checked
+from npsco.io import atomic_write_json, fresh_dir, read_json, run_entries
+from npsco.limits import check_ppo_sizes
+from npsco.locks import FolderLock
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.train import train
 from npsco.ppo.trainer import TrainResult
@@ -37,9 +41,11 @@ def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) ->
     """Check `out` against `record` (`train_record`); True when the run there is already trained with it (nothing to
     do). Refuses a folder that is not an npsco train run, and one of another configuration unless `force`."""
     stored = read_json(out / "config.json") if (out / "config.json").exists() else None
-    if out.exists() and any(out.iterdir()) and not (isinstance(stored, dict) and stored.get("command") == "train"):
+    if out.exists() and run_entries(out) and not (isinstance(stored, dict) and stored.get("command") == "train"):
         # never empty a folder that is not an npsco train run (a population run, the current directory, ...)
         raise NpscoError(f"{out} exists and is not an npsco train run directory; choose another --out")
+    if stored is not None:
+        read_checked(out / "config.json", TRAIN_CONFIG)
     if stored is None or force:
         return False
     changed = differences(stored, record, {"ppo": ppo_defaults()})
@@ -64,12 +70,23 @@ def train_policy(
 ) -> TrainResult | None:
     """`npsco train`: train `cfg` into `out` (default `default_train_dir`), or find it trained there (returns None)."""
     out = Path(out) if out else default_train_dir(cfg)
+    check_ppo_sizes(cfg.to_dict())
     record = train_record(cfg, preset_name)
-    if prepare_train_dir(out, record, force):
-        log(f"{out}: already trained with this configuration (policy.safetensors); --force retrains")
-        return None
-    fresh_dir(out)
-    atomic_write_json(out / "config.json", record)
+    if not prepare_train_dir(out, record, force):  # checked before the lock: a refusal leaves the folder as it was
+        with FolderLock(out):
+            # again under the lock: another process may have trained it meanwhile
+            if not prepare_train_dir(out, record, force):
+                fresh_dir(out)
+                atomic_write_json(out / "config.json", record)
+                return _train_in(cfg, preset_name, out, progress, tensorboard, log)
+    log(f"{out}: already trained with this configuration (policy.safetensors); --force retrains")
+    return None
+
+
+def _train_in(
+    cfg: PPOConfig, preset_name: str, out: Path, progress: bool, tensorboard: bool, log: Callable[[str], None]
+) -> TrainResult:
+    """Train `cfg` in the emptied folder `out` (whose lock this process holds) and log where everything is."""
     log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.total_timesteps} steps) -> {out}")
     result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard)
     if result.interrupted:
