@@ -108,14 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
     rd = sub.add_parser(
         "render",
         help="filmstrip (PNG) or animation (GIF) of one policy",
-        description="Frames of one deterministic episode: every K steps, N frames, side by side (or a "
-        "GIF). MuJoCo renders offscreen (MUJOCO_GL=egl by default).",
+        description="Frames of one deterministic episode: N frames spread over the whole episode (or every K "
+        "steps), side by side (or a GIF). MuJoCo renders offscreen (MUJOCO_GL=egl by default), by a camera that "
+        "follows the body.",
     )
     rd.add_argument("checkpoint", help="a policy .safetensors file or a run directory holding policy.safetensors")
     rd.add_argument("--out", default=None, help="output file (default: next to the checkpoint, .filmstrip.png or .gif)")
     rd.add_argument("--frames", type=int, default=None, help="frames (default: maze 6, MuJoCo 8; GIF 40 / 100)")
     rd.add_argument(
-        "--every", type=int, default=None, help="steps between frames (default: maze 5, MuJoCo 25; GIF 1 / 4)"
+        "--every", type=int, default=None, help="steps between frames (default: spread over the whole episode)"
     )
     rd.add_argument("--gif", action="store_true", help="an animated GIF instead of a filmstrip")
     rd.add_argument("--fps", type=float, default=10.0, help="GIF frames per second (default 10)")
