@@ -14,10 +14,10 @@ from npsco.report.document import (
     Paragraph,
     Table,
     anchors,
+    csv_text,
+    latex_text,
     tables,
-    to_csv,
     to_html,
-    to_latex,
     to_markdown,
 )
 
@@ -110,11 +110,11 @@ def test_named_tables_are_found_inside_sections():
 
 
 def test_csv_reads_back_cell_for_cell():
-    assert list(csv.reader(io.StringIO(to_csv(TABLE)))) == [TABLE.header, *TABLE.rows]
+    assert list(csv.reader(io.StringIO(csv_text(TABLE)))) == [TABLE.header, *TABLE.rows]
 
 
 def test_latex_is_a_booktabs_tabular_that_reads_back():
-    tex = to_latex(TABLE)
+    tex = latex_text(TABLE)
     lines = tex.strip().splitlines()
     assert lines[:2] == ["\\begin{tabular}{llrr}", "\\toprule"] and lines[3] == "\\midrule"
     assert lines[-2:] == ["\\bottomrule", "\\end{tabular}"]

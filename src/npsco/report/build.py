@@ -66,10 +66,10 @@ from npsco.report.document import (
     Paragraph,
     Table,
     Video,
+    csv_text,
+    latex_text,
     tables,
-    to_csv,
     to_html,
-    to_latex,
     to_markdown,
 )
 from npsco.report.figures import (
@@ -470,8 +470,8 @@ def build_report(
     atomic_write_text(out / "evaluation.csv", rows_to_csv(rows))
     atomic_write_json(out / "evaluation.json", {**combined, "versions": versions, "commands": commands})
     for table in tables(blocks):
-        atomic_write_text(out / f"{table.name}.csv", to_csv(table))
-        atomic_write_text(out / f"{table.name}.tex", to_latex(table))
+        atomic_write_text(out / f"{table.name}.csv", csv_text(table))
+        atomic_write_text(out / f"{table.name}.tex", latex_text(table))
     atomic_write_text(out / "report.md", to_markdown(blocks))
     atomic_write_text(out / "report.html", to_html(blocks, "npsco report", out))
     return out / "report.md"

@@ -136,7 +136,7 @@ def tables(blocks: list[Block]) -> list[Table]:
 
 
 # ------------------------------------------------------------------------------------------------------ CSV, LaTeX
-def to_csv(table: Table) -> str:
+def csv_text(table: Table) -> str:
     """The table as CSV: the header, then one line per row, the cells as shown (UTF-8, e.g. `2944 ± 799`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -166,7 +166,7 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX.get(c, c) for c in str(text).replace("`", ""))
 
 
-def to_latex(table: Table) -> str:
+def latex_text(table: Table) -> str:
     """The table as a LaTeX `tabular` (booktabs rules: `\\usepackage{booktabs}`), one line per row."""
     align = table.align or "l" + "r" * (len(table.header) - 1)
     lines = [f"\\begin{{tabular}}{{{align}}}", "\\toprule", " & ".join(map(latex_escape, table.header)) + r" \\"]
