@@ -19,27 +19,45 @@ MAZE_OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
 MAZE_ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-def maze_policy(weights, **metadata) -> Policy:
-    """A maze policy from its layers' (weight, bias) lists: no observation normalisation, std 1. Its metadata are
-    what a checkpoint needs (method `ppo`, seed 0 unless `metadata` says otherwise), and `metadata`."""
+def box_policy(env_id: str, observation_space, action_space, weights, **metadata) -> Policy:
+    """A policy of `env_id` (Box spaces) from its layers' (weight, bias) lists: no observation normalisation, std 1.
+    Its metadata are what a checkpoint needs (method `ppo`, seed 0 unless `metadata` says otherwise), and `metadata`."""
     return Policy(
         weights=[(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights],
-        log_std=np.zeros(2, np.float32),
-        obs_mean=np.zeros(2, np.float32),
-        obs_var=np.ones(2, np.float32),
+        log_std=np.zeros(action_space.shape[0], np.float32),
+        obs_mean=np.zeros(observation_space.shape[0], np.float32),
+        obs_var=np.ones(observation_space.shape[0], np.float32),
         obs_clip=10.0,
         norm_obs=False,
-        action_low=MAZE_ACT.low,
-        action_high=MAZE_ACT.high,
+        action_low=action_space.low,
+        action_high=action_space.high,
         metadata={
-            "env_id": MAZE_ID,
-            "observation_space": space_metadata(MAZE_OBS),
-            "action_space": space_metadata(MAZE_ACT),
+            "env_id": env_id,
+            "observation_space": space_metadata(observation_space),
+            "action_space": space_metadata(action_space),
             "method": "ppo",
             "seed": 0,
             **metadata,
         },
     )
+
+
+def maze_policy(weights, **metadata) -> Policy:
+    """A maze policy from its layers' (weight, bias) lists (`box_policy`)."""
+    return box_policy(MAZE_ID, MAZE_OBS, MAZE_ACT, weights, **metadata)
+
+
+@pytest.fixture(scope="session")
+def constant_policy() -> Callable[[str, float], Policy]:
+    """`constant_policy(env_id, action)`: a policy of `env_id` that acts `action` on every joint whatever it sees."""
+
+    def make(env_id: str, action: float) -> Policy:
+        env = gym.make(env_id)
+        obs, act = env.observation_space, env.action_space
+        env.close()
+        return box_policy(env_id, obs, act, [(np.zeros((act.shape[0], obs.shape[0])), np.full(act.shape[0], action))])
+
+    return make
 
 
 REPO = Path(__file__).resolve().parents[1]

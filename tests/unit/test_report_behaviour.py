@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from npsco.config import MAZE_ID
-from npsco.policy import Policy, space_metadata
 from npsco.report import behaviour
 from npsco.report.behaviour import (
     FollowCamera,
@@ -37,31 +36,6 @@ def teleported_frame(env: gym.Env, x: float) -> np.ndarray:
     env.unwrapped.data.qpos[0] = x
     mujoco.mj_forward(env.unwrapped.model, env.unwrapped.data)
     return env.render()
-
-
-def constant_policy(env_id: str, action: float) -> Policy:
-    """A policy of `env_id` acting `action` on every joint whatever it sees."""
-    env = gym.make(env_id)
-    obs, act = env.observation_space, env.action_space
-    env.close()
-    n = act.shape[0]
-    return Policy(
-        weights=[(np.zeros((n, obs.shape[0]), np.float32), np.full(n, action, np.float32))],
-        log_std=np.zeros(n, np.float32),
-        obs_mean=np.zeros(obs.shape[0], np.float32),
-        obs_var=np.ones(obs.shape[0], np.float32),
-        obs_clip=10.0,
-        norm_obs=False,
-        action_low=act.low,
-        action_high=act.high,
-        metadata={
-            "env_id": env_id,
-            "observation_space": space_metadata(obs),
-            "action_space": space_metadata(act),
-            "method": "ppo",
-            "seed": 0,
-        },
-    )
 
 
 def test_spread_steps_cover_the_whole_episode():
@@ -115,7 +89,7 @@ def test_the_camera_leaves_the_episode_as_it_is():
     np.testing.assert_array_equal(np.array(tracks[0]), np.array(tracks[1]))
 
 
-def test_a_filmstrip_spans_the_whole_episode_and_the_video_every_tenth_step():
+def test_a_filmstrip_spans_the_whole_episode_and_the_video_every_tenth_step(constant_policy):
     policy = constant_policy("Hopper-v5", 1.0)  # falls within a few dozen steps
     frames = episode_frames(policy, 5, seed=0, size=48, video=True)
     assert frames.ended and frames.terminated and 5 < frames.length < 200
@@ -142,7 +116,7 @@ def test_time_limits_and_video_steps():
     assert behaviour.follow_body(maze) is maze  # only MuJoCo gets the camera
 
 
-def test_the_in_frame_check_films_whole_episodes(tmp_path, in_frame, capsys):
+def test_the_in_frame_check_films_whole_episodes(tmp_path, in_frame, capsys, constant_policy):
     checkpoint = constant_policy("Hopper-v5", -1.0).save(tmp_path / "hopper.safetensors")
     assert in_frame.main([str(checkpoint)]) == 0
     out = capsys.readouterr().out
