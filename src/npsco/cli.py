@@ -188,8 +188,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 @command("experiment")
 def cmd_experiment(args: argparse.Namespace) -> int:
     """PPO references, every method's novel policies against them (a sweep, in parallel), then the report."""
+    from npsco.experiment import run_experiment  # lazy: torch, matplotlib
     from npsco.grid import experiment_grid  # lazy: torch
-    from npsco.sweep import run_experiment  # lazy: torch
 
     grid = experiment_grid(
         args.env,
