@@ -9,20 +9,30 @@ from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
+from npsco.io import atomic_write_text
 
 
 class MetricsLogger:
     """Appends one JSON object per iteration to `metrics.jsonl` (flushed each time) and mirrors scalars to
     TensorBoard."""
 
-    def __init__(self, run_dir: str | Path | None, tensorboard: bool = True):
+    def __init__(self, run_dir: str | Path | None, tensorboard: bool = True, keep_rows: int | None = None):
+        """`keep_rows`: a resumed run keeps that many rows of its metrics.jsonl (those its saved state had seen) and
+        appends after them; None starts a new file."""
         self.rows: list[dict[str, Any]] = []
         self._file = None
         self._tb = None
         if run_dir is not None:
             run_dir = Path(run_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
-            self._file = open(run_dir / "metrics.jsonl", "w", encoding="utf-8")  # noqa: SIM115  (closed by close())
+            path = run_dir / "metrics.jsonl"
+            if keep_rows is not None:
+                self.rows = read_metrics(path)[:keep_rows] if path.exists() else []
+                if len(self.rows) != keep_rows:
+                    raise NpscoError(f"{path}: has {len(self.rows)} rows, the saved training state saw {keep_rows}")
+                atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in self.rows))
+            mode = "w" if keep_rows is None else "a"
+            self._file = open(path, mode, encoding="utf-8")  # noqa: SIM115  (closed by close())
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter  # lazy: tensorboard is slow to import
 

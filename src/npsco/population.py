@@ -39,6 +39,7 @@ from npsco.population_jobs import (
     threshold_of,
     train_member_job,
 )
+from npsco.ppo.state import read_state, state_path
 from npsco.tasks import task_name
 
 NOVEL_SEED_OFFSET = 1000
@@ -366,6 +367,9 @@ class PopulationLog:
                     f"r0={pop.threshold_for(member):.4g})"
                 )
             log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}, seed {member.seed}")
+            saved = state_path(pop.out / member.path)
+            if saved.exists():
+                log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
         else:
             final = pop.member(job.label).final_eval
             assert final is not None  # a trained member is evaluated

@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -207,6 +208,13 @@ class CPO(NoveltyMethod):
         self._nearest["executed"].append(step.action)
         center = self.cost_center if self.cost_center is not None else self._cost_sum / self._cost_n
         return StepOutcome(streams={"cost": cost - np.float32(center)})
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "cost_center": self.cost_center}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self.cost_center = state["cost_center"]
 
     def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
         cost = self._cost_sum / max(self._cost_n, 1)

@@ -275,6 +275,21 @@ class Lagrangian(NoveltyMethod):
     def metadata(self) -> dict[str, Any]:
         return {**super().metadata(), "target": self.target}
 
+    def state(self) -> dict[str, Any]:
+        out = {
+            **super().state(),
+            "multipliers": self.multipliers.copy(),
+            "return_multiplier": self.return_multiplier,
+        }
+        if self.previous_embedding is not None:
+            out["previous_embedding"] = self.previous_embedding.copy()
+        return out
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self.multipliers, self.return_multiplier = state["multipliers"], float(state["return_multiplier"])
+        self.previous_embedding = state.get("previous_embedding")
+
 
 def _standardised(x: torch.Tensor) -> torch.Tensor:
     """(x - mean) / std over the batch (std + 1e-8)."""

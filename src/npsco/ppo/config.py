@@ -85,6 +85,10 @@ class PPOConfig:
     time for these small networks) or `torch` (autograd and torch.optim.Adam, the reference `numpy` is tested against).
     `numpy` runs the torch update, with a warning, for an agent or optimiser it does not handle, or a `Trainer`
     subclass that overrides `critic_loss`."""
+    state_every: float = 300.0
+    """Save the resumable training state (networks, optimiser, normalisers, generators, environments, counters:
+    `checkpoints/state.safetensors`) every this many seconds of wall time, between two iterations, and when
+    stopped by Ctrl-C or SIGTERM; re-running the same command resumes from it. 0: after every iteration."""
     checkpoint_every: int = 50
     """Save the policy in training every this many iterations to checkpoints/last.safetensors (0: never; the final
     and the Ctrl-C policies are saved regardless): a policy to use or evaluate, not a state to resume training from
@@ -133,6 +137,7 @@ class PPOConfig:
                 f"env_backend must be auto, sync, async or envpool, not {self.env_backend!r}",
             ),
             (self.eval_episodes > 0, "eval_episodes must be > 0"),
+            (self.state_every >= 0, "state_every must be >= 0 (seconds; 0: after every iteration)"),
             (self.torch_threads > 0, "torch_threads must be > 0"),
             (
                 self.update_backend in ("numpy", "torch"),

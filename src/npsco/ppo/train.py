@@ -30,7 +30,9 @@ def train(
     progress: bool = True,
     tensorboard: bool = True,
     metadata: dict[str, Any] | None = None,
+    resume: bool = False,
 ) -> TrainResult:
     """Train one policy (PPO, or PPO + a method's `hooks`) and return its `TrainResult`; with `run_dir`, the run's
-    metrics, TensorBoard events and checkpoints are written there (`policy.safetensors` at the end)."""
-    return Trainer(cfg, hooks, run_dir, tensorboard, metadata).train(progress=progress)
+    metrics, TensorBoard events and checkpoints are written there (`policy.safetensors` at the end); with `resume`,
+    training continues from the state saved there, if any (`npsco.ppo.state`)."""
+    return Trainer(cfg, hooks, run_dir, tensorboard, metadata, resume=resume).train(progress=progress)
