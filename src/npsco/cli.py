@@ -157,6 +157,18 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------------------ export
+@command("export")
+def cmd_export(args: argparse.Namespace) -> int:
+    from npsco.export import export_onnx  # lazy: onnx
+    from npsco.policy import load_policy, resolve_checkpoint  # lazy: gymnasium
+
+    path = resolve_checkpoint(args.checkpoint)
+    out = export_onnx(load_policy(path), args.out or path.with_suffix(".onnx"))
+    print(f"written: {out}  (input `obs` [batch, obs_dim] float32, output `action` [batch, action_dim] float32)")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------------------ import
 @command("import")
 def cmd_import(args: argparse.Namespace) -> int:

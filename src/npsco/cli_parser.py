@@ -124,6 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--size", type=int, default=None, help="frame side in pixels (default: maze 160, MuJoCo 240)")
     rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
 
+    ex = sub.add_parser(
+        "export",
+        help="a policy as an ONNX model (runs without npsco)",
+        description="Write a policy's deterministic action (raw observations in, the executed action out: its "
+        "normalisation, MLP and action clipping) as an ONNX model, readable by ONNX Runtime and other ONNX tools "
+        "(pip install 'npsco[onnx]'; docs/checkpoints.md).",
+    )
+    ex.add_argument("checkpoint", help="a policy .safetensors file or a run directory holding policy.safetensors")
+    ex.add_argument("--onnx", action="store_true", required=True, help="export as ONNX (the one format today)")
+    ex.add_argument("--out", default=None, help="the .onnx file (default: next to the checkpoint, policy.onnx)")
+
     im = sub.add_parser(
         "import",
         help="a Stable-Baselines3 or CleanRL policy -> an npsco checkpoint",

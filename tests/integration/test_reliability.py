@@ -397,8 +397,8 @@ WRITERS_ALLOWED = {
     "io.py:atomic_write_bytes: os.fdopen(fd, 'wb')": "the atomic writer itself (a mkstemp file, then os.replace)",
     "io.py:fresh_dir: os.rename(path, trash)": "moves a whole run folder aside in one step, then deletes it",
     "logger.py:MetricsLogger.__init__: open(path, mode, encoding='utf-8')": (
-        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line; a resumed run"
-        " first rewrites it atomically with the rows its saved state had seen"
+        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line; a "
+        "resumed run first rewrites it atomically with the rows its saved state had seen"
     ),
     "report/figures.py:save_figure: open(temp, 'xb')": "renders into a fresh temp file, then os.replace",
     "report/figures.py:save_figure: fig.savefig(handle, format=fmt, dpi=dpi)": "(into that temp file)",

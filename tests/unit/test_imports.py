@@ -200,7 +200,7 @@ LAYERS = [
     ("evaluation", ("npsco.evaluation.runs", "npsco.evaluation.measure", "npsco.evaluation.rows")),
     ("analysis", ("npsco.evaluation.scoring", "npsco.evaluation.evaluate")),
     ("report", ("npsco.report",)),
-    ("importers", ("npsco.importers",)),
+    ("importers", ("npsco.importers", "npsco.export")),
     ("commands", ("npsco.experiment", "npsco.cli", "npsco.cli_parser")),
 ]
 """npsco's layers, lowest first: a module imports only modules of its own layer or below (the package `npsco` itself
