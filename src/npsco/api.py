@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from npsco.logger import Tracking
 from npsco.manifest import Member
 from npsco.methods.settings import MethodConfig
 from npsco.parallel import make_executor
@@ -74,17 +75,24 @@ def make_population_config(
 
 
 def train(
-    env: str | PPOConfig, out: str | Path | None = None, *, progress: bool = True, **settings: Any
+    env: str | PPOConfig,
+    out: str | Path | None = None,
+    *,
+    progress: bool = True,
+    track: Tracking | None = None,
+    **settings: Any,
 ) -> TrainResult | None:
     """Train one PPO policy: `env` a task id (then `settings` are `make_ppo_config`'s keywords) or a `PPOConfig`.
 
     With `out`, as `npsco train --out OUT`: the run directory gets config.json, the metrics and the policy, an
-    interrupted run resumes, and a run already trained there returns None. Without `out`, nothing is written.
+    interrupted run resumes, and a run already trained there returns None. Without `out`, nothing is written. `track`:
+    the metrics also go to Weights & Biases (`npsco.logger.Tracking`).
     """
     cfg = env if isinstance(env, PPOConfig) else make_ppo_config(env, **settings)
     if out is None:
-        return train_in_memory(cfg, progress=progress, tensorboard=False)
-    return train_policy(cfg.validate(), str(settings.get("preset", "default")), out, progress=progress)
+        return train_in_memory(cfg, progress=progress, tensorboard=False, tracking=track)
+    preset = str(settings.get("preset", "default"))
+    return train_policy(cfg.validate(), preset, out, progress=progress, tracking=track)
 
 
 def train_population(

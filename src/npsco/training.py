@@ -17,6 +17,7 @@ from typing import Any
 
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, fresh_dir, read_json
+from npsco.logger import Tracking
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.state import read_state, state_path
 from npsco.ppo.train import train
@@ -63,6 +64,7 @@ def train_policy(
     progress: bool = True,
     tensorboard: bool = True,
     log: Callable[[str], None] = print,
+    tracking: Tracking | None = None,
 ) -> TrainResult | None:
     """`npsco train`: train `cfg` into `out` (default `default_train_dir`), or find it trained there (returns None)."""
     out = Path(out) if out else default_train_dir(cfg)
@@ -78,7 +80,7 @@ def train_policy(
         fresh_dir(out)
         atomic_write_json(out / "config.json", record)
     log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.total_timesteps} steps) -> {out}")
-    result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard, resume=resume)
+    result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard, resume=resume, tracking=tracking)
     if result.interrupted:
         where = f"; run the same command again to resume from {state_path(out)}" if state_path(out).exists() else ""
         log(f"interrupted: the policy in training is saved at {out / 'checkpoints' / 'interrupted.safetensors'}{where}")

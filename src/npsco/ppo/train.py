@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from npsco.logger import Tracking
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.hooks import Hooks
 from npsco.ppo.trainer import Trainer, TrainResult
@@ -31,8 +32,10 @@ def train(
     tensorboard: bool = True,
     metadata: dict[str, Any] | None = None,
     resume: bool = False,
+    tracking: Tracking | None = None,
 ) -> TrainResult:
     """Train one policy (PPO, or PPO + a method's `hooks`) and return its `TrainResult`; with `run_dir`, the run's
     metrics, TensorBoard events and checkpoints are written there (`policy.safetensors` at the end); with `resume`,
-    training continues from the state saved there, if any (`npsco.ppo.state`)."""
-    return Trainer(cfg, hooks, run_dir, tensorboard, metadata, resume=resume).train(progress=progress)
+    training continues from the state saved there, if any (`npsco.ppo.state`); with `tracking`, the metrics also go
+    to Weights & Biases."""
+    return Trainer(cfg, hooks, run_dir, tensorboard, metadata, resume, tracking).train(progress=progress)

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from npsco.envs.make import check_task_spaces, final_observations, make_vector_env
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
-from npsco.logger import MetricsLogger
+from npsco.logger import MetricsLogger, Tracking
 from npsco.policy import Policy, mlp_forward, space_metadata
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
 from npsco.ppo.config import PPOConfig
@@ -61,9 +61,10 @@ class Trainer:
         tensorboard: bool = True,
         metadata: dict[str, Any] | None = None,
         resume: bool = False,
+        tracking: Tracking | None = None,
     ):
         """With `resume`, a saved state in `run_dir` (`npsco.ppo.state`) is loaded and training continues from it (a
-        run directory without one starts from the beginning)."""
+        run directory without one starts from the beginning). With `tracking`, the metrics also go to W&B."""
         self.cfg = cfg.validate()
         self.hooks = hooks or Hooks()
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -125,7 +126,8 @@ class Trainer:
             except BaseException:
                 self.envs.close()
                 raise
-        self.logger = MetricsLogger(self.run_dir, tensorboard, keep_rows=self.resumed_rows)
+        tracked = None if tracking is None else {"ppo": cfg.to_dict(), "method": self.hooks.name}
+        self.logger = MetricsLogger(self.run_dir, tensorboard, self.resumed_rows, tracking, tracked)
 
     # -------------------------------------------------------------------------------------------- phase 1: rollout
     def collect_rollout(self) -> RolloutBuffer:
