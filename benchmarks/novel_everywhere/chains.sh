@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Chains of 5 novel policies of one setting of the study "novel and good on every task"
 # (benchmarks/results/novel_everywhere/PROTOCOL.md), one per task, the three side by side (the two cores shared). Run
-# from the repository root of a
-# checkout pinned at one commit; re-running resumes (npsco population resumes its own run).
+# from the repository root of a checkout pinned at one commit; re-running resumes (npsco population resumes its run).
 #
 #   bash benchmarks/novel_everywhere/chains.sh SETTING SEED REFS OUT [CANDIDATES]
 #
