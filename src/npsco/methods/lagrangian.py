@@ -217,16 +217,13 @@ class Lagrangian(NoveltyMethod):
             super().end_episodes(done)
 
     # ---------------------------------------------------------------------------------------------- the update
-    def rollout_distances(self) -> np.ndarray:
-        """D_j of the rollout to each avoided policy (action or state distance)."""
-        if self.state_mode:
+    def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
+        if self.state_mode:  # D_j: the MMD of the rollout's states; its mean embedding steers the next rewards
             assert self.states is not None and self._embedding_sum is not None
             self.previous_embedding = self._embedding_sum / max(self._steps, 1)
-            return self.states.distances(self.previous_embedding)
-        return self._distance_sum / max(self._steps, 1)
-
-    def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
-        distances = self.rollout_distances()
+            distances = self.states.distances(self.previous_embedding)
+        else:  # D_j: the rollout's mean distance of the policy's mean action to j's
+            distances = self._distance_sum / max(self._steps, 1)
         constrained = distances if len(self.multipliers) > 1 else distances.min(keepdims=True)
         opt = self.options
         self.multipliers = dual_step(self.multipliers, constrained, self.target, opt.lagrangian_lr, opt.lagrangian_max)
