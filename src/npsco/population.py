@@ -60,7 +60,10 @@ def train_population(
     out = Path(out) if out else default_population_dir(config)
     pop = Population(out, config, progress=progress, log=log)
     refs = "borrowed" if config.refs_from or config.ref_checkpoints else config.refs
-    log(f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per chain")
+    log(
+        f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per "
+        f"chain, {config.ppo.budget()} steps each"
+    )
     members = pop.run()
     log("\n".join(summary_lines(members)))
     log(f"manifest: {out / 'manifest.json'}")

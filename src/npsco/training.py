@@ -79,7 +79,7 @@ def train_policy(
     else:
         fresh_dir(out)
         atomic_write_json(out / "config.json", record)
-    log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.total_timesteps} steps) -> {out}")
+    log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.budget()} steps) -> {out}")
     result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard, resume=resume, tracking=tracking)
     if result.interrupted:
         where = f"; run the same command again to resume from {state_path(out)}" if state_path(out).exists() else ""

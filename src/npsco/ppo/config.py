@@ -12,6 +12,9 @@ from npsco.errors import NpscoError
 from npsco.tasks import ENV_BACKENDS, MAZE_ID, task_spec
 
 PRESETS = ("default", "paper")
+MAX_SEED = 2**31 - 1_000_000
+"""The largest seed: every generator npsco seeds takes it, plus a population's offsets (novel policies S + 1000 + k,
+evaluation episodes 1_000_000 + ...)."""
 
 
 @dataclass
@@ -109,9 +112,21 @@ class PPOConfig:
         """Rollout + update iterations in the run."""
         return self.total_timesteps // self.batch_size
 
+    def budget(self) -> str:
+        """The steps it trains, as logs say it: `1,000,000`, or `4,096 (5,000 asked: 2 whole iterations of 2,048)`
+        when `total_timesteps` is not a whole number of batches."""
+        trained = self.num_iterations * self.batch_size
+        if trained == self.total_timesteps:
+            return f"{trained:,}"
+        return (
+            f"{trained:,} ({self.total_timesteps:,} asked: {self.num_iterations:,} whole iterations of "
+            f"{self.batch_size:,})"
+        )
+
     def validate(self) -> PPOConfig:
         """Refuse inconsistent settings with a clear message; returns self."""
         checks = [
+            (0 <= self.seed <= MAX_SEED, f"seed must be in [0, {MAX_SEED}] (a population adds offsets to it)"),
             (self.total_timesteps > 0, "total_timesteps must be > 0"),
             (self.num_envs > 0 and self.num_steps > 0, "num_envs and num_steps must be > 0"),
             (
