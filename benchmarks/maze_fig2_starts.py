@@ -7,8 +7,9 @@ For every replicate (a `maze_ipd.py` runs directory: its `refs` population and o
 threshold multiple S), every chain (the 5 PPO references; the 5 IPD policies of a multiple) and every start
 (x = 14.5, y = 2, 4, ..., 14; y = 8 is Fig. 2's start (14.5, 8), 1.5 from the centre of the +1 goal on the right edge),
 it records the goal each policy's deterministic trajectory reaches, and the number of distinct goals the chain reaches.
-Writes `benchmarks/results/maze_fig2_starts.{json,md}`. The criterion per start: PPO <= 2 distinct goals, IPD >= 3
-(the issue's 90% goal-reaching condition from random starts does not depend on the start and is not re-checked here).
+Writes `benchmarks/results/maze_ipd/maze_fig2_starts.{json,md}`. The criterion per start: PPO <= 2 distinct goals,
+IPD >= 3 (the issue's 90% goal-reaching condition from random starts does not depend on the start and is not re-checked
+here).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "maze_ipd"
 YS = (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0)
 X = 14.5
 

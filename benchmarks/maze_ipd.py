@@ -69,7 +69,7 @@ def main() -> None:
     p.add_argument("--mset", action="append", default=[], metavar="KEY=VALUE", help="IPD setting override")
     p.add_argument("--episodes", type=int, default=100, help="random-start deterministic episodes per policy")
     p.add_argument("--runs", default="runs/bench/maze_ipd", help="population run directories")
-    p.add_argument("--results", default="benchmarks/results/maze_ipd", help="results path without extension")
+    p.add_argument("--results", default="benchmarks/results/maze_ipd/maze_ipd", help="results path without extension")
     p.add_argument("--tag", default="", help="suffix of the chains' names, for a variant given with --mset")
     p.add_argument("--stop-when-met", action="store_true", help="stop after the first chain that meets the target")
     p.add_argument(

@@ -59,7 +59,9 @@ def main() -> None:
     p.add_argument("--novel", type=int, default=5, help="novel policies K per method (default 5)")
     p.add_argument("--steps", type=float, default=None, help="steps per policy (default: the maze preset's)")
     p.add_argument("--runs", default="runs/bench/maze_methods", help="population run directories")
-    p.add_argument("--results", default="benchmarks/results/maze_methods", help="results path without extension")
+    p.add_argument(
+        "--results", default="benchmarks/results/maze_methods/maze_methods", help="results path without extension"
+    )
     args = p.parse_args()
 
     ppo = apply_overrides(preset(MAZE_ID), [f"total_timesteps={int(args.steps)}"] if args.steps else [])
