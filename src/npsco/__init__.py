@@ -8,8 +8,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 # One BLAS thread, as torch.set_num_threads(1): npsco's matrices are tiny, and BLAS threads competing for a few shared
-# cores slow them down (benchmarks/results/design_measurements.md). Only effective when npsco is imported before numpy
-# (as the `npsco` command is); set the variables yourself, or use threadpoolctl, when you import numpy first.
+# cores slow them down (benchmarks/results/throughput/design_measurements.md). Only effective when npsco is imported
+# before numpy (as the `npsco` command is); set the variables yourself, or use threadpoolctl, when you import numpy
+# first.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 

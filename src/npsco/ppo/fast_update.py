@@ -3,7 +3,7 @@ backward passes written out, for the `update_backend = "numpy"` setting (the def
 
 Why: the update of these small networks is bound by per-operation overhead, not arithmetic; torch spends several
 times the CPU time of this version per minibatch (autograd graph, dispatched kernels, optimiser bookkeeping;
-benchmarks/results/throughput.md, benchmarks/results/design_measurements.md).
+benchmarks/results/throughput/throughput.md, benchmarks/results/throughput/design_measurements.md).
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ class NumpyPPOUpdate:
     ) -> dict[str, float]:
         """`update_epochs` passes over `batch`, in the minibatches that `minibatches()` draws for each epoch; returns
         the mean `losses/*` statistics. numpy's BLAS runs with `torch_threads` threads meanwhile (more threads than
-        cores slow these small matmuls down: benchmarks/results/design_measurements.md)."""
+        cores slow these small matmuls down: benchmarks/results/throughput/design_measurements.md)."""
         with _blas().limit(limits=self.cfg.torch_threads, user_api="blas"):
             return self._run(batch, minibatches, advantage_stream, term)
 
