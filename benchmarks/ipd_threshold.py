@@ -254,7 +254,7 @@ class PolicyRow:
     @property
     def meets(self) -> bool:
         """The paper's criteria (`npsco evaluate`'s `meets`): return >= 0.8 x the references' median, nearest >= r0."""
-        from npsco.evaluation.scoring import meets_criteria
+        from npsco.selection import meets_criteria
 
         return meets_criteria(self.ret, self.ref_median, self.nearest_over_r0, threshold=1.0)
 

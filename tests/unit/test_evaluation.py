@@ -18,10 +18,11 @@ from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.evaluation.evaluate import cached_evaluation, combine, evaluate_run, evaluate_runs
 from npsco.evaluation.rows import CSV_COLUMNS, EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
-from npsco.evaluation.scoring import meets_criteria, score_rows, statistics
+from npsco.evaluation.scoring import score_rows, statistics
 from npsco.manifest import Chain
 from npsco.report.data import fig2_panels, fig3_data, fig4_data
 from npsco.report.provenance import population_command
+from npsco.selection import meets_criteria
 from npsco.tasks import MAZE_ID
 
 EPISODES = 6

@@ -175,7 +175,16 @@ def test_the_report_command_loads_no_torch_and_the_sweep_no_report():
 LAYERS = [
     (
         "core",
-        ("npsco.errors", "npsco.io", "npsco.fields", "npsco.tasks", "npsco.logger", "npsco.stats", "npsco.compat"),
+        (
+            "npsco.errors",
+            "npsco.io",
+            "npsco.fields",
+            "npsco.tasks",
+            "npsco.logger",
+            "npsco.stats",
+            "npsco.compat",
+            "npsco.selection",
+        ),
     ),
     ("envs", ("npsco.envs",)),
     ("policy", ("npsco.policy",)),

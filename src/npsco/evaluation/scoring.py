@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from npsco.evaluation.rows import EvaluationRow, group_sort_key
+from npsco.selection import meets_criteria
 from npsco.stats import (
     bootstrap_ci,
     iqm,
@@ -18,15 +19,6 @@ from npsco.stats import (
     success_baseline,
     success_flags,
 )
-
-RETURN_RATIO = 0.8
-"""The paper's criteria for a novel policy: return >= RETURN_RATIO x the references' median, and a distance to the
-nearest policy it had to avoid >= the threshold (`meets_criteria`)."""
-
-
-def meets_criteria(return_mean: float, baseline: float, nearest: float, threshold: float) -> bool:
-    """The paper's criteria: return_mean >= 0.8 x baseline (the references' median return) and nearest >= threshold."""
-    return return_mean >= RETURN_RATIO * baseline and nearest >= threshold
 
 
 def score_rows(
