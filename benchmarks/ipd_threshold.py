@@ -110,13 +110,13 @@ def run_all(commands: list[list[str]], workers: int) -> None:
 # ---------------------------------------------------------------------------------------------------- diagnosis
 def diagnose(replicate: str, tasks: list[str]) -> None:
     """Feasibility of the constraint for a fresh policy, and the references' own running distance along the episode."""
-    from npsco.algos.trainer import Trainer
-    from npsco.config import preset
     from npsco.evaluation import run_episodes
     from npsco.io import atomic_write_json
     from npsco.novelty.metrics import per_state_distance, running_novelty
     from npsco.novelty.threshold import default_threshold, policy_actions
     from npsco.policy import load_policy
+    from npsco.ppo.config import preset
+    from npsco.ppo.trainer import Trainer
 
     t_check = 21  # t_S + 1: the first step the instant rule checks
     out = {"replicate": replicate, "t_check": t_check, "tasks": {}}
@@ -253,7 +253,10 @@ class PolicyRow:
 
     @property
     def meets(self) -> bool:
-        return self.ret >= 0.8 * self.ref_median and self.nearest_over_r0 >= 1.0
+        """The paper's criteria (`npsco evaluate`'s `meets`): return >= 0.8 x the references' median, nearest >= r0."""
+        from npsco.selection import meets_criteria
+
+        return meets_criteria(self.ret, self.ref_median, self.nearest_over_r0, threshold=1.0)
 
 
 def late_training(metrics_path: Path) -> tuple[float | None, float | None, float | None]:

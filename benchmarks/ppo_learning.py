@@ -28,13 +28,13 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from npsco.config import PPOConfig
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.logger import read_metrics
 from npsco.policy import Policy, load_policy
+from npsco.ppo.config import PPOConfig
 from npsco.report.provenance import closest_preset, population_command, set_flags
 
 LAST_EPISODES = 100

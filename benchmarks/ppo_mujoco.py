@@ -24,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.algos.ppo import train
-from npsco.config import apply_overrides, preset
 from npsco.evaluation import run_episodes
+from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, fresh_dir
+from npsco.ppo.config import preset
+from npsco.ppo.train import train
 
 CLEANRL_1M = {"Hopper": (2052, 314), "Walker2d": (2891, 231), "HalfCheetah": (2906, 1129)}
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=float, default=1_000_000)
     p.add_argument("--preset", default="default")
     p.add_argument("--episodes", type=int, default=10, help="final deterministic evaluation episodes")
-    p.add_argument("--results", default="benchmarks/results/ppo_mujoco_1M.json")
+    p.add_argument("--results", default="benchmarks/results/ppo_learning/ppo_mujoco_1M.json")
     p.add_argument("--runs", default="runs/bench/ppo_mujoco", help="run directories (policies, metrics)")
     args = p.parse_args(argv)
 

@@ -2,7 +2,7 @@
 reference policies, on Hopper-v5, on this machine, in one run.
 
     python benchmarks/throughput.py                      # 100k steps per PPO run, minibatch 64 and 256, IPD M=0..20
-    python benchmarks/throughput.py --skip-ppo --out benchmarks/results/throughput_ipd   # only IPD's cost
+    python benchmarks/throughput.py --skip-ppo --out benchmarks/results/throughput/throughput_ipd   # only IPD's cost
     python benchmarks/throughput.py --steps 20000 --ipd-steps 10240 --repeats 1   # a quick look
 
 Every configuration runs in a fresh subprocess (`--worker`), one after the other, alternating npsco and SB3 (and the
@@ -57,7 +57,7 @@ BATCH = NUM_ENVS * NUM_STEPS
 
 # ------------------------------------------------------------------------------------------------------- workers
 def _npsco_config(spec: dict):
-    from npsco.config import PPOConfig
+    from npsco.ppo.config import PPOConfig
 
     return PPOConfig(
         env_id=ENV_ID,
@@ -92,9 +92,9 @@ def _random_references(m: int):
     import gymnasium as gym
     import torch
 
-    from npsco.algos.agent import ActorCritic
     from npsco.novelty.references import ReferenceSet
-    from npsco.policy import Policy, space_metadata
+    from npsco.policy import space_metadata
+    from npsco.ppo.agent import ActorCritic
 
     env = gym.make(ENV_ID)
     obs_space, act_space = env.observation_space, env.action_space
@@ -112,20 +112,23 @@ def _random_references(m: int):
             "method": "random",
             "seed": 100 + j,
         }
-        policies.append(Policy.from_agent(agent, act_space, meta))
+        policies.append(agent.to_policy(act_space, meta))
     return ReferenceSet(policies, [f"random{j}" for j in range(m)])
 
 
 def worker_npsco(spec: dict) -> dict:
-    from npsco.algos.trainer import Trainer
+    from npsco.ppo.trainer import Trainer
 
     cfg = _npsco_config(spec)
     method = None
     if spec.get("refs"):
-        from npsco.algos import make_method
-        from npsco.config import MethodConfig
+        from npsco.methods import make_method
+        from npsco.methods.base import MethodContext
+        from npsco.methods.settings import MethodConfig
 
-        method = make_method(MethodConfig(method="ipd", r0=1e-9), _random_references(spec["refs"]), 1e-9, ENV_ID)
+        method = make_method(
+            MethodConfig.of("ipd", r0=1e-9), MethodContext(ENV_ID, _random_references(spec["refs"]), 1e-9)
+        )
     trainer = Trainer(cfg, method, run_dir=None, tensorboard=False)
     t0, c0 = time.perf_counter(), time.process_time()
     result = trainer.train(progress=False)
@@ -217,9 +220,10 @@ def worker_paired(spec: dict) -> dict:
     seconds of each round, the rollout's share, and the time spent in the method's per-step hook (perf_counter around
     `on_step`: the references' forward pass, the running novelty and the IPD rule), i.e. the per-step cost of the
     references as the rollout pays it, cold caches included."""
-    from npsco.algos import make_method
-    from npsco.algos.trainer import Trainer
-    from npsco.config import MethodConfig
+    from npsco.methods import make_method
+    from npsco.methods.base import MethodContext
+    from npsco.methods.settings import MethodConfig
+    from npsco.ppo.trainer import Trainer
 
     def timed(fn, acc):  # fn, plus its seconds and calls added to acc
         def call(*a):
@@ -233,18 +237,22 @@ def worker_paired(spec: dict) -> dict:
 
     trainers, hook = {}, {}
     for m in spec["refs"]:
-        method = make_method(MethodConfig(method="ipd", r0=1e-9), _random_references(m), 1e-9, ENV_ID) if m else None
+        method = (
+            make_method(MethodConfig.of("ipd", r0=1e-9), MethodContext(ENV_ID, _random_references(m), 1e-9))
+            if m
+            else None
+        )
         t = trainers[m] = Trainer(_npsco_config(spec), method, run_dir=None, tensorboard=False)
         hook[m] = [0.0, 0]
         if m:
-            t.method.on_step = timed(t.method.on_step, hook[m])
+            t.hooks.on_step = timed(t.hooks.on_step, hook[m])
     rounds = spec["steps"] // BATCH
     per = {m: {"wall_s": [], "cpu_s": [], "rollout_s": [], "episodes": []} for m in trainers}
     order = list(trainers)
     for t in trainers.values():  # one untimed warm-up iteration each (first-call allocations, imports)
         buf = t.collect_rollout()
-        t.method.update(t, t.compute_advantages(buf))
-        t.method.iteration_metrics(buf.summary)
+        t.hooks.update(t, t.compute_advantages(buf))
+        t.hooks.iteration_metrics(buf.summary)
     for acc in hook.values():
         acc[:] = [0.0, 0]
     for r in range(rounds):
@@ -254,8 +262,8 @@ def worker_paired(spec: dict) -> dict:
             buf = t.collect_rollout()
             batch = t.compute_advantages(buf)
             t1 = time.perf_counter()
-            t.method.update(t, batch)
-            t.method.iteration_metrics(buf.summary)
+            t.hooks.update(t, batch)
+            t.hooks.iteration_metrics(buf.summary)
             per[m]["wall_s"].append(time.perf_counter() - t0)
             per[m]["cpu_s"].append(time.process_time() - c0)
             per[m]["rollout_s"].append(t1 - t0)
@@ -723,7 +731,7 @@ def main() -> None:
     p.add_argument("--baseline-src", default=None, help="also run npsco PPO from this src/ dir (before/after)")
     p.add_argument("--baseline-steps", type=int, default=None, help="steps of the baseline runs (default: --steps)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="benchmarks/results/throughput", help="writes OUT.json and OUT.md")
+    p.add_argument("--out", default="benchmarks/results/throughput/throughput", help="writes OUT.json and OUT.md")
     p.add_argument("--note", action="append", default=[], help="a line for the Notes section (repeatable)")
     p.add_argument(
         "--render", default=None, metavar="JSON", help="only rewrite the .md (and summary) of a results file"

@@ -12,8 +12,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from npsco.config import MAZE_ID, PPOConfig, preset
 from npsco.policy import Policy, space_metadata
+from npsco.ppo.config import PPOConfig, preset
+from npsco.tasks import MAZE_ID
 
 MAZE_OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
 MAZE_ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)

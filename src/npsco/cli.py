@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from npsco.cli_parser import build_parser
-from npsco.config import MAZE_ID
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json
 from npsco.manifest import policy_files, population_dirs
-from npsco.tasks import default_distance_episodes
+from npsco.tasks import MAZE_ID, default_distance_episodes
 
 if TYPE_CHECKING:  # annotations only: the module loads gymnasium
     from npsco.population_config import PopulationConfig
@@ -158,6 +157,18 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------------------ export
+@command("export")
+def cmd_export(args: argparse.Namespace) -> int:
+    from npsco.export import export_onnx  # lazy: onnx
+    from npsco.policy import load_policy, resolve_checkpoint  # lazy: gymnasium
+
+    path = resolve_checkpoint(args.checkpoint)
+    out = export_onnx(load_policy(path), args.out or path.with_suffix(".onnx"))
+    print(f"written: {out}  (input `obs` [batch, obs_dim] float32, output `action` [batch, action_dim] float32)")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------------------ import
 @command("import")
 def cmd_import(args: argparse.Namespace) -> int:
@@ -189,8 +200,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 @command("experiment")
 def cmd_experiment(args: argparse.Namespace) -> int:
     """PPO references, every method's novel policies against them (a sweep, in parallel), then the report."""
+    from npsco.experiment import run_experiment  # lazy: torch, matplotlib
     from npsco.grid import experiment_grid  # lazy: torch
-    from npsco.sweep import run_experiment  # lazy: torch
 
     grid = experiment_grid(
         args.env,

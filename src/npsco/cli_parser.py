@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 from npsco import __version__
-from npsco.algos.registry import NOVELTY_METHODS
-from npsco.config import ENV_BACKENDS, MAZE_ID, METHODS, PRESETS, default_r0_scale
+from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
+from npsco.ppo.config import PRESETS
+from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,6 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--size", type=int, default=None, help="frame side in pixels (default: maze 160, MuJoCo 240)")
     rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
 
+    ex = sub.add_parser(
+        "export",
+        help="a policy as an ONNX model (runs without npsco)",
+        description="Write a policy's deterministic action (raw observations in, the executed action out: its "
+        "normalisation, MLP and action clipping) as an ONNX model, readable by ONNX Runtime and other ONNX tools "
+        "(pip install 'npsco[onnx]'; docs/checkpoints.md).",
+    )
+    ex.add_argument("checkpoint", help="a policy .safetensors file or a run directory holding policy.safetensors")
+    ex.add_argument("--onnx", action="store_true", required=True, help="export as ONNX (the one format today)")
+    ex.add_argument("--out", default=None, help="the .onnx file (default: next to the checkpoint, policy.onnx)")
+
     im = sub.add_parser(
         "import",
         help="a Stable-Baselines3 or CleanRL policy -> an npsco checkpoint",
@@ -230,8 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="S",
         help="threshold(s) as multiples of the references' mean pairwise distance; several values train "
-        "one chain each (Fig. 4); default: the task's own multiple "
-        f"({default_r0_scale(MAZE_ID):g} on the maze, {default_r0_scale('Hopper-v5'):g} on MuJoCo)",
+        "one chain each (Fig. 4); default: the method's own multiple "
+        f"({', '.join(f'{m} {default_r0_scale(m):g}' for m in NOVELTY_METHODS)})",
     )
     pp.add_argument(
         "--t-start",

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from npsco.algos.registry import NOVELTY_METHODS
-from npsco.config import METHODS, PRESETS, MethodConfig, apply_overrides, default_r0_scale
 from npsco.envs.make import with_package
 from npsco.errors import NpscoError
+from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
+from npsco.methods.settings import MethodConfig
 from npsco.population_config import PopulationConfig
 from npsco.population_jobs import chains_of
+from npsco.ppo.config import PRESETS
 from npsco.settings import ppo_settings
 from npsco.tasks import task_name
 
@@ -63,7 +64,8 @@ class Grid:
     preset: str = "default"
     steps: int | None = None
     r0_scales: list[float | str] = field(default_factory=lambda: ["default"])
-    """Thresholds as multiples of r0_default; "default" is the task's own multiple (`npsco.config.default_r0_scale`)."""
+    """Thresholds as multiples of r0_default; "default" is the method's own multiple
+    (`npsco.methods.registry.default_r0_scale`)."""
     eval_episodes: int | None = None
     threshold_episodes: int | None = None
     ppo: dict[str, Any] = field(default_factory=dict)
@@ -211,29 +213,26 @@ def _scales(value: Any, fail: Callable[[str], NpscoError], key: str) -> list[flo
         or not value
         or not all(v == "default" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0) for v in value)
     ):
-        raise fail(f'{key!r} must be a non-empty list of numbers > 0 (or "default": the task\'s), got {value!r}')
+        raise fail(f'{key!r} must be a non-empty list of numbers > 0 (or "default": the method\'s), got {value!r}')
     return [v if v == "default" else float(v) for v in value]
 
 
-def _task_scales(value: Any, fail: Callable[[str], NpscoError], key: str, env: str) -> list[float]:
-    """`_scales` for one task: "default" replaced by the task's default multiple, repeats dropped."""
-    return list(dict.fromkeys(default_r0_scale(env) if v == "default" else float(v) for v in _scales(value, fail, key)))
+def _method_scales(value: Any, fail: Callable[[str], NpscoError], key: str, method: str) -> list[float]:
+    """`_scales` for one method: "default" replaced by the method's default multiple, repeats dropped."""
+    scales = _scales(value, fail, key)
+    return list(dict.fromkeys(default_r0_scale(method) if v == "default" else float(v) for v in scales))
 
 
 def _settings(
     table: dict[str, Any], fixed: dict[str, str], fail: Callable[[str], NpscoError], section: str
-) -> list[str]:
-    """`key=value` strings (as `--set` takes them) from a TOML table of scalar settings."""
-    out = []
+) -> dict[str, Any]:
+    """The scalar settings of a TOML table, by name (values as the file types them)."""
     for key, value in table.items():
         if key in fixed:
             raise fail(f"[{section}] {key}: not a grid setting ({fixed[key]})")
         if isinstance(value, dict):
             raise fail(f"[{section}] {key}: expected a value, got a table")
-        if isinstance(value, list):
-            value = ",".join(str(v) for v in value)
-        out.append(f"{key}={value}")
-    return out
+    return dict(table)
 
 
 def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
@@ -259,9 +258,12 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
         task_table = dict(grid.task.get(env, {}))
         steps = task_table.pop("steps", grid.steps)
         task_method = task_table.pop("method", {})
-        sets = _settings(grid.ppo, _PPO_FIXED, fail, "ppo") + _settings(task_table, _PPO_FIXED, fail, f'task."{env}"')
+        sets = {
+            **_settings(grid.ppo, _PPO_FIXED, fail, "ppo"),
+            **_settings(task_table, _PPO_FIXED, fail, f'task."{env}"'),
+        }
         with checked(f"task {env!r}"):  # as `npsco population` checks it: the task made once, the env backend
-            ppo = ppo_settings(env, grid.preset, grid.seed, None if steps is None else int(steps), overrides=sets)
+            ppo = ppo_settings(env, grid.preset, grid.seed, None if steps is None else int(steps), values=sets)
         refs_path = f"{task_name(env)}/ppo"
         refs_config = PopulationConfig(
             ppo=ppo,
@@ -274,20 +276,27 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
         with checked(refs_path):
             refs_config.validate()
         specs.append(PopulationSpec(task=env, method="ppo", path=refs_path, config=refs_config))
+        general_keys = set(scalars(grid.method)) | set(scalars(task_method))
+        read_by_some = {"r0_scales"}
         for m in grid.methods:
             if m == "ppo":
                 continue  # the references are the task's PPO policies
-            # the most specific wins: [method], [method.M], [task."ENV".method], [task."ENV".method.M]
-            table = {**scalars(grid.method), **grid.method.get(m, {}), **scalars(task_method), **task_method.get(m, {})}
-            raw_scales = table.pop("r0_scales", grid.r0_scales)
+            # the most specific wins: [method], [method.M], [task."ENV".method], [task."ENV".method.M]; a setting of
+            # the general tables applies to the methods that read it, one of a method's own table must be its own
+            general = {**scalars(grid.method), **scalars(task_method)}
+            own = {**grid.method.get(m, {}), **task_method.get(m, {})}
+            raw_scales = own.pop("r0_scales", general.pop("r0_scales", grid.r0_scales))
             with checked(f"method {m}"):
-                method = apply_overrides(MethodConfig(method=m), _settings(table, _METHOD_FIXED, fail, f"method.{m}"))
+                method = MethodConfig(method=m)
+                read = {k: v for k, v in _settings(general, _METHOD_FIXED, fail, "method").items() if method.reads(k)}
+                read_by_some.update(read)
+                method = method.with_values({**read, **_settings(own, _METHOD_FIXED, fail, f"method.{m}")}, "setting")
                 method.validate()
             # an absolute r0 replaces the default threshold: no multiple unless the grid gives one
             scales = (
                 None
                 if method.r0 is not None and raw_scales == ["default"]
-                else tuple(_task_scales(raw_scales, fail, f"method.{m}.r0_scales", env))
+                else tuple(_method_scales(raw_scales, fail, f"method.{m}.r0_scales", m))
             )
             config = PopulationConfig(
                 ppo=ppo,
@@ -303,6 +312,9 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
             specs.append(
                 PopulationSpec(task=env, method=m, path=f"{task_name(env)}/{m}", config=config, refs_of=refs_path)
             )
+        unread = sorted(general_keys - read_by_some)
+        if unread:
+            raise fail(f"[method] {unread[0]}: a setting of none of the grid's methods ({', '.join(grid.methods)})")
     return specs
 
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-from npsco.algos.registry import METHODS
 from npsco.errors import NpscoError
+from npsco.methods.registry import METHODS
 
 MAX_RETRIES = 2
 """A job whose worker process dies is submitted again at most this many times."""
@@ -43,7 +43,7 @@ PRELOAD = [
     "numpy",
     "gymnasium",
     "npsco.population",
-    "npsco.algos.trainer",
+    "npsco.ppo.trainer",
     *METHODS.modules(),
     "npsco.evaluation",
     "npsco.novelty.threshold",
@@ -54,7 +54,7 @@ registry's."""
 
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Set in every worker before numpy and torch load: one policy per core, as BLAS threads competing for shared cores
-slow these small matrix products down (benchmarks/results/design_measurements.md)."""
+slow these small matrix products down (benchmarks/results/throughput/design_measurements.md)."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -22,9 +22,6 @@ from safetensors.numpy import save as save_safetensors
 
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_bytes
-
-if TYPE_CHECKING:  # annotations only: the training network imports this module, and torch
-    from npsco.algos.agent import ActorCritic
 
 FORMAT = "npsco-policy"
 FORMAT_VERSIONS = (1, 2)
@@ -144,22 +141,6 @@ class Policy:
     __call__ = mean_action
 
     # ------------------------------------------------------------------ construction and files
-    @classmethod
-    def from_agent(cls, agent: ActorCritic, action_space: gym.spaces.Box, metadata: dict[str, Any]) -> Policy:
-        """A snapshot of the training network `agent` (its weights copied)."""
-        actor, _, _ = agent.numpy_views()
-        return cls(
-            weights=[(w.copy(), b.copy()) for w, b in actor],
-            log_std=agent.actor_logstd.detach().numpy().reshape(-1).copy(),
-            obs_mean=agent.obs_rms.mean.astype(np.float32),
-            obs_var=agent.obs_rms.var.astype(np.float32),
-            obs_clip=agent.obs_rms.clip,
-            norm_obs=agent.obs_rms.enabled,
-            action_low=np.asarray(action_space.low, np.float32),
-            action_high=np.asarray(action_space.high, np.float32),
-            metadata=dict(metadata),
-        )
-
     def tensors(self) -> dict[str, np.ndarray]:
         out = {}
         for i, (w, b) in enumerate(self.weights):

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from npsco.config import method_reads
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, file_sha256, read_json
@@ -40,6 +39,7 @@ from npsco.population_jobs import (
     threshold_of,
     train_member_job,
 )
+from npsco.ppo.state import read_state, state_path
 from npsco.tasks import task_name
 
 NOVEL_SEED_OFFSET = 1000
@@ -60,7 +60,10 @@ def train_population(
     out = Path(out) if out else default_population_dir(config)
     pop = Population(out, config, progress=progress, log=log)
     refs = "borrowed" if config.refs_from or config.ref_checkpoints else config.refs
-    log(f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per chain")
+    log(
+        f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per "
+        f"chain, {config.ppo.budget()} steps each"
+    )
     members = pop.run()
     log("\n".join(summary_lines(members)))
     log(f"manifest: {out / 'manifest.json'}")
@@ -120,8 +123,9 @@ class Population(PopulationMembers):
                     else ""
                 )
                 method = config["method"]
-                if (stored.get("method") or {}).get("tnb_rule") == "safe" != method["tnb_rule"] and method_reads(
-                    method["method"], "tnb_rule"
+                if (
+                    "tnb_rule" in method
+                    and (stored.get("method") or {}).get("tnb_rule") == "safe" != method["tnb_rule"]
                 ):
                     hint += (
                         " (an earlier npsco's default tnb_rule was safe: add --mset tnb_rule=safe to resume a run "
@@ -366,6 +370,9 @@ class PopulationLog:
                     f"r0={pop.threshold_for(member):.4g})"
                 )
             log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}, seed {member.seed}")
+            saved = state_path(pop.out / member.path)
+            if saved.exists():
+                log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
         else:
             final = pop.member(job.label).final_eval
             assert final is not None  # a trained member is evaluated

@@ -10,8 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npsco.config import MethodConfig, PPOConfig, apply_overrides, default_r0_scale, method_reads
+from npsco.compat import current_method_settings
 from npsco.errors import NpscoError
+from npsco.methods import METHODS
+from npsco.methods.registry import default_r0_scale
+from npsco.methods.settings import MethodConfig
+from npsco.ppo.config import PPOConfig
 from npsco.settings import differences, ppo_settings
 from npsco.tasks import default_distance_episodes, default_eval_episodes
 
@@ -31,7 +35,7 @@ class PopulationConfig:
     """Number of novel policies K per chain."""
     r0_scales: tuple[float, ...] | None = None
     """Thresholds as multiples of the default r0 (the references' mean pairwise distance), one chain each; ignored
-    when `method.r0` is set. None: the task's default multiple, `npsco.config.default_r0_scale` (0.5 on every task);
+    when `method.r0` is set. None: the method's default multiple (`npsco.methods.registry.MethodEntry.r0_scale`);
     `validate` fills it in, so config.json records the multiples used."""
     refs_from: str | None = None
     """Reuse the references of this earlier population run directory instead of training them."""
@@ -59,7 +63,7 @@ class PopulationConfig:
     def validate(self) -> PopulationConfig:
         self.ppo.validate()
         if self.r0_scales is None:  # an absolute --r0 needs no multiple
-            self.r0_scales = (1.0,) if self.method.r0 is not None else (default_r0_scale(self.ppo.env_id),)
+            self.r0_scales = (1.0,) if self.method.r0 is not None else (default_r0_scale(self.method.method),)
         self.r0_scales = tuple(float(s) for s in self.r0_scales)
         self.method.validate()
         if self.refs < 0 or self.novel < 0:
@@ -73,7 +77,7 @@ class PopulationConfig:
             raise NpscoError("novel policies need references: --refs >= 1, --refs-from RUN or --ref-checkpoints")
         if not self.r0_scales or not all(0 < s < float("inf") for s in self.r0_scales):
             raise NpscoError(f"--r0-scale values must be finite and > 0, got {list(self.r0_scales)}")
-        if self.method.r0 is not None and self.method.r0_profile == "reference":
+        if self.method.r0 is not None and METHODS[self.method.method].uses_profile(self.method):
             raise NpscoError(
                 "r0_profile=reference scales the references' own threshold profile: it cannot be combined "
                 "with an absolute --r0 (use --r0-scale)"
@@ -118,7 +122,7 @@ def population_settings(
     flags = [f"r0={r0}"] if r0 is not None else []
     flags += [f"t_start={t_start}"] if t_start is not None else []
     flags += [f"ipd_rule={ipd_rule}"] if ipd_rule else []
-    method_config = apply_overrides(MethodConfig(method=method), flags + list(method_overrides))
+    method_config = MethodConfig(method=method).with_settings(flags + list(method_overrides))
     return PopulationConfig(
         ppo=ppo,
         method=method_config,
@@ -141,11 +145,14 @@ def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
 
 def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The settings in which `stored` and `current` differ (see `same_configuration`), e.g.
-    `"r0_scales: [1.0] in the run, [0.5] now"`."""
+    `"r0_scales: [1.0] in the run, [0.5] now"`. A run recorded by an earlier npsco is read as this one records it
+    (`npsco.compat.current_method_settings`)."""
     method = str((current.get("method") or {}).get("method", "ipd"))
-    defaults = _without_unread_knobs(PopulationConfig(ppo=PPOConfig(), method=MethodConfig()).to_dict(), method)
+    defaults = PopulationConfig(ppo=PPOConfig(), method=MethodConfig(method=method)).to_dict()
+    if "method" in stored:
+        stored = {**stored, "method": current_method_settings(stored["method"])}
     stored, current = _with_resolved_paths(stored), _with_resolved_paths(current)
-    return differences(_without_unread_knobs(stored, method), _without_unread_knobs(current, method), defaults)
+    return differences(stored, current, defaults)
 
 
 def _with_resolved_paths(config: dict[str, Any]) -> dict[str, Any]:
@@ -157,12 +164,3 @@ def _with_resolved_paths(config: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("ref_checkpoints"), (list, tuple)):
         out["ref_checkpoints"] = [str(Path(p).resolve()) for p in out["ref_checkpoints"]]
     return out
-
-
-def _without_unread_knobs(config: dict[str, Any], method: str) -> dict[str, Any]:
-    """`config` without the method settings that `method` never reads (`npsco.config.method_reads`): another method's
-    knob, or a change of its default, does not stop a run from resuming."""
-    settings = config.get("method")
-    if not isinstance(settings, dict):
-        return config
-    return {**config, "method": {k: v for k, v in settings.items() if method_reads(method, k)}}

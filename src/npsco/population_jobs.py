@@ -18,17 +18,19 @@ from typing import Any
 
 import numpy as np
 
-from npsco.algos import make_method
-from npsco.algos.hooks import Method
-from npsco.algos.trainer import Trainer
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, read_json
 from npsco.manifest import Chain, Member, check_borrowed
+from npsco.methods import METHODS, make_method
+from npsco.methods.base import Method, MethodContext
 from npsco.novelty.references import ReferenceSet
-from npsco.novelty.threshold import default_threshold
+from npsco.novelty.states import StateDistance
+from npsco.novelty.threshold import default_threshold, visited_states
 from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
+from npsco.ppo.state import state_path
+from npsco.ppo.trainer import Trainer
 
 FINAL_EVAL_SEED = 10_000
 """Seed of a member's final evaluation (episode i on an env seeded 10000 + i): episodes training never saw."""
@@ -102,18 +104,30 @@ class PopulationSnapshot(PopulationMembers):
 
     def method_for(self, member: Member) -> Method:
         """The novelty method a novel member trains with (recording its references and threshold in `member`)."""
-        if self.config.method.method == "ppo":  # more PPO seeds: no references, no threshold
-            return make_method(self.config.method, ReferenceSet([]), None, self.config.ppo.env_id)
+        config, env_id = self.config.method, self.config.ppo.env_id
+        if config.method == "ppo":  # more PPO seeds: no references, no threshold
+            return make_method(config, MethodContext(env_id))
         prior = prior_members(self.members, member)
         member.references = [m.name for m in prior]
         member.threshold = threshold_of(self.config, self.r0_default, member)
-        refs = ReferenceSet([self.policy(m) for m in prior], member.references)
-        return make_method(self.config.method, refs, member.threshold, self.config.ppo.env_id, self.threshold_profile())
+        policies = [self.policy(m) for m in prior]
+        threshold = self.threshold_file()
+        context = MethodContext(
+            env_id=env_id,
+            references=ReferenceSet(policies, member.references),
+            r0=member.threshold,
+            r0_profile=self.threshold_profile(threshold) if METHODS[config.method].uses_profile(config) else None,
+            states=self.state_distance(threshold, member.references, policies) if config.metric == "state" else None,
+            reference_returns=tuple(
+                m.final_eval["return_mean"] for m in self.members if m.role == "reference" and m.final_eval
+            ),
+        )
+        return make_method(config, context)
 
-    def threshold_profile(self) -> np.ndarray | None:
-        """With `r0_profile=reference`, the references' threshold profile from `threshold.json`; else None. Refuses a
-        default threshold that was computed in another metric than the run's (a run started before npsco computed
-        it in the method's metric) or without a profile."""
+    def threshold_file(self) -> dict[str, Any] | None:
+        """The run's `threshold.json` (None with an absolute r0, or before it is computed). Refuses a default
+        threshold that was computed in another metric than the run's (a run started before npsco computed it in the
+        method's metric)."""
         path, method = self.out / "threshold.json", self.config.method
         if method.r0 is not None or not path.exists():  # an absolute r0: no default threshold
             return None
@@ -123,8 +137,34 @@ class PopulationSnapshot(PopulationMembers):
                 f"{path}: the default threshold was computed with the {threshold.get('metric', 'deterministic')} "
                 f"metric, this run uses {method.metric}; delete threshold.json (and the novel policies) to recompute it"
             )
-        if method.r0_profile != "reference":
+        return threshold
+
+    def state_distance(
+        self, threshold: dict[str, Any] | None, names: list[str], policies: list[Policy]
+    ) -> StateDistance:
+        """The `state` metric's embedding with the mean embedding of each policy in `names` (the references' from
+        threshold.json, the others from their deterministic episodes, as the threshold measures them)."""
+        episodes, steps = self.config.distance_episodes, self.config.ppo.max_episode_steps
+        if threshold is not None and "state" in threshold:
+            fitted, known = StateDistance.from_dict(threshold["state"]), list(threshold["names"])
+        else:  # an absolute r0: the embedding of the references' states, as the default threshold would fit it
+            refs = [i for i, n in enumerate(names) if self.member(n).role == "reference"]
+            fitted = StateDistance.fit([visited_states(policies[i], episodes, 0, steps) for i in refs])
+            known = [names[i] for i in refs]
+        embeddings = [
+            fitted.embeddings[known.index(n)]
+            if n in known
+            else fitted.mean_embedding(visited_states(p, episodes, 0, steps))
+            for n, p in zip(names, policies, strict=True)
+        ]
+        return StateDistance(fitted.mean, fitted.std, np.array(embeddings), fitted.bandwidth, fitted.seed)
+
+    def threshold_profile(self, threshold: dict[str, Any] | None) -> np.ndarray | None:
+        """The references' threshold profile from `threshold.json` (None with an absolute r0); refuses a file without
+        one."""
+        if threshold is None:
             return None
+        path = self.out / "threshold.json"
         if not threshold.get("profile"):
             raise NpscoError(
                 f"{path} holds no threshold profile (written by an older npsco, or r0 is 0); r0_profile=reference "
@@ -133,11 +173,13 @@ class PopulationSnapshot(PopulationMembers):
         return np.asarray(threshold["profile"], np.float64)
 
     def train(self, member: Member, progress: bool = False) -> Member:
-        """Train `member` from scratch with its seed (an earlier attempt's folder is deleted first), then evaluate it
-        (deterministic episodes seeded `FINAL_EVAL_SEED`); returns it done. KeyboardInterrupt on Ctrl-C."""
+        """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVAL_SEED`); returns
+        it done. An interrupted earlier attempt continues from its saved training state (`npsco.ppo.state`), or
+        restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM."""
         method = None if member.role == "reference" else self.method_for(member)
         run_dir = self.out / member.path
-        if run_dir.exists():  # an interrupted earlier attempt: restart it from scratch, same seed
+        resume = state_path(run_dir).exists()
+        if run_dir.exists() and not resume:  # an attempt that saved no state: restart it from scratch, same seed
             shutil.rmtree(run_dir)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
@@ -145,6 +187,7 @@ class PopulationSnapshot(PopulationMembers):
             cfg,
             method,
             run_dir,
+            resume=resume,
             metadata={
                 "population": {
                     "name": member.name,

@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from npsco.config import PPOConfig, apply_overrides, preset
 from npsco.envs.make import check_env_backend, check_task, with_package
+from npsco.fields import apply_overrides, apply_values
+from npsco.ppo.config import PPOConfig, preset
 
 
 def ppo_settings(
@@ -23,15 +25,20 @@ def ppo_settings(
     env_backend: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     env_package: str | None = None,
+    values: dict[str, Any] | None = None,
 ) -> PPOConfig:
     """The PPO configuration of a command: `preset_name`'s for the task `env` (`PKG:ENV` with `env_package`), then
-    `seed`, `steps` (total timesteps), `env_backend` and the `key=value` `overrides` in that order (later ones win).
-    The task is made once and the backend checked: a bad task fails here, with a one-line NpscoError."""
+    `seed`, `steps` (total timesteps), `env_backend`, the `key=value` texts `overrides` of the command line and the
+    `values` of a file, in that order (later ones win). The task is made once and the backend checked: a bad task
+    fails here, with a one-line NpscoError."""
     env_id = with_package(env, env_package)
     check_task(env_id)
-    sets = [f"seed={seed}"] + ([f"total_timesteps={steps}"] if steps is not None else [])
-    sets += [f"env_backend={env_backend}"] if env_backend is not None else []
-    cfg = apply_overrides(preset(env_id, preset_name), sets + list(overrides)).validate()
+    cfg = dataclasses.replace(preset(env_id, preset_name), seed=seed)
+    if steps is not None:
+        cfg = dataclasses.replace(cfg, total_timesteps=steps)
+    if env_backend is not None:
+        cfg = dataclasses.replace(cfg, env_backend=env_backend)
+    cfg = apply_values(apply_overrides(cfg, list(overrides)), values or {}, where="ppo").validate()
     check_env_backend(cfg.env_id, cfg.env_backend)
     return cfg
 

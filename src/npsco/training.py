@@ -2,10 +2,11 @@
 
     OUT/config.json     the command, preset and PPO settings; a rerun with the same settings finds the policy trained
                         (a setting npsco gained since the run was made matches at its default)
-    OUT/...             what `npsco.algos.ppo.train` writes: policy.safetensors, metrics.jsonl, checkpoints/, ...
+    OUT/...             what `npsco.ppo.train.train` writes: policy.safetensors, metrics.jsonl, checkpoints/, ...
 
-Every training starts in an empty folder (a rerun after an interruption, or `force`): no file of an earlier attempt or
-of another configuration stays beside the new ones.
+A rerun of the same command after an interruption (Ctrl-C, SIGTERM, a kill) continues from the training state saved
+in the folder (`checkpoints/state.safetensors`, `npsco.ppo.state`). Any other training (a new folder, or `force`)
+starts in an empty folder: no file of an earlier attempt or of another configuration stays beside the new ones.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from npsco.algos.ppo import train
-from npsco.algos.trainer import TrainResult
-from npsco.config import PPOConfig
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, fresh_dir, read_json
+from npsco.logger import Tracking
+from npsco.ppo.config import PPOConfig
+from npsco.ppo.state import read_state, state_path
+from npsco.ppo.train import train
+from npsco.ppo.trainer import TrainResult
 from npsco.settings import differences, ppo_defaults
 from npsco.tasks import task_name
 
@@ -61,6 +64,7 @@ def train_policy(
     progress: bool = True,
     tensorboard: bool = True,
     log: Callable[[str], None] = print,
+    tracking: Tracking | None = None,
 ) -> TrainResult | None:
     """`npsco train`: train `cfg` into `out` (default `default_train_dir`), or find it trained there (returns None)."""
     out = Path(out) if out else default_train_dir(cfg)
@@ -68,12 +72,18 @@ def train_policy(
     if prepare_train_dir(out, record, force):
         log(f"{out}: already trained with this configuration (policy.safetensors); --force retrains")
         return None
-    fresh_dir(out)
-    atomic_write_json(out / "config.json", record)
-    log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.total_timesteps} steps) -> {out}")
-    result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard)
+    resume = not force and state_path(out).exists()
+    if resume:
+        step = read_state(state_path(out))[0]["global_step"]
+        log(f"{out}: resuming from the state saved at step {step} of {cfg.total_timesteps}")
+    else:
+        fresh_dir(out)
+        atomic_write_json(out / "config.json", record)
+    log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.budget()} steps) -> {out}")
+    result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard, resume=resume, tracking=tracking)
     if result.interrupted:
-        log(f"interrupted: the policy in training is saved at {out / 'checkpoints' / 'interrupted.safetensors'}")
+        where = f"; run the same command again to resume from {state_path(out)}" if state_path(out).exists() else ""
+        log(f"interrupted: the policy in training is saved at {out / 'checkpoints' / 'interrupted.safetensors'}{where}")
         return result
     if result.eval_curve:
         last = result.eval_curve[-1]

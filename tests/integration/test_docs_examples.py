@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from npsco.algos.ppo import train
-from npsco.config import MAZE_ID, preset
 from npsco.policy import REQUIRED_METADATA
+from npsco.ppo.config import preset
+from npsco.ppo.train import train
+from npsco.tasks import MAZE_ID
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = ["checkpoints.md", "configuration.md", "environments.md", "methods/api.md"]
+PAGES = ["checkpoints.md", "configuration.md", "environments.md", "methods/api.md", "python.md"]
 
 
 def python_blocks(page: str) -> list[str]:

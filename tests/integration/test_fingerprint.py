@@ -34,13 +34,16 @@ import pytest
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from npsco.algos.cpo import CPO
-from npsco.algos.ipd import IPD
-from npsco.algos.ppo import train
-from npsco.algos.tnb import CTNB, TNB
-from npsco.algos.wsr import WSR
-from npsco.config import MAZE_ID, MethodConfig, PPOConfig, preset
+from npsco.methods import METHODS
+from npsco.methods.cpo import CPO
+from npsco.methods.ipd import IPD
+from npsco.methods.settings import MethodConfig
+from npsco.methods.tnb import CTNB, TNB
+from npsco.methods.wsr import WSR
 from npsco.novelty.references import ReferenceSet
+from npsco.ppo.config import PPOConfig, preset
+from npsco.ppo.train import train
+from npsco.tasks import MAZE_ID
 from npsco.policy import load_policy
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -99,9 +102,16 @@ def platform() -> dict[str, str]:
     return {"blas": blas[0] if blas else "?", "torch_cpu": torch.backends.cpu.get_cpu_capability()}
 
 
-def _settings_off_default(settings: dict[str, Any], cls: type) -> dict[str, Any]:
-    """`settings` (a config dataclass as a dict, plus other entries) without the fields at their default."""
-    defaults = dataclasses.asdict(cls())
+def _method_defaults() -> dict[str, Any]:
+    """The default of every method's every setting, as one flat object (the method: ipd)."""
+    out: dict[str, Any] = {}
+    for name in METHODS:
+        out.update(MethodConfig.of(name).to_dict())
+    return {**out, "method": "ipd"}
+
+
+def _settings_off_default(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """`settings` (a config dataclass as a dict, plus other entries) without the fields at their `defaults`."""
     return {k: v for k, v in settings.items()
             if k not in defaults or json.dumps(v) != json.dumps(list(defaults[k]) if isinstance(defaults[k], tuple)
                                                                 else defaults[k])}
@@ -114,9 +124,9 @@ def checkpoint_hash(path: Path) -> str:
     header = json.loads(raw[8:8 + n])
     meta = json.loads(header.pop("__metadata__")["npsco"])
     meta.pop("created")
-    meta["config"] = _settings_off_default(meta["config"], PPOConfig)
+    meta["config"] = _settings_off_default(meta["config"], dataclasses.asdict(PPOConfig()))
     if meta.get("method_config"):
-        meta["method_config"] = _settings_off_default(meta["method_config"], MethodConfig)
+        meta["method_config"] = _settings_off_default(meta["method_config"], _method_defaults())
     digest = hashlib.sha256(json.dumps([header, meta], sort_keys=True).encode())
     digest.update(raw[8 + n:])
     return digest.hexdigest()
@@ -143,7 +153,7 @@ def run_all(tmp: Path) -> dict[str, dict[str, str]]:
         out["maze-ppo"] = fingerprint(tmp / "maze-ppo")
         refs = ReferenceSet([load_policy(tmp / "maze-ppo" / "policy.safetensors")], ["ppo"])
         for name, (cls, settings) in MAZE_NOVEL.items():
-            method = cls(refs, 0.3, MethodConfig(method=name, **settings), MAZE_ID)
+            method = cls(refs, 0.3, MethodConfig.of(name, **settings), MAZE_ID)
             cfg = dataclasses.replace(maze, seed=1, total_timesteps=2 * 1024, eval_every=0)
             train(cfg, method, run_dir=tmp / f"maze-{name}", progress=False, tensorboard=False)
             out[f"maze-{name}"] = fingerprint(tmp / f"maze-{name}")
@@ -153,7 +163,7 @@ def run_all(tmp: Path) -> dict[str, dict[str, str]]:
         train(hopper, run_dir=tmp / "hopper-ppo", progress=False, tensorboard=False)
         out["hopper-ppo"] = fingerprint(tmp / "hopper-ppo")
         refs = ReferenceSet([load_policy(tmp / "hopper-ppo" / "policy.safetensors")], ["ppo"])
-        method = IPD(refs, 0.6, MethodConfig(method="ipd"), "Hopper-v5")
+        method = IPD(refs, 0.6, MethodConfig.of("ipd"), "Hopper-v5")
         train(dataclasses.replace(hopper, seed=1), method, run_dir=tmp / "hopper-ipd", progress=False,
               tensorboard=False)
         out["hopper-ipd"] = fingerprint(tmp / "hopper-ipd")

@@ -18,15 +18,18 @@ import pytest
 from threadpoolctl import threadpool_info
 
 import npsco.population
-from npsco.algos.trainer import Trainer
 from npsco.cli import main
-from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
 from npsco.errors import NpscoError
+from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json
 from npsco.logger import read_metrics
+from npsco.methods.settings import MethodConfig
 from npsco.policy import load_policy
 from npsco.population import Population
 from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
+from npsco.ppo.config import preset
+from npsco.ppo.trainer import Trainer
+from npsco.tasks import MAZE_ID
 
 # 2 iterations of 16 envs x 32 steps per policy, 2 epochs per update: the workflow, not learning, is under test
 TINY = [
@@ -142,12 +145,15 @@ def test_manifest_writes_are_atomic_whole_json_and_statuses_only_move_forward(ru
 # the test sees `ipd-r0x0.5/k0` as `training` in the manifest (with one iteration logged) and kills it there.
 PAUSING_CHILD = """
 import sys
-from npsco.algos import trainer
+from npsco.ppo import trainer
 from npsco.cli import main
-from npsco.config import MAZE_ID, MethodConfig, apply_overrides, preset
+from npsco.tasks import MAZE_ID
+from npsco.methods.settings import MethodConfig
+from npsco.fields import apply_overrides
+from npsco.ppo.config import preset
 collect = trainer.Trainer.collect_rollout
 def paused(self):
-    if self.method.name == "ipd" and self.iteration == 2:
+    if self.hooks.name == "ipd" and self.iteration == 2:
         sys.stdin.read()  # never returns: the test kills this process
     return collect(self)
 trainer.Trainer.collect_rollout = paused
@@ -328,7 +334,7 @@ def test_a_run_started_before_npsco_gained_a_setting_still_resumes(run, tmp_path
 
 
 def test_same_configuration_compares_settings_and_fills_only_defaults():
-    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd")).to_dict()
+    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ipd")).to_dict()
     assert same_configuration(copy.deepcopy(config), config)
     older = copy.deepcopy(config)
     del older["method"]["metric"], older["eval_episodes"]
@@ -351,7 +357,7 @@ def test_reference_paths_are_compared_resolved_and_shown_whole(tmp_path, monkeyp
     """`--refs-from runs/x` resumes a run that recorded the same folder as an absolute path; another folder is named
     in full, not by its length."""
     monkeypatch.chdir(tmp_path)
-    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"), refs_from="runs/refs").to_dict()
+    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ipd"), refs_from="runs/refs").to_dict()
     stored = {**config, "refs_from": str(tmp_path / "runs" / "refs"), "ref_checkpoints": []}
     assert same_configuration(stored, config)
     elsewhere = {**stored, "refs_from": str(tmp_path / "runs" / "other-references-folder")}
@@ -363,24 +369,25 @@ def test_reference_paths_are_compared_resolved_and_shown_whole(tmp_path, monkeyp
 
 def test_a_run_made_at_the_old_default_multiple_is_told_to_add_r0_scale_1(tmp_path, capsys):
     out = tmp_path / "run"
-    old = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"), r0_scales=(1.0,))
+    old = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ipd"), r0_scales=(1.0,))
     out.mkdir()
     (out / "config.json").write_text(json.dumps(old.validate().to_dict()))
     with pytest.raises(NpscoError, match=r"r0_scales: \[1.0\] in the run, \[0.5\] now .*add --r0-scale 1"):
-        Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"))).open()
+        Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ipd"))).open()
 
 
 def test_another_methods_knob_does_not_stop_a_run_from_resuming():
-    """A run records every method setting; those its method never reads (e.g. TNB's rule in an IPD or PPO run, whose
-    default changed from safe to authors) are not compared."""
+    """An older run recorded every method's settings; those its method never reads (e.g. TNB's rule in an IPD or PPO
+    run, whose default changed from safe to authors) are not compared."""
     for method in ("ipd", "ppo"):
-        config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method=method)).to_dict()
+        config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of(method)).to_dict()
         older = copy.deepcopy(config)
-        older["method"].update(tnb_rule="safe", cpo_max_kl=0.5)
+        older["method"].update(tnb_rule="safe", cpo_max_kl=0.5, r0_scale=1.0)
         assert same_configuration(older, config)
-        older["method"]["t_start"] = 7  # read by every novelty method
-        assert configuration_differences(older, config) == ["method.t_start: 7 in the run, None now"]
-    tnb = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ctnb")).to_dict()
+        older["method"]["t_start"] = 7  # read by every novelty method, not by plain PPO
+        expected = ["method.t_start: 7 in the run, None now"] if method == "ipd" else []
+        assert configuration_differences(older, config) == expected
+    tnb = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ctnb")).to_dict()
     older = copy.deepcopy(tnb)
     older["method"]["tnb_rule"] = "safe"
     assert configuration_differences(older, tnb) == ["method.tnb_rule: 'safe' in the run, 'authors' now"]
@@ -388,12 +395,12 @@ def test_another_methods_knob_does_not_stop_a_run_from_resuming():
 
 def test_a_tnb_run_made_at_the_old_default_rule_is_told_to_add_it(tmp_path):
     out = tmp_path / "run"
-    old = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="tnb", tnb_rule="safe"))
+    old = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("tnb", tnb_rule="safe"))
     out.mkdir()
     (out / "config.json").write_text(json.dumps(old.validate().to_dict()))
     with pytest.raises(NpscoError, match=r"tnb_rule: 'safe' in the run, 'authors' now .*add --mset tnb_rule=safe"):
-        Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="tnb"))).open()
-    Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="tnb", tnb_rule="safe"))).open()
+        Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("tnb"))).open()
+    Population(out, PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("tnb", tnb_rule="safe"))).open()
 
 
 def test_refs_from_a_directory_without_a_population_is_refused(tmp_path, capsys):
@@ -405,7 +412,7 @@ def test_refs_from_a_directory_without_a_population_is_refused(tmp_path, capsys)
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-@pytest.mark.parametrize("page", ["population.md", "methods/ipd.md"])
+@pytest.mark.parametrize("page", ["population.md", "methods/ipd.md", "methods/lagrangian.md", "methods/rspo.md"])
 def test_the_python_examples_of_the_docs_run(page, tmp_path, monkeypatch):
     blocks = re.findall(r"^```python\n(.*?)^```", (DOCS / page).read_text(encoding="utf-8"), re.S | re.M)
     assert blocks
@@ -493,7 +500,7 @@ def test_growing_writes_the_manifest_before_the_config(run, tmp_path, monkeypatc
 
 def test_the_ppo_seed_setting_shifts_every_seed_of_the_population(tmp_path):
     ppo = apply_overrides(preset(MAZE_ID), ["seed=7"])
-    config = PopulationConfig(ppo=ppo, method=MethodConfig(method="ipd"), refs=2, novel=2)
+    config = PopulationConfig(ppo=ppo, method=MethodConfig.of("ipd"), refs=2, novel=2)
     pop = npsco.population.Population(tmp_path / "replicate", config, progress=False, log=lambda _: None)
     pop.open()  # plans and writes the manifest, trains nothing
     assert [(m["name"], m["seed"]) for m in manifest(tmp_path / "replicate")["members"]] == [
@@ -558,7 +565,7 @@ def test_a_job_trains_without_writing_the_manifest_and_the_population_records_it
     ppo = apply_overrides(
         preset(MAZE_ID), ["total_timesteps=1024", "num_steps=32", "update_epochs=2", "eval_episodes=5"]
     )
-    config = PopulationConfig(ppo=ppo, method=MethodConfig(method="ppo"), refs=1, novel=0)
+    config = PopulationConfig(ppo=ppo, method=MethodConfig.of("ppo"), refs=1, novel=0)
     pop = Population(tmp_path / "pop", config, progress=False, log=lambda _: None)
     pop.open()
     before = (pop.out / "manifest.json").read_bytes()

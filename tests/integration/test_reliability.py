@@ -31,14 +31,18 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from npsco.algos.hooks import Method, StepOutcome  # noqa: E402
-from npsco.algos.trainer import Trainer  # noqa: E402
 from npsco.cli import main  # noqa: E402
-from npsco.config import MAZE_ID, apply_overrides, preset  # noqa: E402
 from npsco.errors import NpscoError  # noqa: E402
+from npsco.fields import apply_overrides  # noqa: E402
 from npsco.io import atomic_write_json, atomic_write_text  # noqa: E402
 from npsco.logger import MetricsLogger, read_metrics  # noqa: E402
+from npsco.methods.base import Method  # noqa: E402
 from npsco.policy import load_policy  # noqa: E402
+from npsco.ppo.config import preset  # noqa: E402
+from npsco.ppo.hooks import StepOutcome  # noqa: E402
+from npsco.ppo.learner import Learner  # noqa: E402
+from npsco.ppo.trainer import Trainer  # noqa: E402
+from npsco.tasks import MAZE_ID  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "npsco"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
@@ -392,8 +396,9 @@ def test_train_into_an_interrupted_run_with_the_same_configuration_trains_it(tmp
 WRITERS_ALLOWED = {
     "io.py:atomic_write_bytes: os.fdopen(fd, 'wb')": "the atomic writer itself (a mkstemp file, then os.replace)",
     "io.py:fresh_dir: os.rename(path, trash)": "moves a whole run folder aside in one step, then deletes it",
-    "logger.py:MetricsLogger.__init__: open(run_dir / 'metrics.jsonl', 'w', encoding='utf-8')": (
-        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line"
+    "logger.py:MetricsLogger.__init__: open(path, mode, encoding='utf-8')": (
+        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line; a "
+        "resumed run first rewrites it atomically with the rows its saved state had seen"
     ),
     "report/figures.py:save_figure: open(temp, 'xb')": "renders into a fresh temp file, then os.replace",
     "report/figures.py:save_figure: fig.savefig(handle, format=fmt, dpi=dpi)": "(into that temp file)",
@@ -614,16 +619,17 @@ def test_a_nan_reward_stops_training_and_keeps_the_last_good_policy(tmp_path):
 
 
 def test_a_nan_parameter_stops_npsco_train_with_a_one_line_error(tmp_path, capsys, monkeypatch):
-    update = Trainer.ppo_update
+    update, updates = Learner.ppo_update, []
 
     def corrupting(self, batch, *args, **kwargs):
         metrics = update(self, batch, *args, **kwargs)
-        if self.iteration == 2:
+        updates.append(1)
+        if len(updates) == 2:  # the second iteration's update
             with torch_no_grad():
                 self.agent.actor_mean[0].weight[0, 0] = math.nan
         return metrics
 
-    monkeypatch.setattr(Trainer, "ppo_update", corrupting)
+    monkeypatch.setattr(Learner, "ppo_update", corrupting)
     out = tmp_path / "run"
     rc = main(
         ["train", "--steps", "3072", "--set", "eval_every=0", "--no-progress", "--no-tensorboard", "--out", str(out)]

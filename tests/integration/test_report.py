@@ -301,8 +301,8 @@ def test_render_maze_gif(experiment, tmp_path, capsys):
 
 
 def test_filmstrip_of_a_hopper_policy_is_a_real_picture(tmp_path, capsys):
-    from npsco.algos.trainer import Trainer
-    from npsco.config import preset
+    from npsco.ppo.config import preset
+    from npsco.ppo.trainer import Trainer
 
     checkpoint = tmp_path / "hopper.safetensors"
     Trainer(preset("Hopper-v5"), tensorboard=False).policy().save(checkpoint)

@@ -4,15 +4,17 @@ reaches a goal from most starts while its deterministic behaviour is at least r0
 import numpy as np
 import pytest
 
-from npsco.config import MAZE_ID, MethodConfig, preset
 from npsco.evaluation import run_episodes
+from npsco.methods.settings import MethodConfig
 from npsco.novelty.metrics import policy_distance
 from npsco.population import Population, PopulationConfig
+from npsco.ppo.config import preset
+from npsco.tasks import MAZE_ID
 
 
 @pytest.mark.slow
 def test_default_ipd_on_the_maze_is_novel_and_still_reaches_goals(tmp_path):
-    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig(method="ipd"), refs=2, novel=1)
+    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ipd"), refs=2, novel=1)
     pop = Population(tmp_path / "pop", config, progress=False, log=lambda line: None)
     members = pop.run()
     refs = [pop.policy(m) for m in members if m.role == "reference"]

@@ -4,11 +4,12 @@ computed by the numpy update (`NumpyPPOUpdate`, the default): the fast update do
 import numpy as np
 import pytest
 
-from npsco.algos.numpy_update import NumpyPPOUpdate
-from npsco.algos.ppo import train
-from npsco.config import MAZE_ID, preset
 from npsco.envs.maze import GOAL_NAMES
 from npsco.evaluation import run_episodes
+from npsco.ppo.config import preset
+from npsco.ppo.fast_update import NumpyPPOUpdate
+from npsco.ppo.train import train
+from npsco.tasks import MAZE_ID
 
 
 @pytest.mark.slow

@@ -1,11 +1,14 @@
-"""Tests of npsco.config: presets per task, validation, `--set key=value` overrides and the per-field docstrings."""
+"""Tests of PPO's settings (npsco.ppo.config): presets per task, validation, `--set key=value` overrides
+(npsco.fields) and the per-field docstrings."""
 
 import dataclasses
 
 import pytest
 
-from npsco.config import MAZE_ID, PPOConfig, apply_overrides, field_docs, method_reads, preset, task_family
 from npsco.errors import NpscoError
+from npsco.fields import apply_overrides, field_docs
+from npsco.ppo.config import PPOConfig, preset
+from npsco.tasks import MAZE_ID, task_family
 
 MUJOCO = ["Hopper", "Walker2d", "HalfCheetah"]
 
@@ -218,7 +221,7 @@ class _Partly:  # (module level: field_docs parses the class's source, which mus
 
 
 def test_every_config_field_has_a_docstring():
-    docs = field_docs()
+    docs = field_docs(PPOConfig)
     names = [f.name for f in dataclasses.fields(PPOConfig)]
     assert list(docs) == names  # every field, in order, nothing else
     for name in names:
@@ -227,37 +230,38 @@ def test_every_config_field_has_a_docstring():
 
 
 def test_field_docs_reads_the_string_under_each_field():
-    assert field_docs()["gamma"] == "Discount factor."
-    assert field_docs()["num_envs"] == "Number of environments stepped in parallel (one vector env)."
+    assert field_docs(PPOConfig)["gamma"] == "Discount factor."
+    assert field_docs(PPOConfig)["num_envs"] == "Number of environments stepped in parallel (one vector env)."
     assert field_docs(_Partly) == {"documented": "It is documented over two lines."}
 
 
-def test_default_threshold_multiple_per_task_and_r0_scale_is_not_a_method_setting():
-    from npsco.config import MethodConfig, default_r0_scale
+def test_default_threshold_multiple_is_the_methods_and_r0_scale_is_not_a_method_setting():
+    from npsco.methods.registry import default_r0_scale
+    from npsco.methods.settings import MethodConfig
     from npsco.population_config import PopulationConfig
 
-    assert [default_r0_scale(t) for t in (MAZE_ID, "Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")] == [0.5] * 4
+    assert [default_r0_scale(m) for m in ("ipd", "wsr", "tnb", "ctnb", "cpo")] == [0.5] * 5
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig()).validate().r0_scales == (0.5,)
     assert PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig()).validate().r0_scales == (0.5,)
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig(r0=0.6)).validate().r0_scales == (1.0,)
     assert PopulationConfig(ppo=preset("Hopper-v5"), method=MethodConfig(), r0_scales=(2,)).validate().r0_scales == (
         2.0,
     )
-    with pytest.raises(NpscoError, match="r0_scale is not a method setting.*--r0-scale"):
-        apply_overrides(MethodConfig(), ["r0_scale=2"]).validate()
+    with pytest.raises(NpscoError, match="r0_scale: not a setting of method ipd"):
+        MethodConfig().with_settings(["r0_scale=2"])
 
 
-def test_method_reads_its_own_knobs_and_the_shared_ones():
-    assert method_reads("tnb", "tnb_rule") and method_reads("ctnb", "tnb_rule") and method_reads("ctnb", "ctnb_slack")
-    assert not method_reads("ipd", "tnb_rule") and not method_reads("tnb", "ctnb_slack")
-    assert not method_reads("ppo", "cpo_max_kl") and not method_reads("wsr", "ipd_rule")
-    assert method_reads("wsr", "wsr_weight") and method_reads("cpo", "cpo_damping") and method_reads("ipd", "ipd_slack")
-    assert all(method_reads(m, k) for m in ("ppo", "ipd", "tnb") for k in ("method", "r0", "t_start", "metric"))
+def test_a_seed_out_of_range_is_refused_before_anything_runs():
+    from npsco.ppo.config import MAX_SEED
+
+    for seed in (-5, MAX_SEED + 1, 2**70):
+        with pytest.raises(NpscoError, match=r"seed must be in \[0, "):
+            PPOConfig(seed=seed).validate()
+    PPOConfig(seed=MAX_SEED).validate()
 
 
-def test_the_ipd_only_threshold_settings_are_read_by_ipd_alone():
-    from npsco.config import method_reads
-
-    for key in ("r0_warmup", "r0_profile", "ipd_rule"):
-        assert method_reads("ipd", key) and not method_reads("wsr", key) and not method_reads("cpo", key)
-    assert method_reads("wsr", "novelty_discount") and method_reads("tnb", "metric")
+def test_the_budget_says_when_the_steps_are_not_whole_batches():
+    assert PPOConfig(total_timesteps=4096, num_steps=2048).budget() == "4,096"
+    assert (
+        PPOConfig(total_timesteps=5000, num_steps=2048).budget() == "4,096 (5,000 asked: 2 whole iterations of 2,048)"
+    )

@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from npsco.algos.constrained import (
+from npsco.methods.constrained import (
     TNB_RULES,
     CPOStepInfo,
     bisector,

@@ -13,7 +13,6 @@ import pytest
 
 import npsco.stats  # noqa: F401  (scipy is imported at collection, so that no test pays for it)
 from npsco.cli import main
-from npsco.config import MAZE_ID
 from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
@@ -23,6 +22,8 @@ from npsco.evaluation.scoring import score_rows, statistics
 from npsco.manifest import Chain
 from npsco.report.data import fig2_panels, fig3_data, fig4_data
 from npsco.report.provenance import population_command
+from npsco.selection import meets_criteria
+from npsco.tasks import MAZE_ID
 
 EPISODES = 6
 SQRT_1_25 = float(np.sqrt(1.25))
@@ -158,6 +159,23 @@ def test_score_rows_success_by_median_of_reference_returns_and_relative_novelty(
     assert scored[7].relative_novelty is None and scored[7].relative_novelty_paper is None
     assert scored[5].best_training_eval == 3.0 and scored[7].best_training_eval is None
     assert novel[0].success is None and novel[0].success_baseline is None  # inputs untouched
+
+
+def test_score_rows_the_papers_criteria_against_r0_default_or_the_own_threshold():
+    refs = [erow(role="reference", return_mean=r) for r in (10.0, 20.0, 30.0)]  # median 20: 0.8 x 20 = 16
+    novel = [
+        erow(return_mean=16.0, nearest=0.5, threshold=0.25),  # both criteria exactly met
+        erow(return_mean=15.9, nearest=0.9, threshold=0.25),  # return too low
+        erow(return_mean=40.0, nearest=0.49, threshold=0.25),  # below r0_default, above its own 0.5x threshold
+        erow(return_mean=40.0, nearest=None),  # no distance: not judged
+    ]
+    scored = score_rows(refs + novel, ppo_mean_distance=None, r0_default=0.5)[3:]
+    assert [r.meets for r in scored] == [True, False, False, None]
+    assert [r.return_ratio for r in scored] == pytest.approx([0.8, 0.795, 2.0, 2.0])
+    assert [r.nearest_ratio for r in scored[:3]] == pytest.approx([1.0, 1.8, 0.98]) and scored[3].nearest_ratio is None
+    own = score_rows(refs + novel, ppo_mean_distance=None, r0_default=None)[3:]  # an absolute r0: its own threshold
+    assert [r.meets for r in own] == [True, False, True, None]
+    assert meets_criteria(16.0, 20.0, 1.0, 1.0) and not meets_criteria(16.0, 20.0, 0.99, 1.0)
 
 
 def test_score_rows_without_references_or_distance_leaves_blanks():
@@ -307,9 +325,9 @@ def test_groups_and_chain_scales():
     # the run's primary multiple (its first r0_scales entry) counts as the method
     assert group_of("novel", "ipd", Chain.parse("ipd-r0x0.5"), 0.5) == "ipd"
     assert group_of("novel", "ipd", Chain.parse("ipd-r0x1"), 0.5) == "ipd-r0x1"
-    assert primary_scale({"r0_scales": [0.5, 1.0, 2.0]}, "npsco/FourRewardMaze-v0") == 0.5
-    assert primary_scale({"r0_scales": [1.0, 0.5]}, "Hopper-v5") == 1.0
-    assert primary_scale({}, "Hopper-v5") == 0.5 and primary_scale({}, "npsco/FourRewardMaze-v0") == 0.5
+    assert primary_scale({"r0_scales": [0.5, 1.0, 2.0]}) == 0.5
+    assert primary_scale({"r0_scales": [1.0, 0.5]}) == 1.0
+    assert primary_scale({}) == 0.5 and primary_scale({"method": {"method": "ipd"}}) == 0.5
     assert Chain.parse("ipd-r0x2").scale == 2.0 and Chain.parse("ipd").scale is None
 
 
@@ -366,10 +384,11 @@ def test_figure_data_from_rows():
 
 
 def test_population_command_reconstructs_the_flags(tmp_path):
-    from npsco.config import MethodConfig, preset
+    from npsco.methods.settings import MethodConfig
+    from npsco.ppo.config import preset
 
     ppo = preset(MAZE_ID).to_dict() | {"total_timesteps": 2048, "learning_rate": 5e-4}
-    method = MethodConfig(method="ipd", t_start=5).to_dict()
+    method = MethodConfig.of("ipd", t_start=5).to_dict()
     config = {"ppo": ppo, "method": method, "refs": 2, "novel": 3, "r0_scales": [1.0, 2.0], "refs_from": "/x/ppo"}
     command = population_command(tmp_path / "run", config)
     assert command.startswith(

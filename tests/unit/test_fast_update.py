@@ -1,4 +1,4 @@
-"""The numpy PPO update (`NumpyPPOUpdate`) against the torch reference loop (`Trainer.ppo_update_torch`): the same
+"""The numpy PPO update (`NumpyPPOUpdate`) against the torch reference loop (`Learner.ppo_update_torch`): the same
 gradients on random data (both branches of every clip exercised), the same whole update (parameters, Adam state,
 statistics), the same early stop, the torch optimiser still usable afterwards, the `update_backend` setting, a
 fallback with a warning when it cannot apply, and numpy's BLAS threads during the update."""
@@ -12,17 +12,18 @@ import pytest
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from npsco.algos import numpy_update
-from npsco.algos.hooks import Method, StepOutcome
-from npsco.algos.maths import normalize_advantages, policy_loss
-from npsco.algos.numpy_update import NumpyPPOUpdate
-from npsco.algos.rollout import Batch
-from npsco.algos.trainer import Trainer
-from npsco.config import PPOConfig
 from npsco.errors import NpscoError
+from npsco.ppo import fast_update as numpy_update
+from npsco.ppo.config import PPOConfig
+from npsco.ppo.fast_update import NumpyPPOUpdate
+from npsco.ppo.hooks import Hooks, StepOutcome
+from npsco.ppo.learner import Learner
+from npsco.ppo.maths import normalize_advantages, policy_loss
+from npsco.ppo.rollout import Batch
+from npsco.ppo.trainer import Trainer
 
 
-class ExtraStream(Method):
+class ExtraStream(Hooks):
     """A method with a second reward stream (like TNB's novelty), so the update trains two critics."""
 
     streams = ("novelty",)
@@ -33,13 +34,13 @@ class ExtraStream(Method):
 
 @pytest.fixture
 def maze_trainer(tiny_maze):
-    """`maze_trainer(method=None, trainer_class=Trainer, **settings)`: a maze trainer of 8 envs x 32 steps, 4
+    """`maze_trainer(method=None, **settings)`: a maze trainer of 8 envs x 32 steps, 4
     minibatches, 3 epochs and small networks, `settings` over them."""
 
-    def make(method=None, trainer_class=Trainer, **settings) -> Trainer:
+    def make(method=None, **settings) -> Trainer:
         base = dict(num_envs=8, num_steps=32, num_minibatches=4, update_epochs=3, actor_hidden=(32, 10), seed=3)
         cfg = tiny_maze(**{**base, "critic_hidden": (16,), **settings})
-        return trainer_class(cfg, method, tensorboard=False)
+        return Trainer(cfg, method, tensorboard=False)
 
     return make
 
@@ -81,12 +82,12 @@ def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, met
     batch = Batch(
         obs=obs, actions=actions, logprobs=old_lp, advantages={"task": adv}, returns=returns, values=values, size=256
     )
-    v_loss = tr.critic_loss(batch, mb, obs)
+    v_loss = tr.learner.critic_loss(batch, mb, obs)
     loss = pg - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
-    tr.optimizer.zero_grad(set_to_none=True)
+    tr.learner.optimizer.zero_grad(set_to_none=True)
     loss.backward()
 
-    fast = NumpyPPOUpdate(tr.cfg, tr.agent, tr.optimizer, tr.streams)
+    fast = NumpyPPOUpdate(tr.cfg, tr.agent, tr.learner.optimizer, tr.streams)
     fast._load()
     stats = fast.loss_and_grad(
         obs.numpy(),
@@ -104,13 +105,17 @@ def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, met
 
 
 def snapshot(tr: Trainer):
-    return copy.deepcopy(tr.agent.state_dict()), copy.deepcopy(tr.optimizer.state_dict()), tr.torch_rng.get_state()
+    return (
+        copy.deepcopy(tr.agent.state_dict()),
+        copy.deepcopy(tr.learner.optimizer.state_dict()),
+        tr.learner.torch_rng.get_state(),
+    )
 
 
 def restore(tr: Trainer, snap) -> None:
     tr.agent.load_state_dict(snap[0])
-    tr.optimizer.load_state_dict(copy.deepcopy(snap[1]))  # (load_state_dict aliases the tensors it is given)
-    tr.torch_rng.set_state(snap[2])
+    tr.learner.optimizer.load_state_dict(copy.deepcopy(snap[1]))  # (load_state_dict aliases the tensors it is given)
+    tr.learner.torch_rng.set_state(snap[2])
 
 
 def params_vector(tr: Trainer) -> np.ndarray:
@@ -118,7 +123,7 @@ def params_vector(tr: Trainer) -> np.ndarray:
 
 
 def adam_state(tr: Trainer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    st = [tr.optimizer.state[p] for p in tr.agent.parameters()]
+    st = [tr.learner.optimizer.state[p] for p in tr.agent.parameters()]
     return (
         np.concatenate([s["exp_avg"].reshape(-1).numpy() for s in st]),
         np.concatenate([s["exp_avg_sq"].reshape(-1).numpy() for s in st]),
@@ -132,20 +137,20 @@ def test_whole_update_equals_the_torch_loop(history, method, maze_trainer):
     tr = maze_trainer(method, ent_coef=0.003)
     batch = tr.compute_advantages(tr.collect_rollout())
     if history != "fresh":
-        tr.ppo_update_torch(batch)
+        tr.learner.ppo_update_torch(batch)
         batch = tr.compute_advantages(tr.collect_rollout())
     if history == "uneven-steps":  # a critic-only torch step (as CPO's critic update): the actor's Adam lags behind
-        tr.optimizer.zero_grad(set_to_none=True)
-        tr.critic_loss(batch, torch.arange(64)).backward()
-        tr.optimizer.step()
+        tr.learner.optimizer.zero_grad(set_to_none=True)
+        tr.learner.critic_loss(batch, torch.arange(64)).backward()
+        tr.learner.optimizer.step()
     snap = snapshot(tr)
     before = params_vector(tr)
 
-    out_torch = tr.ppo_update_torch(batch)
+    out_torch = tr.learner.ppo_update_torch(batch)
     after_torch, state_torch = params_vector(tr), adam_state(tr)
     restore(tr, snap)
-    assert NumpyPPOUpdate.unsupported(tr.agent, tr.optimizer, tr.streams) is None
-    out_numpy = tr.ppo_update(batch)
+    assert NumpyPPOUpdate.unsupported(tr.agent, tr.learner.optimizer, tr.streams) is None
+    out_numpy = tr.learner.ppo_update(batch)
     after_numpy, state_numpy = params_vector(tr), adam_state(tr)
 
     d_torch, d_numpy = after_torch - before, after_numpy - before
@@ -158,9 +163,9 @@ def test_whole_update_equals_the_torch_loop(history, method, maze_trainer):
     for k in out_torch:
         assert out_numpy[k] == pytest.approx(out_torch[k], rel=1e-4, abs=1e-6), k
     # the torch optimiser carries on from the state the numpy update left
-    tr.optimizer.zero_grad(set_to_none=True)
-    tr.critic_loss(batch, torch.arange(64)).backward()
-    tr.optimizer.step()
+    tr.learner.optimizer.zero_grad(set_to_none=True)
+    tr.learner.critic_loss(batch, torch.arange(64)).backward()
+    tr.learner.optimizer.step()
     assert np.all(np.isfinite(params_vector(tr)))
 
 
@@ -168,10 +173,10 @@ def test_early_stop_on_target_kl_matches(maze_trainer):
     tr = maze_trainer(target_kl=1e-9)
     batch = tr.compute_advantages(tr.collect_rollout())
     snap = snapshot(tr)
-    tr.ppo_update_torch(batch)
+    tr.learner.ppo_update_torch(batch)
     steps_torch = adam_state(tr)[2]
     restore(tr, snap)
-    tr.ppo_update(batch)
+    tr.learner.ppo_update(batch)
     steps_numpy = adam_state(tr)[2]
     np.testing.assert_array_equal(steps_numpy, steps_torch)
     assert steps_numpy[0] == tr.cfg.num_minibatches  # one epoch only
@@ -179,27 +184,28 @@ def test_early_stop_on_target_kl_matches(maze_trainer):
 
 def test_falls_back_to_torch_with_a_warning_when_the_optimiser_is_not_adam(maze_trainer):
     tr = maze_trainer()
-    tr.optimizer = torch.optim.SGD(tr.agent.parameters(), lr=1e-3)
-    assert "Adam" in NumpyPPOUpdate.unsupported(tr.agent, tr.optimizer, tr.streams)
+    tr.learner.optimizer = torch.optim.SGD(tr.agent.parameters(), lr=1e-3)
+    assert "Adam" in NumpyPPOUpdate.unsupported(tr.agent, tr.learner.optimizer, tr.streams)
     batch = tr.compute_advantages(tr.collect_rollout())
     before = params_vector(tr)
     with pytest.warns(UserWarning, match="update_backend=numpy: the optimiser is not torch.optim.Adam"):
-        out = tr.ppo_update(batch)
+        out = tr.learner.ppo_update(batch)
     assert np.isfinite(out["losses/policy_loss"]) and not np.allclose(params_vector(tr), before)
 
 
-def test_a_trainer_that_overrides_critic_loss_gets_the_torch_update(maze_trainer):
+def test_a_learner_that_overrides_critic_loss_gets_the_torch_update(maze_trainer):
     calls = []
 
-    class OwnCriticLoss(Trainer):
+    class OwnCriticLoss(Learner):
         def critic_loss(self, batch, mb, obs=None):
             calls.append(len(mb))
             return 2.0 * super().critic_loss(batch, mb, obs)
 
-    tr = maze_trainer(trainer_class=OwnCriticLoss)
+    tr = maze_trainer()
+    tr.learner = OwnCriticLoss(tr.cfg, tr.agent, tr.streams)
     batch = tr.compute_advantages(tr.collect_rollout())
-    with pytest.warns(UserWarning, match="update_backend=numpy: the trainer overrides critic_loss"):
-        tr.ppo_update(batch)
+    with pytest.warns(UserWarning, match="update_backend=numpy: the learner overrides critic_loss"):
+        tr.learner.ppo_update(batch)
     assert calls == [64] * tr.cfg.num_minibatches * tr.cfg.update_epochs  # the overridden loss trained the critic
 
 
@@ -209,12 +215,12 @@ def test_the_numpy_update_is_built_once_per_agent_and_optimiser(monkeypatch, maz
     monkeypatch.setattr(NumpyPPOUpdate, "__init__", lambda self, *a: built.append(1) or original(self, *a))
     tr = maze_trainer()
     batch = tr.compute_advantages(tr.collect_rollout())
-    tr.ppo_update(batch)
-    tr.ppo_update(batch)
+    tr.learner.ppo_update(batch)
+    tr.learner.ppo_update(batch)
     assert len(built) == 1
-    tr.optimizer = torch.optim.Adam(tr.agent.parameters(), lr=1e-4, eps=1e-5)  # another optimiser: built for it
-    tr.ppo_update(batch)
-    assert len(built) == 2 and tr.optimizer.state[tr.agent.actor_logstd]["step"] == tr.cfg.num_minibatches * 3
+    tr.learner.optimizer = torch.optim.Adam(tr.agent.parameters(), lr=1e-4, eps=1e-5)  # another optimiser: built for it
+    tr.learner.ppo_update(batch)
+    assert len(built) == 2 and tr.learner.optimizer.state[tr.agent.actor_logstd]["step"] == tr.cfg.num_minibatches * 3
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
@@ -223,8 +229,8 @@ def test_update_backend_selects_the_update(monkeypatch, backend, maze_trainer):
     batch = tr.compute_advantages(tr.collect_rollout())
     calls = []
     monkeypatch.setattr(NumpyPPOUpdate, "run", lambda self, *a: calls.append("numpy") or {})
-    monkeypatch.setattr(Trainer, "ppo_update_torch", lambda self, *a: calls.append("torch") or {})
-    tr.ppo_update(batch)
+    monkeypatch.setattr(Learner, "ppo_update_torch", lambda self, *a: calls.append("torch") or {})
+    tr.learner.ppo_update(batch)
     assert calls == [backend]
 
 
@@ -245,7 +251,7 @@ def test_the_update_runs_numpys_blas_with_torch_threads_and_restores_it(monkeypa
     tr = maze_trainer(torch_threads=1)
     batch = tr.compute_advantages(tr.collect_rollout())
     with threadpool_limits(2, user_api="blas"):
-        tr.ppo_update(batch)
+        tr.learner.ppo_update(batch)
         assert blas_threads() == [2] * len(blas_threads())
     assert seen == [[1] * len(seen[0])]
     assert numpy_update._blas() is numpy_update._blas()  # the libraries are looked up once

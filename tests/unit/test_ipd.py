@@ -7,14 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from npsco.algos.hooks import StepInfo
-from npsco.algos.ipd import IPD, ipd_cumulative_violation, ipd_instant_violation, profile_at, warmup_threshold
-from npsco.algos.rollout import RolloutSummary
-from npsco.algos.trainer import Trainer
-from npsco.config import MAZE_ID, MethodConfig, preset
 from npsco.errors import NpscoError
+from npsco.methods.base import MethodContext
+from npsco.methods.ipd import IPD, ipd_cumulative_violation, ipd_instant_violation, profile_at, warmup_threshold
+from npsco.methods.settings import MethodConfig
 from npsco.novelty.metrics import running_novelty
 from npsco.novelty.references import NoveltyTracker, ReferenceSet
+from npsco.ppo.config import preset
+from npsco.ppo.hooks import StepInfo
+from npsco.ppo.rollout import RolloutSummary
+from npsco.ppo.trainer import Trainer
+from npsco.tasks import MAZE_ID
 
 # ------------------------------------------------------------------------------------------- the rules, scripted
 # Per-step distances to two references; reference 0 is the nearest. Running means of reference 0:
@@ -133,7 +136,7 @@ def maze_trainer(refs, r0, num_envs=4, num_steps=40, seed=3, profile=None, itera
     cfg.num_envs, cfg.num_steps, cfg.num_minibatches = num_envs, num_steps, 2
     cfg.total_timesteps = iterations * num_envs * num_steps
     cfg.max_episode_steps, cfg.eval_every, cfg.seed = MAX_STEPS, 0, seed
-    ipd = RecordingIPD(ReferenceSet(refs), r0, MethodConfig(method="ipd", **method), MAZE_ID, profile)
+    ipd = RecordingIPD(ReferenceSet(refs), r0, MethodConfig.of("ipd", **method), MAZE_ID, profile)
     ipd.steps = []
     trainer = Trainer(cfg, ipd, tensorboard=False)
     # the new policy: mean action exactly (0, 0) everywhere (zero weights and biases), std e^-30: it stands still
@@ -266,7 +269,7 @@ def test_references_of_another_task_are_refused_by_the_trainer(maze_policies):
 def test_ipd_refuses_a_non_positive_threshold(maze_policies):
     for bad in (0.0, -1.0, math.nan, math.inf):
         with pytest.raises(NpscoError, match="r0 must be a positive number"):
-            IPD(ReferenceSet([maze_policies.const([0.0, 0.0])]), bad, MethodConfig(method="ipd"), MAZE_ID)
+            IPD(ReferenceSet([maze_policies.const([0.0, 0.0])]), bad, MethodConfig.of("ipd"), MAZE_ID)
 
 
 def test_novelty_metrics_of_an_iteration_on_scripted_values(maze_policies):
@@ -359,11 +362,11 @@ def test_a_reference_profile_scales_the_threshold_per_episode_step(profile, end_
 def test_a_profile_is_used_exactly_when_r0_profile_is_reference(maze_policies):
     refs = ReferenceSet([maze_policies.const([0.0, 0.0])])
     with pytest.raises(NpscoError, match="r0_profile=reference needs"):
-        IPD(refs, 0.5, MethodConfig(method="ipd", r0_profile="reference"), MAZE_ID)
+        IPD(refs, 0.5, MethodConfig.of("ipd", r0_profile="reference"), MAZE_ID)
     with pytest.raises(NpscoError, match="r0_profile=reference needs"):
-        IPD(refs, 0.5, MethodConfig(method="ipd"), MAZE_ID, np.ones(3))
+        IPD(refs, 0.5, MethodConfig.of("ipd"), MAZE_ID, np.ones(3))
     with pytest.raises(NpscoError, match="positive numbers"):
-        IPD(refs, 0.5, MethodConfig(method="ipd", r0_profile="reference"), MAZE_ID, np.array([1.0, -1.0]))
+        IPD(refs, 0.5, MethodConfig.of("ipd", r0_profile="reference"), MAZE_ID, np.array([1.0, -1.0]))
 
 
 @pytest.mark.parametrize(
@@ -374,20 +377,21 @@ def test_a_profile_is_used_exactly_when_r0_profile_is_reference(maze_policies):
         (dict(r0_warmup=-0.1), "r0_warmup"),
         (dict(r0_warmup=2.0), "r0_warmup"),
         (dict(r0_profile="x"), "r0_profile"),
-        (dict(method="wsr", r0_warmup=0.5), "IPD settings"),
-        (dict(method="cpo", r0_profile="reference"), "IPD settings"),
+        (dict(method="wsr", r0_warmup=0.5), "r0_warmup: not a setting of method wsr"),
+        (dict(method="cpo", r0_profile="reference"), "r0_profile: not a setting of method cpo"),
     ],
 )
 def test_bad_threshold_settings_are_refused(settings, message):
     with pytest.raises(NpscoError, match=message):
-        MethodConfig(**settings).validate()
+        MethodConfig.of(settings.pop("method", "ipd"), **settings).validate()
 
 
-def test_only_ipd_takes_a_threshold_profile(maze_policies):
-    from npsco.algos import make_method
+def test_only_ipd_with_r0_profile_reference_uses_a_threshold_profile(maze_policies):
+    from npsco.methods import METHODS, make_method
 
+    assert [m for m in METHODS if METHODS[m].uses_profile(MethodConfig.of(m))] == []
+    config = MethodConfig.of("ipd", r0_profile="reference")
+    assert METHODS["ipd"].uses_profile(config)
     refs = ReferenceSet([maze_policies.const([0.0, 0.0])])
-    with pytest.raises(NpscoError, match="a threshold profile is IPD's alone"):
-        make_method(MethodConfig(method="wsr"), refs, 0.5, MAZE_ID, profile=np.ones(3))
-    ipd = make_method(MethodConfig(method="ipd", r0_profile="reference"), refs, 0.5, MAZE_ID, profile=np.ones(3))
+    ipd = make_method(config, MethodContext(MAZE_ID, refs, 0.5, r0_profile=np.ones(3)))
     assert isinstance(ipd, IPD) and ipd.metadata()["r0_profile_values"] == [1.0, 1.0, 1.0]

@@ -9,17 +9,18 @@ import pytest
 import torch
 from torch.distributions import Normal, kl_divergence
 
-from npsco.algos import make_method
-from npsco.algos.constrained import bisector, flat_grad, get_flat_params
-from npsco.algos.cpo import CPO, CPOProblem, gaussian_kl, novelty_cost
-from npsco.algos.hooks import Method
-from npsco.algos.maths import normalize_advantages, policy_loss
-from npsco.algos.tnb import CTNB, TNB, ctnb_violated
-from npsco.algos.trainer import Trainer
-from npsco.algos.wsr import WSR, wsr_shape
-from npsco.config import MAZE_ID, MethodConfig
 from npsco.errors import NpscoError
+from npsco.methods import make_method
+from npsco.methods.base import Method, MethodContext
+from npsco.methods.constrained import bisector, flat_grad, get_flat_params
+from npsco.methods.cpo import CPO, CPOProblem, gaussian_kl, novelty_cost
+from npsco.methods.settings import MethodConfig
+from npsco.methods.tnb import CTNB, TNB, ctnb_violated
+from npsco.methods.wsr import WSR, wsr_shape
 from npsco.novelty.references import ReferenceSet
+from npsco.ppo.maths import normalize_advantages, policy_loss
+from npsco.ppo.trainer import Trainer
+from npsco.tasks import MAZE_ID
 
 
 @pytest.fixture
@@ -37,8 +38,10 @@ def tiny_trainer(tiny_maze):
         maker = Trainer(dataclasses.replace(cfg, seed=7), tensorboard=False)
         reference = maker.policy()
         maker.envs.close()
-        config = MethodConfig(method=method, **knobs)
-        return Trainer(cfg, make_method(config, ReferenceSet([reference]), r0, MAZE_ID), tensorboard=False)
+        config = MethodConfig.of(method, **knobs)
+        return Trainer(
+            cfg, make_method(config, MethodContext(MAZE_ID, ReferenceSet([reference]), r0)), tensorboard=False
+        )
 
     return make
 
@@ -60,25 +63,25 @@ def flat(params) -> torch.Tensor:
 # ------------------------------------------------------------------------------------------------------ registry
 def test_make_method_builds_each_baseline_and_validates_its_knobs(tiny_trainer):
     trainer = tiny_trainer("wsr")
-    refs = trainer.method.references
+    refs = trainer.hooks.references
     for name, cls in (("wsr", WSR), ("tnb", TNB), ("ctnb", CTNB), ("cpo", CPO)):
-        method = make_method(MethodConfig(method=name), refs, 0.1, MAZE_ID)
+        method = make_method(MethodConfig.of(name), MethodContext(MAZE_ID, refs, 0.1))
         assert type(method) is cls and method.name == name
-    assert type(make_method(MethodConfig(method="ppo"), refs, None, MAZE_ID)) is Method
-    assert MethodConfig().tnb_rule == "authors"
+    assert type(make_method(MethodConfig.of("ppo"), MethodContext(MAZE_ID, refs, None))) is Method
+    assert MethodConfig.of("tnb").options.tnb_rule == "authors"
     for rule in ("authors", "paper_eq5", "safe", "paper"):  # `paper`: the name of paper_eq5 in older runs
-        MethodConfig(method="tnb", tnb_rule=rule).validate()
-    for bad in (
-        dict(tnb_rule="sum"),
-        dict(ctnb_slack=-1.0),
-        dict(cpo_max_kl=0.0),
-        dict(cpo_damping=0.0),
-        dict(cpo_cg_iters=0),
-        dict(cpo_backtrack_iters=0),
-        dict(cpo_backtrack_coef=1.0),
+        MethodConfig.of("tnb", tnb_rule=rule).validate()
+    for method, bad, message in (
+        ("tnb", dict(tnb_rule="sum"), "tnb_rule must be one of"),
+        ("ctnb", dict(ctnb_slack=-1.0), "ctnb_slack must be >= 0"),
+        ("cpo", dict(cpo_max_kl=0.0), "cpo_max_kl must be > 0"),
+        ("cpo", dict(cpo_damping=0.0), "cpo_damping must be > 0"),
+        ("cpo", dict(cpo_cg_iters=0), "cpo_cg_iters must be > 0"),
+        ("cpo", dict(cpo_backtrack_iters=0), "cpo_backtrack_iters must be > 0"),
+        ("cpo", dict(cpo_backtrack_coef=1.0), "cpo_backtrack_coef must be in"),
     ):
-        with pytest.raises(NpscoError):
-            MethodConfig(method="tnb", **bad).validate()
+        with pytest.raises(NpscoError, match=message):
+            MethodConfig.of(method, **bad).validate()
 
 
 # ----------------------------------------------------------------------------------------------------------- WSR
@@ -94,7 +97,7 @@ def test_wsr_shapes_on_exact_numbers():
 @pytest.mark.parametrize("shape, u, bonus", [("linear", 0.5, 5.0), ("exp", 0.0, 10.0), ("neg_exp", 0.0, -10.0)])
 def test_wsr_trains_on_task_reward_plus_bonus_but_reports_the_task_return(shape, u, bonus, tiny_trainer):
     trainer = tiny_trainer("wsr", num_steps=128, wsr_shape=shape)  # maze default weight 10; 100-step episodes
-    method = trainer.method
+    method = trainer.hooks
     method.tracker.update = lambda obs, action, std: (None, np.full(obs.shape[0], u))  # a known running novelty
     task_rewards = []
     on_step = method.on_step
@@ -124,16 +127,16 @@ def tnb_expected(trainer: Trainer, batch, rule: str = "authors"):
     f = -flat_grad(losses[0], agent.actor_parameters(), retain_graph=True)
     g = -flat_grad(losses[1], agent.actor_parameters())
     all_mb = torch.arange(batch.size)
-    critic_grad = flat_grad(cfg.vf_coef * trainer.critic_loss(batch, all_mb), agent.critic_parameters())
+    critic_grad = flat_grad(cfg.vf_coef * trainer.learner.critic_loss(batch, all_mb), agent.critic_parameters())
     return f, g, bisector(f, g, rule), critic_grad
 
 
 def sgd_update(trainer: Trainer, batch, lr: float = 0.1):
     """Run the method's update with plain SGD; returns (actor change, critic change, metrics)."""
     agent = trainer.agent
-    trainer.optimizer = torch.optim.SGD(agent.parameters(), lr=lr)
+    trainer.learner.optimizer = torch.optim.SGD(agent.parameters(), lr=lr)
     actor0, critic0 = flat(agent.actor_parameters()), flat(agent.critic_parameters())
-    out = trainer.method.update(trainer, batch)
+    out = trainer.hooks.update(trainer.learner, batch)
     return flat(agent.actor_parameters()) - actor0, flat(agent.critic_parameters()) - critic0, out
 
 
@@ -181,15 +184,15 @@ def test_ctnb_takes_the_plain_ppo_step_when_the_constraint_holds(tiny_trainer):
     agent = trainer.agent
     start = (
         {k: v.clone() for k, v in agent.state_dict().items()},
-        trainer.optimizer.state_dict(),
-        trainer.torch_rng.get_state(),
+        trainer.learner.optimizer.state_dict(),
+        trainer.learner.torch_rng.get_state(),
     )  # (the minibatches come from the trainer's generator)
-    out = trainer.method.update(trainer, batch)
+    out = trainer.hooks.update(trainer.learner, batch)
     after_ctnb = flat(agent.parameters())
     agent.load_state_dict(start[0])
-    trainer.optimizer.load_state_dict(start[1])
-    trainer.torch_rng.set_state(start[2])
-    trainer.ppo_update(batch)
+    trainer.learner.optimizer.load_state_dict(start[1])
+    trainer.learner.torch_rng.set_state(start[2])
+    trainer.learner.ppo_update(batch)
     assert out["ctnb/constraint_active"] == 0.0 and out["ctnb/margin_mean"] > 0 and "tnb/cos" not in out
     assert torch.equal(after_ctnb, flat(agent.parameters()))
 
@@ -202,7 +205,7 @@ def test_ctnb_takes_the_bisector_step_when_the_constraint_is_violated(tiny_train
     assert out["ctnb/constraint_active"] == 1.0 and out["ctnb/margin_mean"] < -2.0 and "tnb/cos" in out
     np.testing.assert_allclose(d_actor.numpy(), 0.1 * p.numpy(), rtol=1e-4, atol=1e-7)
     # the margins are reset for the next iteration
-    assert (trainer.method._margin_sum, trainer.method._active_steps) == (0.0, 0)
+    assert (trainer.hooks._margin_sum, trainer.hooks._active_steps) == (0.0, 0)
 
 
 # ----------------------------------------------------------------------------------------------------------- CPO
@@ -229,13 +232,13 @@ def measured_kl(trainer: Trainer, batch, old_mean: torch.Tensor, old_log_std: to
 def cpo_step_on_tiny_batch(tiny_trainer, r0: float, **knobs):
     trainer = tiny_trainer("cpo", r0=r0, **knobs)
     batch = rollout_batch(trainer)
-    cost = trainer.method._cost_sum / trainer.method._cost_n
+    cost = trainer.hooks._cost_sum / trainer.hooks._cost_n
     with torch.no_grad():
         old_mean, old_log_std = trainer.agent.actor_mean(batch.obs), trainer.agent.actor_logstd.clone()
-    problem = CPOProblem(trainer.agent, batch, True, 0.1, lambda: trainer.method.direct_cost(trainer.agent, batch.obs))
+    problem = CPOProblem(trainer.agent, batch, True, 0.1, lambda: trainer.hooks.direct_cost(trainer.agent, batch.obs))
     with torch.no_grad():
         before = [s.item() for s in problem.surrogates()]
-    out = trainer.method.policy_step(trainer.agent, batch, cost)
+    out = trainer.hooks.policy_step(trainer.agent, batch, cost)
     with torch.no_grad():
         after = [s.item() for s in problem.surrogates()]
     return out, measured_kl(trainer, batch, old_mean, old_log_std), before, after, cost
@@ -265,8 +268,8 @@ def test_cpo_direct_cost_is_the_batch_cost_as_a_function_of_the_policy(knobs, ti
     with torch.no_grad():
         trainer.agent.actor_logstd.fill_(-0.3)  # the reference's is 0: the std term has a gradient
     batch = rollout_batch(trainer)
-    direct = trainer.method.direct_cost(trainer.agent, batch.obs)
-    assert direct.item() == pytest.approx(trainer.method._cost_sum / trainer.method._cost_n, abs=1e-5)
+    direct = trainer.hooks.direct_cost(trainer.agent, batch.obs)
+    assert direct.item() == pytest.approx(trainer.hooks._cost_sum / trainer.hooks._cost_n, abs=1e-5)
     grad = flat_grad(direct, trainer.agent.actor_parameters())
     n_logstd = trainer.agent.actor_logstd.numel()
     # mean: through the policy's own mean action; sample + wasserstein2: only through the std
@@ -277,13 +280,13 @@ def test_cpo_direct_cost_is_the_batch_cost_as_a_function_of_the_policy(knobs, ti
 def test_cpo_update_logs_the_batch_cost_and_trains_only_the_critics_with_adam(tiny_trainer):
     trainer = tiny_trainer("cpo", r0=0.3)
     batch = rollout_batch(trainer)
-    costs = trainer.method._cost_sum / trainer.method._cost_n
+    costs = trainer.hooks._cost_sum / trainer.hooks._cost_n
     actor_before = flat(trainer.agent.actor_parameters())
     critics_before = flat(trainer.agent.critic_parameters())
-    out = trainer.method.train_critics(trainer, batch)
+    out = trainer.learner.fit_critics(batch)
     assert torch.equal(flat(trainer.agent.actor_parameters()), actor_before)
     assert not torch.equal(flat(trainer.agent.critic_parameters()), critics_before) and out["losses/value_loss"] > 0
-    full = trainer.method.update(trainer, batch)
+    full = trainer.hooks.update(trainer.learner, batch)
     assert full["cpo/cost"] == pytest.approx(costs)
     assert {"cpo/case", "cpo/kl", "cpo/step_accepted", "cpo/lambda", "cpo/nu", "losses/value_loss"} <= set(full)
     assert all(math.isfinite(v) for v in full.values())
@@ -291,8 +294,8 @@ def test_cpo_update_logs_the_batch_cost_and_trains_only_the_critics_with_adam(ti
 
 def test_cpo_cost_stream_is_centred_on_the_previous_batch_cost(tiny_trainer):
     trainer = tiny_trainer("cpo", r0=0.3)
-    method = trainer.method
-    method.update(trainer, rollout_batch(trainer))
+    method = trainer.hooks
+    method.update(trainer.learner, rollout_batch(trainer))
     first = method.cost_center
     buf = trainer.collect_rollout()
     second = method._cost_sum / method._cost_n  # J_C of this batch, uncentred

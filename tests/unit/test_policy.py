@@ -12,9 +12,9 @@ import pytest
 import torch
 from safetensors.numpy import load_file, save
 
-from npsco.algos.agent import ActorCritic, RunningMeanStd
 from npsco.errors import NpscoError
 from npsco.policy import REQUIRED_METADATA, Policy, load_policy, space_metadata
+from npsco.ppo.agent import ActorCritic, RunningMeanStd
 
 OBS_DIM, ACT_DIM = 5, 3
 
@@ -124,7 +124,7 @@ def make_policy(seed: int = 0, norm_obs: bool = True, bounds: float = 1.0) -> Po
         "method_config": {},
         "training": {"global_step": 2048, "iteration": 1},
     }
-    return Policy.from_agent(agent, act_space, meta)
+    return agent.to_policy(act_space, meta)
 
 
 @pytest.fixture

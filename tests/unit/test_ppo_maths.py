@@ -1,4 +1,4 @@
-"""Exact tests of PPO's maths (npsco.algos.maths, npsco.algos.rollout): GAE with episode ends, the losses, advantage
+"""Exact tests of PPO's maths (npsco.ppo.maths, npsco.ppo.rollout): GAE with episode ends, the losses, advantage
 normalisation, explained variance, reward scaling, and the rollout's bootstrap values on truncated vs terminated
 steps."""
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from npsco.algos.maths import compute_gae, explained_variance, normalize_advantages, policy_loss, value_loss
-from npsco.algos.rollout import RewardScaler
-from npsco.algos.trainer import Trainer
-from npsco.config import preset
 from npsco.policy import mlp_forward
+from npsco.ppo.config import preset
+from npsco.ppo.maths import compute_gae, explained_variance, normalize_advantages, policy_loss, value_loss
+from npsco.ppo.rollout import RewardScaler
+from npsco.ppo.trainer import Trainer
 
 
 # --------------------------------------------------------------------------------------------------------------- GAE

@@ -10,7 +10,6 @@ import mujoco
 import numpy as np
 import pytest
 
-from npsco.config import MAZE_ID
 from npsco.report import behaviour
 from npsco.report.behaviour import (
     FollowCamera,
@@ -20,6 +19,7 @@ from npsco.report.behaviour import (
     spread_steps,
     time_limit,
 )
+from npsco.tasks import MAZE_ID
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 

@@ -5,17 +5,17 @@ import numpy as np
 import pytest
 from gymnasium.spaces import Box
 
-from npsco.algos.hooks import Method
-from npsco.algos.trainer import Trainer
-from npsco.config import PPOConfig
 from npsco.errors import NpscoError
-from npsco.policy import Policy
+from npsco.methods.base import Method
+from npsco.ppo.agent import ActorCritic
+from npsco.ppo.config import PPOConfig
+from npsco.ppo.trainer import Trainer
 
 
 def test_training_snapshots_the_policy_once_per_iteration_and_reads_the_settings_once(monkeypatch, tiny_maze):
     snapshots, settings = [], []
-    from_agent = Policy.from_agent.__func__
-    monkeypatch.setattr(Policy, "from_agent", classmethod(lambda cls, *a: snapshots.append(1) or from_agent(cls, *a)))
+    to_policy = ActorCritic.to_policy
+    monkeypatch.setattr(ActorCritic, "to_policy", lambda self, *a: snapshots.append(1) or to_policy(self, *a))
 
     class Counted(Method):
         def metadata(self):

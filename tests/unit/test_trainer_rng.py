@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from npsco.algos.trainer import Trainer
+from npsco.ppo.trainer import Trainer
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def trainer(tiny_maze):
 
 
 def iterate(tr: Trainer) -> None:
-    tr.ppo_update(tr.compute_advantages(tr.collect_rollout()))
+    tr.learner.ppo_update(tr.compute_advantages(tr.collect_rollout()))
 
 
 def params(tr: Trainer) -> np.ndarray:

@@ -33,9 +33,9 @@ from gymnasium.spaces import Box
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from npsco.config import MUJOCO_TASKS
 from npsco.envs.protocol import checked_reset_mask, per_env_seeds
 from npsco.errors import NpscoError
+from npsco.tasks import MUJOCO_TASKS
 
 ENVPOOL_TASKS = tuple(f"{task}-{v}" for task in MUJOCO_TASKS for v in ("v4", "v5"))
 ENVPOOL_VERSION = "1.2.5"  # the version pinned by the `envpool` extra of pyproject.toml

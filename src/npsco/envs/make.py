@@ -17,10 +17,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from npsco.config import ENV_BACKENDS, MAZE_ID
 from npsco.envs.envpool_backend import EnvPoolVectorEnv, check_envpool_task, import_envpool
 from npsco.envs.maze import FourRewardMazeVec
 from npsco.errors import NpscoError
+from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 DEFAULT_EPISODE_STEPS = 1000
 """Time limit of a `module:Class` task (as MuJoCo's); `--set max_episode_steps=N` changes it."""

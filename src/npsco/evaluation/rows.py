@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from npsco.config import default_r0_scale
 from npsco.manifest import Chain
+from npsco.methods.registry import METHODS, default_r0_scale
 
 PAPER_ORDER = ("ppo", "wsr", "tnb", "cpo", "ctnb", "ipd")
 """Order of the methods in Table 1 (the paper's); other groups follow."""
@@ -58,6 +58,16 @@ class EvaluationRow:
     relative_novelty_paper: float | None = None
     relative_novelty: float | None = None
     state_novelty: float | None = None
+    nearest: float | None = None
+    """A novel policy's distance to the nearest policy it had to avoid (its manifest `references`)."""
+    nearest_ratio: float | None = None
+    """`nearest` / the run's r0_default (the paper's threshold, 1x; the member's own threshold with an absolute r0)."""
+    state_distance: float | None = None
+    """A novel policy's MMD to the nearest policy it had to avoid, between visited states (`npsco.novelty.states`)."""
+    return_ratio: float | None = None
+    """Return / the median return of the run's references (the success baseline)."""
+    meets: bool | None = None
+    """A novel policy meets the paper's criteria: return_ratio >= 0.8 and nearest_ratio >= 1 (`meets_criteria`)."""
     success: bool | None = None
     success_final: bool | None = None
     best_training_eval: float | None = None
@@ -146,9 +156,10 @@ def separate_scales(rows: list[dict]) -> list[dict]:
     ]
 
 
-def primary_scale(config: dict, env_id: str) -> float:
-    """The first threshold multiple of a population run's config.json (the task's default when it records none)."""
-    scales = config.get("r0_scales") or [default_r0_scale(env_id)]
+def primary_scale(config: dict) -> float:
+    """The first threshold multiple of a population run's config.json (its method's default when it records none)."""
+    method = str((config.get("method") or {}).get("method", "ipd"))
+    scales = config.get("r0_scales") or [default_r0_scale(method if method in METHODS else "ipd")]
     return float(scales[0])
 
 

@@ -23,6 +23,11 @@ from numpy.typing import ArrayLike
 
 Metric = Literal["deterministic", "wasserstein2"]
 """Name of a per-state distance."""
+ACTION_METRICS: tuple[str, ...] = ("deterministic", "wasserstein2")
+"""The per-state distances between the actions of two policies (this module)."""
+METRICS: tuple[str, ...] = (*ACTION_METRICS, "state")
+"""Every distance between policies npsco measures: the per-state action distances, and `state`, the distance between
+the distributions of the states the policies visit (`npsco.novelty.states`)."""
 Actions = ArrayLike | tuple[ArrayLike, ArrayLike]
 """Deterministic actions ``(..., A)``, or ``(mean, std)`` pairs of such arrays for ``"wasserstein2"``."""
 Policy = Callable[[np.ndarray], Actions]

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import gymnasium as gym
 import numpy as np
 
-from npsco.config import METRICS
 from npsco.errors import NpscoError
 from npsco.novelty import _kernels
+from npsco.novelty.metrics import ACTION_METRICS
 from npsco.policy import OBS_NORM_EPS, Policy
 
 
@@ -97,7 +97,7 @@ class _Group:
 
         This runs at every step of an IPD rollout, where every numpy call counts (cold caches after the simulator's
         step): few calls, in-place ufuncs, no np.clip wrapper, no bias additions, and the hidden layers' tanh compiled
-        (`_kernels.tanh_rows`; the timings: benchmarks/results/design_measurements.md)."""
+        (`_kernels.tanh_rows`; the timings: benchmarks/results/throughput/design_measurements.md)."""
         m, n = len(self.w1), obs.shape[0]
         first, later, box = self._inputs(n)
         np.subtract(obs.T, self.centre[:, None], out=first[:-1])
@@ -212,8 +212,8 @@ class ReferenceSet:
 def _check_metric(metric: str, std: np.ndarray | None) -> None:
     if metric == "wasserstein2" and std is None:
         raise ValueError("the wasserstein2 metric needs the new policy's std")
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
+    if metric not in ACTION_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {ACTION_METRICS}")
 
 
 def _describe(space: gym.spaces.Box) -> str:
@@ -240,8 +240,8 @@ class NoveltyTracker:
     ):
         if len(references) == 0:
             raise NpscoError("novelty needs at least one reference policy")
-        if metric not in METRICS:
-            raise NpscoError(f"unknown novelty metric {metric!r}; choose one of {', '.join(METRICS)}")
+        if metric not in ACTION_METRICS:
+            raise NpscoError(f"unknown novelty metric {metric!r}; choose one of {', '.join(ACTION_METRICS)}")
         if not 0 < discount <= 1:
             raise NpscoError(f"the novelty discount must be in (0, 1], got {discount!r}")
         self.references, self.metric, self.discount = references, metric, float(discount)

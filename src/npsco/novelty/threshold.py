@@ -1,5 +1,6 @@
 """The paper's default novelty threshold: r0 = mean pairwise distance between the PPO reference policies, each pair
-measured on the states visited by the first policy of the pair (its deterministic episodes)."""
+measured on the states visited by the first policy of the pair (its deterministic episodes); with the `state` metric,
+the mean pairwise distance between their visited-state distributions (`npsco.novelty.states`)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ from typing import cast
 
 import numpy as np
 
-from npsco.config import METRICS
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.novelty.metrics import (
+    METRICS,
     Metric,
     mean_pairwise_distance,
     per_state_distance,
     running_mean,
 )
 from npsco.novelty.metrics import Policy as PolicyActions
+from npsco.novelty.states import StateDistance
 from npsco.policy import Policy
 
 
@@ -55,13 +57,20 @@ class Threshold:
     metric: str = "deterministic"
     profile: np.ndarray | None = None
     discount: float = 1.0
+    states: StateDistance | None = None
+    """With the `state` metric: the state embedding and each policy's mean embedding."""
 
     def to_dict(self) -> dict:
-        metric = (
-            "||mu_i(s) - mu_j(s)||, executed (clipped) mean actions"
-            if self.metric == "deterministic"
-            else "the 2-Wasserstein distance between the Gaussians, "
-            "sqrt(||mu_i(s) - mu_j(s)||^2 + ||sigma_i - sigma_j||^2)"
+        metric = {
+            "deterministic": "||mu_i(s) - mu_j(s)||, executed (clipped) mean actions",
+            "wasserstein2": "the 2-Wasserstein distance between the Gaussians, "
+            "sqrt(||mu_i(s) - mu_j(s)||^2 + ||sigma_i - sigma_j||^2)",
+        }.get(self.metric)
+        definition = (
+            "mean over i != j of D(i, j) = mean over states visited by policy i (deterministic episodes) of " + metric
+            if metric
+            else "mean over i != j of D_state(i, j), the MMD between the policies' visited states (deterministic "
+            "episodes; npsco.novelty.states)"
         )
         out = {
             "r0_default": self.r0,
@@ -70,9 +79,10 @@ class Threshold:
             "episodes_per_policy": self.episodes,
             "seed": self.seed,
             "metric": self.metric,
-            "definition": "mean over i != j of D(i, j) = mean over states visited by policy i (deterministic "
-            f"episodes) of {metric}",
+            "definition": definition,
         }
+        if self.states is not None:
+            out["state"] = self.states.to_dict()
         if self.profile is not None:
             out["profile"] = [round(float(v), 6) for v in self.profile]
             out["profile_discount"] = self.discount
@@ -126,6 +136,12 @@ def default_threshold(
     if len(env_ids) > 1:
         raise NpscoError(f"policies come from different environments: {', '.join(sorted(map(str, env_ids)))}")
     episodes_of = [visited_episodes(p, episodes, seed, max_episode_steps) for p in policies]
+    names = list(names) if names is not None else [f"policy{i}" for i in range(len(policies))]
+    if metric == "state":
+        states = StateDistance.fit([np.concatenate(e) for e in episodes_of])
+        matrix = states.pairwise()
+        r0 = float(mean_pairwise_distance(matrix))
+        return Threshold(matrix=matrix, r0=r0, names=names, episodes=episodes, seed=seed, metric=metric, states=states)
     acts = [policy_actions(p, metric) for p in policies]
     # D(i, j) = the mean of the per-state distances over i's states; each episode's distances also feed the profile
     n = len(policies)
@@ -141,7 +157,6 @@ def default_threshold(
                 pairs.append(per_episode)
     r0 = float(mean_pairwise_distance(matrix))
     profile = distance_profile(pairs, discount) / r0 if r0 > 0 else None
-    names = list(names) if names is not None else [f"policy{i}" for i in range(len(policies))]
     return Threshold(
         matrix=matrix,
         r0=r0,

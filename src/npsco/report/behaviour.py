@@ -24,11 +24,11 @@ import gymnasium as gym
 import numpy as np
 from PIL import Image
 
-from npsco.config import MAZE_ID
 from npsco.envs.make import DEFAULT_EPISODE_STEPS, make_env
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_bytes
 from npsco.policy import Policy
+from npsco.tasks import MAZE_ID
 
 
 def default_mujoco_gl(

@@ -10,7 +10,10 @@ import shlex
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from npsco.config import PRESETS, MethodConfig, default_r0_scale, method_reads, preset
+from npsco.compat import current_method_settings
+from npsco.methods.registry import METHODS, default_r0_scale
+from npsco.methods.settings import MethodConfig
+from npsco.ppo.config import PRESETS, preset
 
 PACKAGES = ("npsco", "numpy", "scipy", "torch", "gymnasium", "mujoco", "matplotlib", "safetensors", "pillow")
 
@@ -57,7 +60,7 @@ def set_flags(settings: dict) -> list[str]:
 def population_command(run: str | Path, config: dict) -> str:
     """The `npsco population` command line equivalent to a run's config.json (the preset that needs the fewest
     overrides, then --set/--mset for every setting that differs from it)."""
-    ppo, method = dict(config.get("ppo") or {}), dict(config.get("method") or {})
+    ppo, method = dict(config.get("ppo") or {}), dict(current_method_settings(config.get("method") or {}))
     env = ppo.get("env_id")
     if not env:
         return f"# {run}: config.json has no PPO configuration"
@@ -65,7 +68,8 @@ def population_command(run: str | Path, config: dict) -> str:
     args = ["npsco", "population", "--env", env]
     if chosen != "default":
         args += ["--preset", chosen]
-    args += ["--method", str(method.get("method", "ipd"))]
+    name = str(method.get("method", "ipd"))
+    args += ["--method", name]
     if config.get("refs_from"):
         args += ["--refs-from", str(config["refs_from"])]
     elif config.get("ref_checkpoints"):
@@ -74,19 +78,23 @@ def population_command(run: str | Path, config: dict) -> str:
         args += ["--refs", str(config.get("refs"))]
     args += ["--novel", str(config.get("novel"))]
     scales = list(config.get("r0_scales") or [1.0])
-    if method.get("r0") is None and scales != [default_r0_scale(env)]:
+    if method.get("r0") is None and (name not in METHODS or scales != [default_r0_scale(name)]):
         args += ["--r0-scale", *[f"{s:g}" for s in scales]]
     if "total_timesteps" in extra:
         args += ["--steps", str(extra.pop("total_timesteps"))]
     args += set_flags(extra)
-    defaults = MethodConfig().to_dict()
     flags = {"r0": "--r0", "t_start": "--t-start", "ipd_rule": "--ipd-rule"}
-    for k, v in _diff(defaults, method).items():
-        if k == "method" or not method_reads(str(method.get("method", "ipd")), k):
-            continue
-        args += [flags[k], _value(v)] if k in flags else ["--mset", f"{k}={_value(v)}"]
+    for k, v in _diff(method_defaults(name), method).items():
+        if k != "method":
+            args += [flags[k], _value(v)] if k in flags else ["--mset", f"{k}={_value(v)}"]
     args += ["--out", str(run)]
     return " ".join(shlex.quote(a) for a in args)
+
+
+def method_defaults(method: str) -> dict:
+    """The default of every setting `method` reads, as a run's config.json records them ({} for an unknown
+    method); builds the method's settings, which imports its module (torch for TNB, CTNB, CPO)."""
+    return MethodConfig(method=method).to_dict() if method in METHODS else {}
 
 
 # ------------------------------------------------------------------------------------------------------ paths

@@ -1,0 +1,38 @@
+"""Reading what earlier versions of npsco wrote: every translation of an older run's files into today's form lives
+here, each with a test (tests/unit/test_compat.py) of the old form it still reads.
+
+- Method settings (a run's `config.json` `method`, a checkpoint's `method_config`) until 2026-11-27: one flat
+  object with every method's settings, each method reading its own by name prefix, and `r0_scale` (always 1); plain
+  PPO's held the novelty settings too. Today's object holds only the method's own settings and the shared ones, none
+  for plain PPO (`npsco.methods.settings.MethodConfig.to_dict`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LEGACY_METHOD_SETTINGS: dict[str, tuple[str, ...]] = {
+    "ipd": ("ipd_rule", "ipd_slack", "r0_warmup", "r0_profile"),
+    "wsr": ("wsr_weight", "wsr_shape"),
+    "tnb": ("tnb_rule",),
+    "ctnb": ("tnb_rule", "ctnb_slack"),
+    "cpo": ("cpo_max_kl", "cpo_damping", "cpo_cg_iters", "cpo_backtrack_iters", "cpo_backtrack_coef", "cpo_cost_limit"),
+}
+"""The method-specific settings of the flat object of earlier runs, by the method that read them."""
+LEGACY_ONLY = ("r0_scale",)
+"""Settings of earlier runs that no method reads today (`r0_scale` was always 1: multiples are per chain)."""
+LEGACY_SHARED = ("r0", "t_start", "metric", "novelty_action", "novelty_discount")
+"""The novelty settings, which earlier runs recorded for plain PPO too (which reads none)."""
+
+
+def current_method_settings(data: Any) -> Any:
+    """A run's recorded method settings as today's npsco records them: an earlier run's flat object without the other
+    methods' settings and `r0_scale`; anything else (today's form, or not an object) unchanged."""
+    if not isinstance(data, dict):
+        return data
+    method = str(data.get("method", "ipd"))
+    foreign = {k for m, keys in LEGACY_METHOD_SETTINGS.items() if m != method for k in keys}
+    foreign -= set(LEGACY_METHOD_SETTINGS.get(method, ()))
+    if method == "ppo":
+        foreign |= set(LEGACY_SHARED)
+    return {k: v for k, v in data.items() if k not in foreign and k not in LEGACY_ONLY}

@@ -1,0 +1,125 @@
+"""What every novelty method shares: a `NoveltyMethod` base that tracks, during the rollout, the running novelty of
+each episode against the reference set, and logs it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from npsco.errors import NpscoError
+from npsco.methods.base import Method, MethodContext
+from npsco.methods.settings import MethodConfig
+from npsco.novelty.metrics import ACTION_METRICS
+from npsco.novelty.references import NoveltyTracker, ReferenceSet
+from npsco.ppo.hooks import StepInfo, TrainingSetup
+from npsco.ppo.rollout import RolloutSummary
+from npsco.tasks import default_t_start
+
+
+class NoveltyMethod(Method):
+    """Base of IPD, WSR, TNB, CTNB and CPO: the reference set, the threshold r0 and the per-episode running novelty.
+
+    Subclasses call `self.novelty(step)` in `on_step` to get (d, u): the per-state distances (N, M) and the running
+    novelty u_t = min_j mean_{t'<=t} d_j (N,); it also sets `self.constrained`, the (N,) mask of the envs whose
+    episode is past t_S. Logged per iteration: `novelty/running_mean` (mean of u_t over the steps),
+    `novelty/running_min` (min of u_t over steps after t_S), `novelty/episode_mean` (mean of u at the end of each
+    episode), `novelty/below_r0_frac` (fraction of steps after t_S with u_t below the step's threshold, `threshold`).
+    """
+
+    keeps_reference_actions = False
+    """Whether the tracker keeps the references' mean actions of the last step (`tracker.reference_actions`), for a
+    method that needs them besides the distances (CPO): no second forward pass of the references."""
+
+    def __init__(self, references: ReferenceSet, r0: float, config: MethodConfig, env_id: str):
+        if not (np.isfinite(r0) and r0 > 0):
+            raise NpscoError(f"r0 must be a positive number, got {r0!r}")
+        self.references, self.r0, self.config = references, float(r0), config
+        self.t_start = config.t_start if config.t_start is not None else default_t_start(env_id)
+        self.tracker: NoveltyTracker | None = None
+        self._reset_stats()
+
+    @classmethod
+    def from_config(cls, config: MethodConfig, context: MethodContext) -> NoveltyMethod:
+        if context.r0 is None:
+            raise NpscoError(f"method {config.method} needs a threshold r0")
+        return cls(context.references, context.r0, config, context.env_id)
+
+    @classmethod
+    def check_config(cls, config: MethodConfig) -> None:
+        if config.metric == "state":
+            raise NpscoError(
+                f"method {config.method} compares actions: metric=state (visited states) is the lagrangian method's"
+            )
+
+    def bind(self, setup: TrainingSetup) -> None:
+        self.references.check_compatible(setup.observation_space, setup.action_space, setup.env_id)
+        self.tracker = NoveltyTracker(
+            self.references,
+            setup.num_envs,
+            self.config.metric if self.config.metric in ACTION_METRICS else "deterministic",
+            self.config.novelty_discount,
+            self.keeps_reference_actions,
+        )
+
+    def threshold(self, episode_step: np.ndarray) -> np.ndarray | float:
+        """The threshold at this step of each env's episode: r0 (IPD's can vary with the iteration and the step)."""
+        return self.r0
+
+    def novelty(self, step: StepInfo) -> tuple[np.ndarray, np.ndarray]:
+        action = step.mean_action if self.config.novelty_action == "mean" else step.action
+        std = step.action_std if self.config.metric == "wasserstein2" else None
+        assert self.tracker is not None, "bind() first"
+        d, u = self.tracker.update(step.obs, action, std)
+        self.constrained = step.episode_step > self.t_start  # the envs past t_S, where the constraint applies
+        self.last_threshold = self.threshold(step.episode_step)
+        # per step only keep u, the threshold and where the constraint applies; the statistics come once per iteration
+        self._u_steps.append(u)
+        self._threshold_steps.append(np.broadcast_to(self.last_threshold, u.shape))
+        self._constrained_steps.append(self.constrained)
+        self._last_u = u
+        return d, u
+
+    def end_episodes(self, done: np.ndarray) -> None:
+        self._episode_u.extend(self._last_u[done].tolist())
+        assert self.tracker is not None, "bind() first"
+        self.tracker.reset(done)
+
+    def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
+        u = np.stack(self._u_steps) if self._u_steps else np.zeros((0, 0))
+        mask = np.stack(self._constrained_steps) if self._u_steps else np.zeros(u.shape, bool)
+        active = u[mask]
+        below = (u < np.stack(self._threshold_steps))[mask] if self._u_steps else active
+        out = {
+            "novelty/running_mean": float(u.mean()) if u.size else 0.0,
+            "novelty/running_min": float(active.min()) if active.size else float("nan"),
+            "novelty/episode_mean": float(np.mean(self._episode_u)) if self._episode_u else float("nan"),
+            "novelty/below_r0_frac": float(below.mean()) if below.size else 0.0,
+            "novelty/r0": self.r0,
+        }
+        self._reset_stats()
+        return out
+
+    def _reset_stats(self) -> None:
+        self._u_steps: list[np.ndarray] = []
+        self._threshold_steps: list[np.ndarray] = []
+        self._constrained_steps: list[np.ndarray] = []
+        self._episode_u: list[float] = []
+        self._last_u = np.zeros(0)
+
+    def state(self) -> dict[str, Any]:
+        """The running novelty of the episodes in progress (the tracker's sums and counts)."""
+        assert self.tracker is not None, "bind() first"
+        return {"tracker_sums": self.tracker._sums.copy(), "tracker_counts": self.tracker.counts.copy()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        assert self.tracker is not None, "bind() first"
+        self.tracker._sums, self.tracker.counts = state["tracker_sums"], state["tracker_counts"]
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            **self.config.to_dict(),
+            "r0": self.r0,
+            "t_start": self.t_start,
+            "references": list(self.references.names),
+        }

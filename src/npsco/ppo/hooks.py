@@ -1,0 +1,118 @@
+"""What the trainer tells the hooks it trains with, and what they may answer: `TrainingSetup`, `StepInfo`,
+`RolloutSummary` in; `StepOutcome` and an update rule out. `Hooks` itself is plain PPO; a method
+(`npsco.methods`) overrides the hooks it needs.
+
+The trainer calls, in this order: `bind` once; then per iteration `begin_iteration`, `on_step` after every vector
+step of the rollout (and `end_episodes` after a step that ended episodes), `update` with the `Learner` and the batch,
+and `iteration_metrics`. Hooks never see the trainer: a step shaper sees steps, an update rule sees the learner (the
+agent, its optimiser and PPO's minibatch epochs) and the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+
+from npsco.ppo.rollout import Batch, RolloutSummary
+
+if TYPE_CHECKING:  # annotations only: the learner imports torch
+    from npsco.ppo.learner import Learner
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """What the hooks learn once, when the trainer has built its envs (`Hooks.bind`)."""
+
+    env_id: str
+    """Gymnasium id of the task."""
+    num_envs: int
+    """Envs stepped together: the N of every (N,) array the hooks see."""
+    num_iterations: int
+    """Rollout + update iterations of the run."""
+    num_steps: int
+    """Steps per env per rollout: the T of a rollout's (T, N) arrays."""
+    observation_space: gym.spaces.Box
+    """The task's observation space."""
+    action_space: gym.spaces.Box
+    """The task's (bounded) action space."""
+
+
+@dataclass
+class StepInfo:
+    """What the hooks see after each vectorised step of the rollout (arrays over the N envs)."""
+
+    obs: np.ndarray
+    """Raw observations s_t at which the actions were taken, (N, obs_dim)."""
+    mean_action: np.ndarray
+    """The new policy's deterministic action at s_t, clipped to the action bounds, (N, A)."""
+    action: np.ndarray
+    """The action executed at s_t (the Gaussian sample, clipped to the action bounds), (N, A)."""
+    reward: np.ndarray
+    """Task reward of the step, (N,)."""
+    terminated: np.ndarray
+    """The env terminated the episode at this step, (N,)."""
+    truncated: np.ndarray
+    """The env truncated the episode at this step (time limit), (N,)."""
+    episode_step: np.ndarray
+    """Steps taken in the current episode including this one (1 at the first step), (N,)."""
+    action_std: np.ndarray
+    """The policy's action standard deviation (state-independent, fixed during the rollout), (A,)."""
+
+
+@dataclass
+class StepOutcome:
+    """The hooks' answer to a step. Every field is optional."""
+
+    train_reward: np.ndarray | None = None
+    """Replaces the task reward for training only (WSR); the reported return stays the task reward."""
+    streams: dict[str, np.ndarray] = field(default_factory=dict)
+    """Rewards of extra streams (TNB's novelty, CPO's cost), each learnt by its own critic with its own GAE."""
+    terminate: np.ndarray | None = None
+    """Envs whose episode the hooks end now, as a true termination (IPD's constraint)."""
+
+
+class Hooks:
+    """Plain PPO: every hook does nothing, and the update is PPO's (`Learner.ppo_update`)."""
+
+    name = "ppo"
+    """The name in the checkpoints and the logs (a method's registry name)."""
+    streams: tuple[str, ...] = ()
+    """Extra reward streams; the trainer gives each a critic and its own advantages in the batch."""
+    on_step: Callable[[StepInfo], StepOutcome | None] | None = None
+    """Called after every vectorised env step, before episode ends are handled; None (plain PPO) skips building
+    the `StepInfo` every step."""
+
+    def bind(self, setup: TrainingSetup) -> None:
+        """Called once when the trainer has built its envs and agent."""
+
+    def begin_iteration(self, iteration: int) -> None:
+        """Called before the rollout of each iteration (1-based)."""
+
+    def end_episodes(self, done: np.ndarray) -> None:
+        """Called after a step in which some episode ended (by the env or by `terminate`), with the (N,) mask of the
+        envs whose episode ended."""
+
+    def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
+        """The update phase; PPO's by default."""
+        return learner.ppo_update(batch)
+
+    def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
+        """Metrics of the iteration (namespaced keys), given the episodes of its rollout; called once per iteration
+        after the update."""
+        return {}
+
+    def metadata(self) -> dict[str, Any]:
+        """Settings saved in every checkpoint (read once per training: they do not change during it)."""
+        return {}
+
+    def state(self) -> dict[str, Any]:
+        """What the hooks carry from one iteration to the next (numpy arrays and JSON numbers), saved with the
+        training state between two iterations (`npsco.ppo.state`); plain PPO carries nothing."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Take back what `state` returned (after `bind`)."""
