@@ -73,8 +73,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         "metrics": "d0dcf66c4d90c938bc83b40d94fad7a46a28e4445e905976efdf5f5a1c758777"
     },
     "maze-cpo": {
-        "checkpoint": "1e792513907e3b3ab2ec472f9ad6d8b8849d539c204f78ab2e590344a8e34803",
-        "metrics": "f9814ce89f15ce4c6ceb7edcc16097fef627c70457ddddc1580c8ecd9248a0fa"
+        "checkpoint": "eb879792b71bda49b5c081ec53e41c4ea94acb2dc0ed15520e9310c204bda6f1",
+        "metrics": "ec26806fd65a41e3e95a5c7e7060a9721edf174cd79258ec48ce9b46da3eefbf"
     },
     "hopper-ppo": {
         "checkpoint": "4d620bde898a19651ef5264865b27c5f1502e08127f09a614b73d4047030688c",
