@@ -65,12 +65,12 @@ EXPECTED: dict[str, dict[str, str]] = {
         "metrics": "0933ad5cb5e4674438ee00f07b5196e2efe68f32664c7abe3d9b419900a66078"
     },
     "maze-tnb": {
-        "checkpoint": "095e268e93ed2321cafe6483aa954e619ced3d022a1ade295b09569518418d44",
-        "metrics": "8e99c3f4f7b6d41ec71536623d5f8b7cfb3ab96ff7ed6eebc654c129536612be"
+        "checkpoint": "c452aff55afdda34e878e0d584c5888088a79af1a6a2db3f9e3aa18588d83b82",
+        "metrics": "46f990883006aec65384237cf36b8c3fb7a4f1e0ac136955a86327c556314d14"
     },
     "maze-ctnb": {
-        "checkpoint": "02155eac6ba0e109e55115f9b8269d1c9e359a73505c36fd6f2f723986e23942",
-        "metrics": "d0dcf66c4d90c938bc83b40d94fad7a46a28e4445e905976efdf5f5a1c758777"
+        "checkpoint": "52f678a17a7679958d723c24dd259fe489536c117030cf3973c3795196b54f71",
+        "metrics": "f49a79743cc83449b4042b6fe46446edda61c9e0c422002b5e3360be75e9000c"
     },
     "maze-cpo": {
         "checkpoint": "eb879792b71bda49b5c081ec53e41c4ea94acb2dc0ed15520e9310c204bda6f1",

@@ -25,15 +25,17 @@ from npsco.tasks import MAZE_ID
 
 @pytest.fixture
 def tiny_trainer(tiny_maze):
-    """`tiny_trainer(method, r0=0.1, num_steps=16, **knobs)`: a maze trainer (seed 0, plain gradients: no reward
-    scaling, no clipping) with `method` against one randomly initialised reference (seed 7)."""
+    """`tiny_trainer(method, r0=0.1, num_steps=16, backend="numpy", **knobs)`: a maze trainer (seed 0, plain
+    gradients: no reward scaling, no clipping; `backend` its update_backend) with `method` against one randomly
+    initialised reference (seed 7)."""
 
-    def make(method: str, r0: float = 0.1, num_steps: int = 16, **knobs) -> Trainer:
+    def make(method: str, r0: float = 0.1, num_steps: int = 16, backend: str = "numpy", **knobs) -> Trainer:
         cfg = tiny_maze(
             num_steps=num_steps,  # at least one batch
             total_timesteps=max(64, 4 * num_steps),
             scale_reward=False,
             max_grad_norm=1e9,
+            update_backend=backend,
         )
         maker = Trainer(dataclasses.replace(cfg, seed=7), tensorboard=False)
         reference = maker.policy()
@@ -132,7 +134,8 @@ def tnb_expected(trainer: Trainer, batch, rule: str = "authors"):
 
 
 def sgd_update(trainer: Trainer, batch, lr: float = 0.1):
-    """Run the method's update with plain SGD; returns (actor change, critic change, metrics)."""
+    """Run the method's update with plain SGD (the torch update: the trainer's backend must be torch); returns (actor
+    change, critic change, metrics)."""
     agent = trainer.agent
     trainer.learner.optimizer = torch.optim.SGD(agent.parameters(), lr=lr)
     actor0, critic0 = flat(agent.actor_parameters()), flat(agent.critic_parameters())
@@ -142,7 +145,7 @@ def sgd_update(trainer: Trainer, batch, lr: float = 0.1):
 
 @pytest.mark.parametrize("rule", ["authors", "safe", "paper_eq5"])
 def test_tnb_moves_the_actor_along_the_bisector_and_the_critics_on_their_own_losses(rule, tiny_trainer):
-    trainer = tiny_trainer("tnb", tnb_rule=rule)
+    trainer = tiny_trainer("tnb", backend="torch", tnb_rule=rule)
     batch = rollout_batch(trainer)
     f, g, p, critic_grad = tnb_expected(trainer, batch, rule)
     d_actor, d_critic, out = sgd_update(trainer, batch, lr=0.1)
@@ -159,7 +162,7 @@ def test_tnb_with_known_antiparallel_gradients(rule, along_task, tiny_trainer):
     """Novelty advantages = -task advantages make g = -f exactly: the authors' rule has no task gradient left once
     made orthogonal to g (p = 0), the safe rule follows novelty (p = g = -f), the paper's Eq. 5 subtracts cos g = f
     (p = 2 f)."""
-    trainer = tiny_trainer("tnb", tnb_rule=rule)
+    trainer = tiny_trainer("tnb", backend="torch", tnb_rule=rule)
     batch = rollout_batch(trainer)
     batch.advantages["novelty"] = -batch.advantages["task"]
     f, g, _, _ = tnb_expected(trainer, batch, rule)
@@ -198,7 +201,8 @@ def test_ctnb_takes_the_plain_ppo_step_when_the_constraint_holds(tiny_trainer):
 
 
 def test_ctnb_takes_the_bisector_step_when_the_constraint_is_violated(tiny_trainer):
-    trainer = tiny_trainer("ctnb", r0=5.0)  # above any maze action distance (<= 2 sqrt 2): always violated
+    # r0 above any maze action distance (<= 2 sqrt 2): always violated
+    trainer = tiny_trainer("ctnb", r0=5.0, backend="torch")
     batch = rollout_batch(trainer)
     _, _, p, _ = tnb_expected(trainer, batch)
     d_actor, _, out = sgd_update(trainer, batch, lr=0.1)

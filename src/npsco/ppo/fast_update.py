@@ -1,7 +1,7 @@
 """The learner's minibatch epochs in numpy (`NumpyLearner`), for the `update_backend = "numpy"` setting (the default):
 `Learner.run_epochs` with the forward and backward passes written out (`npsco.ppo.numpy_nets`), the global-norm clip
 and Adam on one flat float32 vector. It runs PPO's update (`ppo_step`), the critics' fit (`critics_step`) and a
-method's own minibatch gradients, each a step function of the one loop `run_epochs`.
+method's own minibatch gradients (TNB's bisector step), each a step function of the one loop `run_epochs`.
 
 Why: the update of these small networks is bound by per-operation overhead, not arithmetic; torch spends several
 times the CPU time of this version per minibatch (autograd graph, dispatched kernels, optimiser bookkeeping;
