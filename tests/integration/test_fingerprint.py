@@ -73,8 +73,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         "metrics": "f49a79743cc83449b4042b6fe46446edda61c9e0c422002b5e3360be75e9000c"
     },
     "maze-cpo": {
-        "checkpoint": "eb879792b71bda49b5c081ec53e41c4ea94acb2dc0ed15520e9310c204bda6f1",
-        "metrics": "ec26806fd65a41e3e95a5c7e7060a9721edf174cd79258ec48ce9b46da3eefbf"
+        "checkpoint": "9c2ab79437050b5ec58c3f2fc0b536269ab17bd589e7063178ece56dd5a5d825",
+        "metrics": "6f9b70b670e7ec799c4f73e5118274e70a6256e4b2245c9f14e70e9ef23f6cd8"
     },
     "hopper-ppo": {
         "checkpoint": "4d620bde898a19651ef5264865b27c5f1502e08127f09a614b73d4047030688c",

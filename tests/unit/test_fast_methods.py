@@ -1,7 +1,9 @@
-"""The numpy updates of TNB and CTNB against their torch references, to float32 rounding: TNB's minibatch gradients
+"""The numpy updates of TNB, CTNB and CPO against their torch references, to float32 rounding: TNB's minibatch gradients
 (task and novelty surrogates, bisector, critics, entropy) against autograd on random data, whole TNB and CTNB updates
-(parameters, Adam state, statistics) on real maze batches; the bisector's numpy and torch forms; the backend choice
-and its fallback."""
+(parameters, Adam state, statistics) on real maze batches, CPO's surrogate gradients (with its direct cost term), its
+Fisher-vector products against double backward, its trial evaluations, its whole step (case, lambda, nu, accepted
+step) and update; the bisector's numpy and torch forms; the backend choice and its fallback. (The critics' fit, which
+CPO runs, is checked with PPO's update in test_fast_update.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from hypothesis import strategies as st
 
 from npsco.methods import make_method
 from npsco.methods.base import MethodContext
-from npsco.methods.constrained import TNB_RULES, bisector, bisector_np
+from npsco.methods.constrained import TNB_RULES, bisector, bisector_np, get_flat_params, set_flat_params
+from npsco.methods.cpo import CPO
+from npsco.methods.cpo_problem import CPOProblem, NumpyCPOProblem
 from npsco.methods.settings import MethodConfig
 from npsco.methods.tnb import TNB
 from npsco.novelty.references import ReferenceSet
@@ -149,6 +153,133 @@ def test_ctnb_update_equals_the_torch_update_in_both_branches(r0, violated, nove
     assert got[2]["ctnb/constraint_active"] == float(violated) and ("tnb/cos" in got[2]) == violated
 
 
+# ---------------------------------------------------------------------------------------------------- CPO
+CPO_KNOBS = {
+    "mean": {},
+    "mean-w2": {"metric": "wasserstein2"},
+    "sample-w2": {"novelty_action": "sample", "metric": "wasserstein2"},
+}
+
+
+def cpo_problems(tr, batch, damping: float = 0.1):
+    """The torch and numpy problems of `batch` around the current actor, with the method's direct cost."""
+    direct = tr.hooks.direct_cost()
+    return (
+        CPOProblem(tr.agent, batch, tr.cfg.norm_adv, damping, direct),
+        NumpyCPOProblem(tr.agent, batch, tr.cfg.norm_adv, damping, direct),
+    )
+
+
+def spread_actor(tr) -> None:
+    """Give the actor a non-unit std and mean actions beyond the action bounds at some states (the clip's two sides)."""
+    with torch.no_grad():
+        tr.agent.actor_logstd.copy_(torch.tensor([[-0.4, 0.3]]))
+        last = tr.agent.actor_mean[-1]
+        last.weight.mul_(150.0)
+        last.bias.copy_(torch.tensor([0.6, -0.5]))
+
+
+@pytest.mark.parametrize("knobs", CPO_KNOBS.values(), ids=CPO_KNOBS.keys())
+def test_cpo_surrogates_and_gradients_equal_autograd(knobs, novel_trainer):
+    tr = novel_trainer("cpo", knobs=knobs)
+    spread_actor(tr)
+    batch = rollout_batch(tr)
+    with torch.no_grad():
+        mean = tr.agent.actor_mean(batch.obs)
+    assert 0.1 < float(((mean < -1) | (mean > 1)).float().mean()) < 0.9  # both sides of the clip
+    torch_problem, numpy_problem = cpo_problems(tr, batch)
+    r_t, c_t, g_t, b_t = torch_problem.gradients()
+    r_n, c_n, g_n, b_n = numpy_problem.gradients()
+    assert g_n.dtype == b_n.dtype == torch.float32
+    assert r_n == pytest.approx(r_t, abs=1e-6) and c_n == pytest.approx(c_t, abs=1e-6)
+    for got, expected in ((g_n, g_t), (b_n, b_t)):
+        assert expected.norm() > 0
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5 * expected.abs().max().item())
+    # the direct term is in b: with the mean action compared it moves the mean MLP, with wasserstein2 the log-std
+    direct = tr.hooks.direct_cost()
+    d_mean, d_log_std = direct.numpy(mean.numpy(), tr.agent.actor_logstd.detach().numpy()[0])[1:]
+    assert (np.abs(d_mean).sum() > 0) == (knobs.get("novelty_action", "mean") == "mean")
+    assert (np.abs(d_log_std).sum() > 0) == ("metric" in knobs)
+
+
+@pytest.mark.parametrize("damping", [0.1, 1e-3])
+def test_cpo_fisher_vector_products_equal_double_backward(damping, novel_trainer):
+    tr = novel_trainer("cpo")
+    spread_actor(tr)
+    batch = rollout_batch(tr)
+    torch_problem, numpy_problem = cpo_problems(tr, batch, damping)
+    rng = np.random.default_rng(5)
+    for scale in (1.0, 1e-3, 1e3):
+        v = torch.from_numpy((scale * rng.normal(size=torch_problem.theta_old.numel())).astype(np.float32))
+        expected, got = torch_problem.fisher_product(v), numpy_problem.fisher_product(v)
+        assert got.dtype == torch.float32
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5 * expected.abs().max().item())
+    # F is symmetric positive semi-definite: v.Fw = w.Fv, v.(F + damping I)v >= damping |v|^2
+    v, w = (torch.from_numpy(rng.normal(size=v.numel()).astype(np.float32)) for _ in range(2))
+    assert torch.dot(v, numpy_problem.fisher_product(w)).item() == pytest.approx(
+        torch.dot(w, numpy_problem.fisher_product(v)).item(), rel=1e-4
+    )
+    assert torch.dot(v, numpy_problem.fisher_product(v)).item() >= damping * torch.dot(v, v).item() * (1 - 1e-5)
+
+
+@pytest.mark.parametrize("knobs", CPO_KNOBS.values(), ids=CPO_KNOBS.keys())
+def test_cpo_trial_evaluations_equal_torch_and_leave_the_actor(knobs, novel_trainer):
+    tr = novel_trainer("cpo", knobs=knobs)
+    spread_actor(tr)
+    batch = rollout_batch(tr)
+    torch_problem, numpy_problem = cpo_problems(tr, batch)
+    theta_old = torch_problem.theta_old.clone()
+    rng = np.random.default_rng(2)
+    for scale in (0.0, 1e-3, 1e-2):
+        theta = theta_old + torch.from_numpy((scale * rng.normal(size=theta_old.numel())).astype(np.float32))
+        actor = get_flat_params(tr.agent.actor_parameters())
+        got = numpy_problem.evaluate(theta)
+        assert torch.equal(get_flat_params(tr.agent.actor_parameters()), actor)  # numpy: the actor stays
+        expected = torch_problem.evaluate(theta)  # torch: sets the actor to theta
+        assert got == pytest.approx(expected, rel=1e-4, abs=1e-6)
+        if scale == 0.0:
+            assert got[2] == pytest.approx(0.0, abs=1e-7)  # no KL at theta_old
+
+
+@pytest.mark.parametrize("r0, cases", [(1e-6, (2.0, 3.0)), (5.0, (0.0, 1.0)), (0.3, (0.0, 1.0, 2.0, 3.0))])
+@pytest.mark.parametrize("knobs", CPO_KNOBS.values(), ids=CPO_KNOBS.keys())
+def test_cpo_step_equals_the_torch_step(r0, cases, knobs, novel_trainer):
+    tr = novel_trainer("cpo", r0=r0, knobs=knobs)
+    batch = rollout_batch(tr)
+    cost = tr.hooks._cost_sum / tr.hooks._cost_n
+    theta_old = get_flat_params(tr.agent.actor_parameters()).clone()
+    out, theta = {}, {}
+    for name, problem in zip(("torch", "numpy"), cpo_problems(tr, batch), strict=True):
+        set_flat_params(tr.agent.actor_parameters(), theta_old)  # (both problems were built there)
+        out[name] = tr.hooks.policy_step(problem, cost)
+        theta[name] = get_flat_params(tr.agent.actor_parameters()).clone()
+    got, expected = out["numpy"], out["torch"]
+    assert expected["cpo/case"] in cases and expected["cpo/step_accepted"] == 1.0
+    for k in ("cpo/case", "cpo/step_accepted", "cpo/backtracks"):
+        assert got[k] == expected[k], k
+    for k in ("cpo/lambda", "cpo/nu", "cpo/kl", "cpo/surrogate_change", "cpo/cost_surrogate_change"):
+        assert got[k] == pytest.approx(expected[k], rel=1e-3, abs=1e-7), k
+    step_t, step_n = theta["torch"] - theta_old, theta["numpy"] - theta_old
+    assert step_t.norm() > 0 and ((step_n - step_t).norm() / step_t.norm()).item() < 1e-3
+
+
+def test_cpo_update_equals_the_torch_update(novel_trainer, learner_state):
+    tr = novel_trainer("cpo", r0=0.3)
+    batch = rollout_batch(tr)
+    collected = tr.hooks._cost_sum, tr.hooks._cost_n, {k: list(v) for k, v in tr.hooks._nearest.items()}
+    center = tr.hooks.cost_center
+
+    def update():
+        tr.hooks._cost_sum, tr.hooks._cost_n = collected[:2]  # (the update resets what the rollout collected)
+        tr.hooks._nearest = {k: list(v) for k, v in collected[2].items()}
+        tr.hooks.cost_center = center
+        return tr.hooks.update(tr.learner, batch)
+
+    expected, got, before = both_backends(tr, learner_state, update)
+    learner_state.assert_same(expected, got, before, rel=1e-3)
+    assert got[2]["cpo/step_accepted"] == 1.0
+
+
 # ------------------------------------------------------------------------------------- choice and fallback
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_update_backend_selects_each_methods_path(backend, novel_trainer, monkeypatch):
@@ -160,12 +291,15 @@ def test_update_backend_selects_each_methods_path(backend, novel_trainer, monkey
 
     record(TNB, "bisector_step", lambda args: "bisector_step")
     record(TNB, "bisector_grads", lambda args: "bisector_grads")
-    tr = novel_trainer("tnb", update_backend=backend)
-    tr.hooks.update(tr.learner, rollout_batch(tr))
-    assert set(calls) == {"bisector_step" if backend == "numpy" else "bisector_grads"}
+    record(CPO, "policy_step", lambda args: type(args[0]).__name__)
+    for method in ("tnb", "cpo"):
+        tr = novel_trainer(method, update_backend=backend)
+        tr.hooks.update(tr.learner, rollout_batch(tr))
+    expected = ("bisector_step", "NumpyCPOProblem") if backend == "numpy" else ("bisector_grads", "CPOProblem")
+    assert set(calls) == set(expected)
 
 
-@pytest.mark.parametrize("method", ["tnb", "ctnb"])
+@pytest.mark.parametrize("method", ["tnb", "ctnb", "cpo"])
 def test_an_unsupported_optimiser_warns_once_and_runs_the_torch_update(method, novel_trainer, learner_state):
     tr = novel_trainer(method, r0=5.0)  # (CTNB: violated, the bisector step)
     batch = rollout_batch(tr)

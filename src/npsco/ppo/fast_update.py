@@ -137,7 +137,8 @@ class NumpyLearner:
     (max_norm / (norm + 1e-6), only when below 1) and Adam as `torch.optim.Adam` (bias-corrected, eps added after the
     square root). The Adam moments and step counts are read from and written back to the torch optimiser, so torch
     and numpy steps can mix and keep one consistent Adam. The differences are float32 rounding (summation order in the
-    matmuls): tests/unit/test_fast_update.py checks the gradients and whole updates against the torch loop.
+    matmuls): tests/unit/test_fast_update.py and tests/unit/test_fast_methods.py check the gradients and whole
+    updates against the torch loop.
 
     It needs npsco's `ActorCritic` (tanh MLPs built by `policy.mlp`, float32) and a plain `torch.optim.Adam` with
     one parameter group (no weight decay, amsgrad, maximize); `unsupported` names the first condition that fails.

@@ -1,14 +1,16 @@
 """The networks' maths in numpy, for the fast updates (`npsco.ppo.fast_update` and the methods' own steps): the tanh
-MLP's forward and backward (vector-Jacobian) passes, the diagonal Gaussian policy's log-probability and its gradient,
-and PPO's clipped surrogate and value loss with their gradients.
+MLP's forward pass, its backward (vector-Jacobian) and forward-mode (Jacobian-vector) passes, the diagonal Gaussian
+policy's log-probability and its gradient, and PPO's clipped surrogate and value loss with their gradients.
 
 Every gradient follows torch's conventions where the maths has a kink (`torch.max` splits a tie's gradient in halves;
 `clamp` passes the gradient at its bounds), so that the fast updates equal the torch ones up to float32 rounding
-(tests/unit/test_fast_update.py checks them against autograd).
+(tests/unit/test_fast_update.py, tests/unit/test_fast_methods.py check them against autograd).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +21,24 @@ Layers = list[tuple[np.ndarray, np.ndarray]]
 """An MLP's (W, b) per layer: numpy views of its parameters, of their gradients, or of a direction in their space."""
 
 _add = np.add.reduce  # (ndarray.mean/sum go through slow Python wrappers; these arrays are tiny)
+
+
+# ----------------------------------------------------------------------------------------------- flat vectors
+def flat_views(buf: np.ndarray, shapes: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """Views of consecutive pieces of the 1-D `buf`, one per shape (the tensors of a flat parameter vector)."""
+    out, start = [], 0
+    for shape in shapes:
+        size = math.prod(shape)
+        out.append(buf[start : start + size].reshape(shape))
+        start += size
+    return out
+
+
+def actor_views(buf: np.ndarray, shapes: Sequence[Sequence[int]]) -> tuple[Layers, np.ndarray]:
+    """The actor's (W, b) per layer and its (1, A) log-std, as views of a flat vector laid out as
+    `ActorCritic.actor_parameters` (`shapes`: those parameters' shapes)."""
+    views = flat_views(buf, shapes)
+    return list(zip(views[0:-1:2], views[1:-1:2], strict=True)), views[-1]
 
 
 # ------------------------------------------------------------------------------------------------- tanh MLPs
@@ -45,6 +65,24 @@ def mlp_backward(layers: Layers, grads: Layers, acts: list[np.ndarray], g: np.nd
             g = np.matmul(g, layers[i][0])
             h = acts[i]
             g *= 1.0 - h * h
+
+
+def mlp_jvp(layers: Layers, tangents: Layers, acts: list[np.ndarray]) -> np.ndarray:
+    """d output along the parameter direction `tangents` (forward mode), at the forward activations `acts`: per layer
+    d a = d h_prev W^T + h_prev dW^T + db, and d h = (1 - h^2) d a through the tanh."""
+    d: np.ndarray | None = None
+    last = len(layers) - 1
+    for i, ((w, _), (dw, db)) in enumerate(zip(layers, tangents, strict=True)):
+        out = np.matmul(acts[i], dw.T)
+        out += db
+        if d is not None:
+            out += np.matmul(d, w.T)
+        if i < last:
+            h = acts[i + 1]
+            out *= 1.0 - h * h
+        d = out
+    assert d is not None, "an MLP has at least one layer"
+    return d
 
 
 # ------------------------------------------------------------------------------------------ Gaussian policy
@@ -86,6 +124,13 @@ def logprob_backward(policy: GaussianPass, g_logprob: np.ndarray) -> tuple[np.nd
 def gaussian_entropy(log_std: np.ndarray) -> np.floating:
     """The policy's entropy (the same at every state), summed over action dims; its gradient on log_std is 1."""
     return (0.5 + LOG_SQRT_2PI + log_std).sum()
+
+
+def gaussian_kl(mean_p: np.ndarray, log_std_p: np.ndarray, mean_q: np.ndarray, log_std_q: np.ndarray) -> np.ndarray:
+    """KL(p || q) per state for diagonal Gaussians, summed over action dims (as `cpo_problem.gaussian_kl`)."""
+    var_p, var_q = np.exp(2 * log_std_p), np.exp(2 * log_std_q)
+    diff = mean_p - mean_q
+    return _add(log_std_q - log_std_p + (var_p + diff * diff) / (2 * var_q) - 0.5, axis=-1)
 
 
 # ------------------------------------------------------------------------------------------------ PPO's losses
