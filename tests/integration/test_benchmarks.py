@@ -1,6 +1,7 @@
 """The benchmark scripts that make the numbers of the README and docs: benchmarks/ppo_learning.py on two tiny maze runs,
 the repeats and results files of benchmarks/throughput.py, the locks of benchmarks/ppo_mujoco.py, the maze benchmarks'
-measurements (npsco's evaluation); and the layout of benchmarks/results/ (one folder per study, links that resolve)."""
+measurements (npsco's evaluation), benchmarks/fast_update_methods.py on a tiny maze run; and the layout of
+benchmarks/results/ (one folder per study, links that resolve)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from npsco.evaluation.runs import load_run
 from npsco.novelty.metrics import policy_distance
 from npsco.policy import load_policy
 from npsco.stats import bootstrap_ci, iqm, stratified_bootstrap_ci
+from npsco.tasks import MAZE_ID
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -453,3 +455,33 @@ def test_every_relative_link_of_the_benchmark_pages_reaches_a_file():
         if not re.match(r"[a-z]+:|#", target) and not (page.parent / target.split("#")[0]).exists()
     ]
     assert not broken, broken
+
+
+# ---------------------------------------------------------------------------------------- fast_update_methods.py
+def test_fast_update_methods_compares_both_backends_on_a_tiny_maze_run(load_script):
+    fm = load_script("benchmarks/fast_update_methods.py")
+    settings = fm.Settings(
+        tasks=(MAZE_ID,), steps=64, seeds=2, ref_steps=64, eval_episodes=2, overrides=("num_envs=4", "num_steps=16")
+    )
+    results = fm.run(settings, log=lambda row: None)
+    assert [(r["method"], r["relative_difference"] < 1e-4) for r in results["one_update"]] == [
+        ("tnb", True),
+        ("ctnb", True),
+        ("cpo", True),
+    ]
+    assert results["one_update"][2]["cpo"]["numpy"]["cpo/case"] == results["one_update"][2]["cpo"]["torch"]["cpo/case"]
+    pairs = {(r["method"], r["seed"], r["backend"]) for r in results["runs"]}
+    assert pairs == {(m, s, b) for m in ("ppo", *fm.METHODS) for s in (1, 2) for b in fm.BACKENDS}
+    assert [r["backend"] for r in results["runs"][:4]] == ["numpy", "torch", "torch", "numpy"]  # order alternates
+    assert all(np.isfinite(r["return"]) and r["steps_per_s"] > 0 and r["steps"] == 64 for r in results["runs"])
+    text = fm.render(settings, results, "python benchmarks/fast_update_methods.py", 0.1)
+    assert "Command: `python benchmarks/fast_update_methods.py`" in text
+    assert text.count(f"| {MAZE_ID} | ") == 3 + 4 + 4  # one update x 3 methods, returns and speed x (PPO + 3)
+
+
+def test_fast_update_methods_keeps_the_hand_written_notes(load_script, tmp_path):
+    fm = load_script("benchmarks/fast_update_methods.py")
+    path = tmp_path / "results.md"
+    assert fm.with_notes("# new\n", path) == "# new\n"  # no file yet
+    path.write_text("# old\n| a |\n\n## Notes\n\nBy hand.\n")
+    assert fm.with_notes("# new\n", path) == "# new\n\n## Notes\n\nBy hand.\n"

@@ -84,10 +84,12 @@ class PPOConfig:
     torch_threads: int = 1
     """torch.set_num_threads; 1 is fastest for these small networks on a few cores."""
     update_backend: str = "numpy"
-    """PPO's update: `numpy` (forward and backward passes written out; the same computation, several times less CPU
-    time for these small networks) or `torch` (autograd and torch.optim.Adam, the reference `numpy` is tested against).
-    `numpy` runs the torch update, with a warning, for an agent or optimiser it does not handle, or a `Trainer`
-    subclass that overrides `critic_loss`."""
+    """The updates of npsco's methods: `numpy` (forward and backward passes written out: PPO's update, which every
+    method but TNB and CPO uses, the critics' fit, TNB's and CTNB's bisector step, CPO's trust-region step; the same
+    computation, several times less CPU time for these small networks) or `torch` (autograd and torch.optim.Adam, the
+    reference `numpy` is tested against: equal up to float32 rounding). `numpy` runs the torch update, with a warning,
+    for an agent or optimiser it does not handle, or a `Learner` subclass that overrides `critic_loss`; a method's
+    own torch step (`Learner.run_epochs`) runs in torch either way."""
     state_every: float = 300.0
     """Save the resumable training state (networks, optimiser, normalisers, generators, environments, counters:
     `checkpoints/state.safetensors`) every this many seconds of wall time, between two iterations, and when

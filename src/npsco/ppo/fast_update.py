@@ -69,22 +69,17 @@ def _linears(module: nn.Module) -> list[nn.Linear]:
 
 @dataclass
 class Minibatch:
-    """Rows of a `Batch` as numpy arrays: what a numpy step gets."""
+    """Rows of a `Batch` as numpy arrays, its fields as there: what a numpy step gets."""
 
     index: np.ndarray
     """The rows' indices in the batch, (B,)."""
     obs: np.ndarray
-    """Normalised observations, (B, obs_dim)."""
     actions: np.ndarray
-    """Sampled actions, (B, A)."""
     logprobs: np.ndarray
-    """log pi_old(a | s) of the rollout policy, (B,)."""
     advantages: dict[str, np.ndarray]
-    """The advantages of the streams the update asked for (not normalised)."""
+    """Only those of the streams the update asked for."""
     values: dict[str, np.ndarray]
-    """Per trained stream, the rollout critic's values."""
     returns: dict[str, np.ndarray]
-    """Per trained stream, the critic's targets."""
 
     @classmethod
     def of(cls, batch: Batch, advantages: Sequence[str], streams: Sequence[str]) -> Minibatch:

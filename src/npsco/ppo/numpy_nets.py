@@ -23,6 +23,11 @@ Layers = list[tuple[np.ndarray, np.ndarray]]
 _add = np.add.reduce  # (ndarray.mean/sum go through slow Python wrappers; these arrays are tiny)
 
 
+def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    """np.clip(x, low, high), the same values, without np.clip's slow Python wrapper."""
+    return np.minimum(np.maximum(x, low), high)
+
+
 # ----------------------------------------------------------------------------------------------- flat vectors
 def flat_views(buf: np.ndarray, shapes: Sequence[Sequence[int]]) -> list[np.ndarray]:
     """Views of consecutive pieces of the 1-D `buf`, one per shape (the tensors of a flat parameter vector)."""
@@ -161,7 +166,7 @@ def clipped_surrogate(logprob: np.ndarray, old_logprob: np.ndarray, adv: np.ndar
     inv_b = np.float32(1.0 / n)
     log_ratio = logprob - old_logprob
     ratio = np.exp(log_ratio)
-    unclipped_term, clipped_term = -adv * ratio, -adv * np.clip(ratio, 1 - clip, 1 + clip)
+    unclipped_term, clipped_term = -adv * ratio, -adv * _clip(ratio, 1 - clip, 1 + clip)
     loss = _add(np.maximum(unclipped_term, clipped_term)) * inv_b
     # d loss / d ratio: torch.max gives a tie half to each side, clamp passes the gradient inside [lo, hi]
     w_unclipped = np.where(unclipped_term > clipped_term, 1.0, np.where(unclipped_term == clipped_term, 0.5, 0.0))
@@ -181,7 +186,7 @@ def value_loss_and_grad(
     err = v - returns
     unclipped = err * err
     if clip_vloss:
-        cerr = old + np.clip(v - old, -clip, clip) - returns
+        cerr = old + _clip(v - old, -clip, clip) - returns
         clipped_sq = cerr * cerr
         loss = 0.5 * float(_add(np.maximum(unclipped, clipped_sq))) / n
         w = np.where(unclipped > clipped_sq, 1.0, np.where(unclipped == clipped_sq, 0.5, 0.0))
