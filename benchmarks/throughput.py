@@ -251,7 +251,7 @@ def worker_paired(spec: dict) -> dict:
     order = list(trainers)
     for t in trainers.values():  # one untimed warm-up iteration each (first-call allocations, imports)
         buf = t.collect_rollout()
-        t.hooks.update(t, t.compute_advantages(buf))
+        t.hooks.update(t.learner, t.compute_advantages(buf))
         t.hooks.iteration_metrics(buf.summary)
     for acc in hook.values():
         acc[:] = [0.0, 0]
@@ -262,7 +262,7 @@ def worker_paired(spec: dict) -> dict:
             buf = t.collect_rollout()
             batch = t.compute_advantages(buf)
             t1 = time.perf_counter()
-            t.hooks.update(t, batch)
+            t.hooks.update(t.learner, batch)
             t.hooks.iteration_metrics(buf.summary)
             per[m]["wall_s"].append(time.perf_counter() - t0)
             per[m]["cpu_s"].append(time.process_time() - c0)
