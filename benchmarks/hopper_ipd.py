@@ -20,7 +20,7 @@ from pathlib import Path
 from npsco.cli import main as npsco
 
 REFS = [f"runs/bench/ppo_mujoco/Hopper-v5-seed{s}" for s in (0, 1, 2)]
-RESULTS = Path("benchmarks/results")
+RESULTS = Path("benchmarks/results/hopper_ipd")
 
 
 def settings(run: str) -> str:
@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="threshold as a multiple of the default r0 (default: the task's default multiple)",
     )
-    p.add_argument("--name", default="hopper_ipd", help="run runs/bench/NAME, results benchmarks/results/NAME.*")
+    p.add_argument(
+        "--name", default="hopper_ipd", help="run runs/bench/NAME, results benchmarks/results/hopper_ipd/NAME.*"
+    )
     p.add_argument("--summarize", action="store_true", help="only write the results of what has finished")
     args = p.parse_args(argv)
     run = f"runs/bench/{args.name}"

@@ -253,7 +253,10 @@ class PolicyRow:
 
     @property
     def meets(self) -> bool:
-        return self.ret >= 0.8 * self.ref_median and self.nearest_over_r0 >= 1.0
+        """The paper's criteria (`npsco evaluate`'s `meets`): return >= 0.8 x the references' median, nearest >= r0."""
+        from npsco.selection import meets_criteria
+
+        return meets_criteria(self.ret, self.ref_median, self.nearest_over_r0, threshold=1.0)
 
 
 def late_training(metrics_path: Path) -> tuple[float | None, float | None, float | None]:

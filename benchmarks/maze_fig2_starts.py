@@ -7,8 +7,9 @@ For every replicate (a `maze_ipd.py` runs directory: its `refs` population and o
 threshold multiple S), every chain (the 5 PPO references; the 5 IPD policies of a multiple) and every start
 (x = 14.5, y = 2, 4, ..., 14; y = 8 is Fig. 2's start (14.5, 8), 1.5 from the centre of the +1 goal on the right edge),
 it records the goal each policy's deterministic trajectory reaches, and the number of distinct goals the chain reaches.
-Writes `benchmarks/results/maze_fig2_starts.{json,md}`. The criterion per start: PPO <= 2 distinct goals, IPD >= 3
-(the issue's 90% goal-reaching condition from random starts does not depend on the start and is not re-checked here).
+Writes `benchmarks/results/maze_ipd/maze_fig2_starts.{json,md}`. The criterion per start: PPO <= 2 distinct goals,
+IPD >= 3 (the issue's 90% goal-reaching condition from random starts does not depend on the start and is not re-checked
+here).
 """
 
 from __future__ import annotations
@@ -19,24 +20,28 @@ import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "maze_ipd"
 YS = (2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0)
 X = 14.5
 
 
-def chain_goals(manifest: Path, role: str) -> list[list[str]]:
-    """Per policy of `role` in the population at `manifest`: its goal from each start in YS."""
-    import npsco
+def chain_goals(run: Path, role: str) -> list[list[str]]:
+    """Per trained policy of `role` in the population run `run`: its goal from each start in YS."""
     from npsco.envs.maze import goal_name
     from npsco.evaluation import run_episodes
+    from npsco.evaluation.runs import load_run
+    from npsco.policy import load_policy
 
-    members = [m for m in json.loads(manifest.read_text())["members"] if m["role"] == role and m["status"] == "done"]
-    members.sort(key=lambda m: m["index"] if m["index"] is not None else m["seed"])
+    info = load_run(run)
+    members = sorted(
+        (m for m in info.members if m.role == role), key=lambda m: m.index if m.index is not None else m.seed
+    )
     starts = [(X, y) for y in YS]
     out = []
     for m in members:
-        policy = npsco.load_policy(manifest.parent / m["path"])  # (paths are relative to the run directory)
-        out.append([goal_name(int(g)) for g in run_episodes(policy, len(starts), seed=0, start=starts).goals])
+        episodes = run_episodes(load_policy(info.checkpoint(m)), len(starts), seed=0, start=starts)
+        assert episodes.goals is not None  # the maze records goals
+        out.append([goal_name(int(g)) for g in episodes.goals])
     return out
 
 
@@ -58,12 +63,12 @@ def main() -> None:
     }
     for run in args.runs:
         run = Path(run)
-        rep: dict = {"ppo": chain_goals(run / "refs" / "manifest.json", "reference"), "ipd": {}}
+        rep: dict = {"ppo": chain_goals(run / "refs", "reference"), "ipd": {}}
         for chain in sorted(run.glob("ipd-r0x*")):
             scale = chain.name.removeprefix("ipd-r0x")
             if not scale.replace(".", "").isdigit():  # tagged variants (-sample, -t0) are not the default settings
                 continue
-            rep["ipd"][scale] = chain_goals(chain / "manifest.json", "novel")
+            rep["ipd"][scale] = chain_goals(chain, "novel")
         data["replicates"][run.name] = rep
         print(f"{run.name}: done", file=sys.stderr, flush=True)
 

@@ -5,10 +5,11 @@ policies (seeds 1000..1000+K-1), the k-th against the R references and the k-1 I
 r0 = S x the mean pairwise distance of the references. Each stage is an `npsco population` run directory (the chains
 borrow the references with `--refs-from`), so an interrupted benchmark resumes where it stopped.
 
-For every policy: the goal reached by its deterministic trajectory from a start near the right edge (14.5, 8) (the
-trajectories of the paper's Fig. 2), the fraction of deterministic episodes from random starts that end in each goal,
-the novelty U = min_j D(policy, ref_j) against the policies it was trained against (IPD), and the constraint's
-termination fraction at the end of training.
+For every policy, as `npsco.evaluation.evaluate.evaluate_run` measures it on deterministic episodes from random starts
+(seeds from 20000): the goal reached by its deterministic trajectory from Fig. 2's start (`FIG2_START`, (14.5, 8) near
+the right edge), the fraction of the episodes that end in each goal, the novelty U = min_j D(policy, ref_j) against
+the policies it was trained against (IPD; the `nearest` column of `npsco evaluate`); and the constraint's termination
+fraction at the end of training.
 
 Target (issue 3): the R PPO seeds reach at most two distinct goals from the right start, the K IPD policies at least
 three, and each IPD policy reaches a goal in >= 90% of random-start episodes.
@@ -37,20 +38,21 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.envs.maze import GOAL_NAMES, goal_name
-from npsco.evaluation import run_episodes
+from npsco.envs.maze import GOAL_NAMES
+from npsco.evaluation.evaluate import evaluate_run
+from npsco.evaluation.measure import MeasureCache, Measurement
+from npsco.evaluation.rows import EvaluationRow
 from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.logger import read_metrics
 from npsco.methods.settings import MethodConfig
-from npsco.novelty.metrics import policy_distance
 from npsco.parallel import LogView, Scheduler, make_executor
-from npsco.policy import load_policy
 from npsco.population import Population, PopulationConfig
 from npsco.ppo.config import preset
 from npsco.tasks import MAZE_ID
 
-RIGHT_START = (14.5, 8.0)  # (15, 8) is inside the right region (centre (16, 8), radius 1)
+MEASURE_SEED = 20_000
+"""Seed of the first random-start episode each policy is measured on (env i seeded MEASURE_SEED + i)."""
 
 
 def main() -> None:
@@ -69,7 +71,7 @@ def main() -> None:
     p.add_argument("--mset", action="append", default=[], metavar="KEY=VALUE", help="IPD setting override")
     p.add_argument("--episodes", type=int, default=100, help="random-start deterministic episodes per policy")
     p.add_argument("--runs", default="runs/bench/maze_ipd", help="population run directories")
-    p.add_argument("--results", default="benchmarks/results/maze_ipd", help="results path without extension")
+    p.add_argument("--results", default="benchmarks/results/maze_ipd/maze_ipd", help="results path without extension")
     p.add_argument("--tag", default="", help="suffix of the chains' names, for a variant given with --mset")
     p.add_argument("--stop-when-met", action="store_true", help="stop after the first chain that meets the target")
     p.add_argument(
@@ -120,12 +122,13 @@ def main() -> None:
     if executor is not None:
         atexit.register(executor.close)
     members = refs.run(executor)
+    cache: MeasureCache = {}  # the references are measured once, for every chain that borrows them
     # the references are trained once: keep the provenance of the invocation that trained them
     first = results["stages"].get("ppo") or {"command": command, "code": code_version(), "environment": environment}
     results["stages"]["ppo"] = {
         "train_seconds": round(sum(m.wall_seconds for m in members), 1),
         **{k: first[k] for k in ("command", "code", "environment") if k in first},
-        "policies": [describe(refs, m, args.episodes) for m in members],
+        "policies": describe_all(refs, members, args.episodes, cache),
     }
     write(results, args.results)
 
@@ -158,7 +161,7 @@ def main() -> None:
             "code": code_version(),
             "environment": environment,
             "train_seconds": round(sum(m.wall_seconds for m in members if m.role == "novel"), 1),
-            "policies": [describe(pop, m, args.episodes) for m in members if m.role == "novel"],
+            "policies": describe_all(pop, [m for m in members if m.role == "novel"], args.episodes, cache),
         }
         results["stages"][name] = stage
         results["verdict"] = verdict(results["stages"])
@@ -212,39 +215,46 @@ def _log(msg: str) -> None:
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
-def describe(pop: Population, member, episodes: int) -> dict:
-    """Goal from the right start, goal fractions from random starts, novelty and training diagnostics of a member."""
-    policy = pop.policy(member)
-    right = run_episodes(policy, 1, seed=0, start=RIGHT_START, record_states=True)
-    rand = run_episodes(policy, episodes, seed=20_000, record_states=True)
-    fractions = {name: float(np.mean(rand.goals == i)) for i, name in enumerate(GOAL_NAMES)}
-    fractions["none"] = float(np.mean(rand.goals < 0))
+def describe_all(pop: Population, members: list, episodes: int, cache: MeasureCache) -> list[dict]:
+    """`describe` each of `members`, measured with the rest of the population by `evaluate_run`."""
+    doc = evaluate_run(pop.out, episodes, MEASURE_SEED, cache, log=lambda line: None)
+    rows = {row["name"]: EvaluationRow.from_dict(row) for row in doc["policies"]}
+    distances = doc["action_distance_matrix"]
+    return [
+        describe(pop, m, rows[m.name], cache[(rows[m.name].checkpoint, episodes, MEASURE_SEED)], distances)
+        for m in members
+    ]
+
+
+def describe(pop: Population, member, row: EvaluationRow, measured: Measurement, distances: dict) -> dict:
+    """Goal from the right start, goal fractions from random starts, novelty and training diagnostics of a member:
+    `row` and `measured` are its evaluation and its episodes, `distances` the population's action distance matrix."""
+    trajectory = measured.fig2_trajectory
+    assert trajectory is not None and row.goal_from_right is not None  # measured on the maze
+    fractions = {g: getattr(row, f"goal_{g}") for g in (*GOAL_NAMES, "none")}
     out = {
         "name": member.name,
         "seed": member.seed,
         "role": member.role,
-        "right_start_goal": goal_name(int(right.goals[0])),
-        "right_start_length": int(right.lengths[0]),
-        "right_start_trajectory": np.round(right.trajectory(0), 3).tolist(),
+        "right_start_goal": row.goal_from_right,
+        "right_start_length": len(trajectory) - 1,  # the trajectory ends with the final observation
+        "right_start_trajectory": np.round(trajectory, 3).tolist(),
         "goal_fractions": fractions,
         "dominant_goal": max(fractions, key=fractions.get),
         "reached_goal_frac": 1.0 - fractions["none"],
-        "return_mean": float(rand.returns.mean()),
-        "return_std": float(rand.returns.std()),
+        "return_mean": row.return_mean,
+        "return_std": row.return_std,
         "wall_seconds": member.wall_seconds,
     }
     if member.role == "novel":
-        states = np.concatenate(rand.states)
-        own = policy.mean_action(states)
-        dists = {
-            ref: policy_distance(own, load_policy(_path(pop, ref)).mean_action(states)) for ref in member.references
-        }
+        assert row.nearest is not None  # a novel policy had policies to avoid
+        own = distances["matrix"][distances["names"].index(member.name)]
         out.update(
             threshold=member.threshold,
             references=member.references,
-            novelty=min(dists.values()),
-            nearest=min(dists, key=dists.get),
-            novelty_over_r0=min(dists.values()) / member.threshold,
+            novelty=row.nearest,
+            nearest=min(member.references, key=lambda ref: own[distances["names"].index(ref)]),
+            novelty_over_r0=row.nearest / member.threshold,
         )
         rows = read_metrics(pop.out / member.path / "metrics.jsonl")
         last = rows[-10:]
@@ -258,11 +268,6 @@ def _mean(values) -> float | None:
     """Mean of the logged values that are numbers (NaN is logged as null, e.g. when no episode ended)."""
     values = [v for v in values if v is not None]
     return float(np.mean(values)) if values else None
-
-
-def _path(pop: Population, name: str) -> Path:
-    member = next(m for m in pop.members if m.name == name)
-    return pop.out / member.checkpoint
 
 
 def verdict(stages: dict) -> dict:

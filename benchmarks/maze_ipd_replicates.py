@@ -2,21 +2,23 @@
 
     python benchmarks/maze_ipd.py --r0-scale 1 0.5 0.25 0.75 2                          # replicate 0 (seeds 0..)
     python benchmarks/maze_ipd.py --set seed=100 --r0-scale 0.25 0.5 1 0.75 2 \\
-        --runs runs/bench/maze_ipd_s100 --results benchmarks/results/maze_ipd_s100      # replicate 100, and so on
-    python benchmarks/maze_ipd_replicates.py maze_ipd maze_ipd_s100 maze_ipd_s200
+        --runs runs/bench/maze_ipd_s100 --results benchmarks/results/maze_ipd/maze_ipd_s100  # replicate 100, and so on
+    python benchmarks/maze_ipd_replicates.py maze_ipd/maze_ipd maze_ipd/maze_ipd_s100 maze_ipd/maze_ipd_s200
 
-Reads `benchmarks/results/NAME.json` for each NAME and writes `benchmarks/results/maze_ipd_replicates.md`: per threshold
-multiple and replicate, the goals the 5 IPD policies reach from the right start, whether the target is met, and the
-PPO seeds' goals. Only the chains with the default IPD settings are counted, or with `--tag T` only the variant chains
-named `ipd-r0xS-T` (written to `maze_ipd_replicates_T.md`). Under the table, the target's rate per multiple: over all
-replicates, over those where the PPO part holds, and with top and bottom counted as one goal (the right start lies on
-the map's axis of symmetry, so top vs bottom is a tie-break).
+Reads `benchmarks/results/NAME.json` for each NAME (a path under benchmarks/results/, without .json) and writes
+`benchmarks/results/maze_ipd/maze_ipd_replicates.md`: per threshold multiple and replicate, the goals the 5 IPD
+policies reach from the right start, whether the target is met, and the PPO seeds' goals. Only the chains with the
+default IPD settings are counted, or with `--tag T` only the variant chains named `ipd-r0xS-T` (written to
+`maze_ipd_replicates_T.md`). Under the table, the target's rate per multiple: over all replicates, over those where the
+PPO part holds, and with top and bottom counted as one goal (the right start lies on the map's axis of symmetry, so top
+vs bottom is a tie-break).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,9 +29,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("names", nargs="+", help="results files (without .json) under benchmarks/results/")
     p.add_argument("--tag", default="", help="summarise the chains of this --tag variant of maze_ipd.py instead")
-    p.add_argument("--out", default=None, help="default: benchmarks/results/maze_ipd_replicates[_TAG].md")
+    p.add_argument("--out", default=None, help="default: benchmarks/results/maze_ipd/maze_ipd_replicates[_TAG].md")
     args = p.parse_args()
-    out = Path(args.out or RESULTS / f"maze_ipd_replicates{'_' + args.tag if args.tag else ''}.md")
+    out = Path(args.out or RESULTS / "maze_ipd" / f"maze_ipd_replicates{'_' + args.tag if args.tag else ''}.md")
 
     reps = {}
     for name in args.names:
@@ -60,7 +62,7 @@ def main() -> None:
         f"`python benchmarks/maze_ipd_replicates.py {' '.join(args.names)}"
         + (f" --tag {args.tag}" if args.tag else "")
         + "` — from the results of "
-        + ", ".join(f"`{reps[s][0]}.md`" for s in seeds)
+        + ", ".join(f"`{os.path.relpath(RESULTS / reps[s][0], out.parent)}.md`" for s in seeds)
         + " (each: its command, code version and full tables).",
         "",
         "Replicate S = the population's base seed: PPO references S..S+4, IPD policies S+1000..S+1004 (the "

@@ -5,12 +5,14 @@ method, one population of K novel policies (seeds 1000..1000+K-1) borrows them (
 trained against the R references and the k-1 policies of its method before it, r0 = the references' mean pairwise
 distance. Every policy trains with the maze preset (150k steps) and every method with its default knobs.
 
-Per policy: the deterministic return over 100 random-start episodes (the population's final evaluation), the goal of
-the deterministic trajectory from (14.5, 8) near the right edge (Fig. 2's trajectories; (15, 8) lies inside the right
-region), the goals reached from 100 random starts, the novelty U = min_j D(policy, ref_j) against the R PPO references
-(on the policy's own visited states), and success (its training evaluation curve reached the median final return of
-the references, `npsco.stats.success_flags`). Per method: mean +- std of the returns over its policies, the distinct
-goals from the right start, the distinct dominant goals from random starts, the success rate.
+Per policy: the deterministic return over 100 random-start episodes and the goals they reached (the population's
+final evaluation, recorded in its manifest), success (its training evaluation curve reached the median final return of
+the references, `npsco.stats.success_flags`), and, measured by `npsco.evaluation.evaluate.evaluate_run` on 100 other
+deterministic random-start episodes (seeds from 20000): the goal of the deterministic trajectory from Fig. 2's start
+(`FIG2_START`, (14.5, 8) near the right edge) and the novelty U = min_j D(policy, ref_j) against the R PPO references
+(on the policy's own visited states; the `novelty` column of `npsco evaluate`). Per method: mean +- std of the returns
+over its policies, the distinct goals from the right start, the distinct dominant goals from random starts, the success
+rate.
 
 Each stage is an `npsco population` run directory, so an interrupted benchmark resumes where it stopped; the results
 are rewritten after every method (JSON + Markdown). The committed results' command is in the .md file:
@@ -29,19 +31,20 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.envs.maze import goal_name
-from npsco.evaluation import run_episodes
+from npsco.evaluation.evaluate import evaluate_run
+from npsco.evaluation.measure import MeasureCache
+from npsco.evaluation.rows import EvaluationRow
 from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.logger import read_metrics
 from npsco.methods.settings import MethodConfig
-from npsco.novelty.references import ReferenceSet
 from npsco.population import Population, PopulationConfig
 from npsco.ppo.config import preset
 from npsco.stats import mean_std, success_baseline, success_flags
 from npsco.tasks import MAZE_ID
 
-RIGHT_START = (14.5, 8.0)
+MEASURE_EPISODES, MEASURE_SEED = 100, 20_000
+"""Deterministic random-start episodes (env i seeded MEASURE_SEED + i): novelty is measured on their states."""
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")  # 1 on a loaded machine: BLAS threads oversubscribe it
 METHOD_METRICS = {  # per method: training metrics averaged over all iterations of each policy
     "wsr": ("wsr/bonus_mean",),
@@ -59,7 +62,9 @@ def main() -> None:
     p.add_argument("--novel", type=int, default=5, help="novel policies K per method (default 5)")
     p.add_argument("--steps", type=float, default=None, help="steps per policy (default: the maze preset's)")
     p.add_argument("--runs", default="runs/bench/maze_methods", help="population run directories")
-    p.add_argument("--results", default="benchmarks/results/maze_methods", help="results path without extension")
+    p.add_argument(
+        "--results", default="benchmarks/results/maze_methods/maze_methods", help="results path without extension"
+    )
     args = p.parse_args()
 
     ppo = apply_overrides(preset(MAZE_ID), [f"total_timesteps={int(args.steps)}"] if args.steps else [])
@@ -86,10 +91,11 @@ def main() -> None:
         log=_log,
     )
     refs = refs_pop.run()
-    ref_policies = ReferenceSet([refs_pop.policy(m) for m in refs], [m.name for m in refs])
     ref_returns = [m.final_eval["return_mean"] for m in refs]
     results["success_baseline"] = success_baseline(ref_returns)
-    rows = [describe(refs_pop, m, ref_policies, ref_returns) for m in refs]
+    cache: MeasureCache = {}  # the references are measured once, for every method's population that borrows them
+    measured = measure(refs_pop, cache)
+    rows = [describe(refs_pop, m, measured[m.name], ref_returns) for m in refs]
     results["methods"]["ppo"] = summarise(rows, method_config=None, r0=None, threshold=None)
     write(results, args.results)
 
@@ -102,7 +108,8 @@ def main() -> None:
             log=_log,
         )
         members = [m for m in pop.run() if m.role == "novel"]
-        rows = [describe(pop, m, ref_policies, ref_returns) for m in members]
+        measured = measure(pop, cache)
+        rows = [describe(pop, m, measured[m.name], ref_returns) for m in members]
         results["methods"][name] = summarise(rows, config.to_dict(), pop.r0_default, members[0].threshold)
         write(results, args.results)
 
@@ -111,16 +118,17 @@ def _log(msg: str) -> None:
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
-def describe(pop: Population, member, refs: ReferenceSet, ref_returns: list[float]) -> dict:
+def measure(pop: Population, cache: MeasureCache) -> dict[str, EvaluationRow]:
+    """Every trained policy of the population as `npsco evaluate` measures it, on MEASURE_EPISODES episodes, by name:
+    its novelty against the population's PPO references (other than itself) and its goal from Fig. 2's start."""
+    doc = evaluate_run(pop.out, MEASURE_EPISODES, MEASURE_SEED, cache, log=lambda line: None)
+    return {row["name"]: EvaluationRow.from_dict(row) for row in doc["policies"]}
+
+
+def describe(pop: Population, member, measured: EvaluationRow, ref_returns: list[float]) -> dict:
     """One policy: return, goals, novelty against the PPO references, success, training diagnostics."""
-    policy = pop.policy(member)
     final = member.final_eval
-    right = run_episodes(policy, 1, seed=0, start=RIGHT_START)
-    visited = run_episodes(policy, 100, seed=20_000, record_states=True)
-    states = np.concatenate(visited.states)
-    distances = refs.distances(states, policy.mean_action(states)).mean(axis=0)  # D(policy, ref_j), (R,)
-    if member.role == "reference":
-        distances = np.delete(distances, refs.names.index(member.name))
+    assert measured.novelty is not None and measured.goal_from_right is not None  # PPO references, on the maze
     # a reference is scored on its final return (PPO's rate is then ~0.5 "by definition", paper Sec. 4.2)
     curve = [r for _, r in member.eval_curve] if member.role == "novel" else [final["return_mean"]]
     goals = {g: n / final["episodes"] for g, n in final["goals"].items()}
@@ -130,10 +138,10 @@ def describe(pop: Population, member, refs: ReferenceSet, ref_returns: list[floa
         "role": member.role,
         "return_mean": final["return_mean"],
         "return_std": final["return_std"],
-        "right_start_goal": goal_name(int(right.goals[0])),
+        "right_start_goal": measured.goal_from_right,
         "goal_fractions": goals,
         "dominant_goal": max(goals, key=goals.get),
-        "novelty_vs_ppo": float(distances.min()),
+        "novelty_vs_ppo": measured.novelty,
         "best_training_eval": max(curve) if curve else None,
         "success": bool(success_flags([curve or [final["return_mean"]]], ref_returns)[0]),
         "wall_seconds": member.wall_seconds,

@@ -7,7 +7,8 @@ Each configuration trains the same references (seeds 0..R-1) from scratch in a f
 `Population.run(executor)`, i.e. the code path of `npsco sweep`; the forkserver is started before the timing. Each job
 also reports its worker's CPU seconds: their sum over the wall time is the number of cores the run obtained, which
 tells a slow machine (others' jobs take the cores) from a slow pool. The load average is recorded before and after each
-run: on a shared machine other jobs compete for the cores. Results: benchmarks/results/parallel_refs.json and .md.
+run: on a shared machine other jobs compete for the cores. Results: benchmarks/results/throughput/parallel_refs.json
+and .md.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from npsco.population import Population, PopulationConfig
 from npsco.ppo.config import preset
 from npsco.tasks import MAZE_ID
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "throughput"
 
 
 def cpu_timed(fn, *args):

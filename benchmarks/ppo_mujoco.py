@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=float, default=1_000_000)
     p.add_argument("--preset", default="default")
     p.add_argument("--episodes", type=int, default=10, help="final deterministic evaluation episodes")
-    p.add_argument("--results", default="benchmarks/results/ppo_mujoco_1M.json")
+    p.add_argument("--results", default="benchmarks/results/ppo_learning/ppo_mujoco_1M.json")
     p.add_argument("--runs", default="runs/bench/ppo_mujoco", help="run directories (policies, metrics)")
     args = p.parse_args(argv)
 

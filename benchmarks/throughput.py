@@ -2,7 +2,7 @@
 reference policies, on Hopper-v5, on this machine, in one run.
 
     python benchmarks/throughput.py                      # 100k steps per PPO run, minibatch 64 and 256, IPD M=0..20
-    python benchmarks/throughput.py --skip-ppo --out benchmarks/results/throughput_ipd   # only IPD's cost
+    python benchmarks/throughput.py --skip-ppo --out benchmarks/results/throughput/throughput_ipd   # only IPD's cost
     python benchmarks/throughput.py --steps 20000 --ipd-steps 10240 --repeats 1   # a quick look
 
 Every configuration runs in a fresh subprocess (`--worker`), one after the other, alternating npsco and SB3 (and the
@@ -251,7 +251,7 @@ def worker_paired(spec: dict) -> dict:
     order = list(trainers)
     for t in trainers.values():  # one untimed warm-up iteration each (first-call allocations, imports)
         buf = t.collect_rollout()
-        t.hooks.update(t, t.compute_advantages(buf))
+        t.hooks.update(t.learner, t.compute_advantages(buf))
         t.hooks.iteration_metrics(buf.summary)
     for acc in hook.values():
         acc[:] = [0.0, 0]
@@ -262,7 +262,7 @@ def worker_paired(spec: dict) -> dict:
             buf = t.collect_rollout()
             batch = t.compute_advantages(buf)
             t1 = time.perf_counter()
-            t.hooks.update(t, batch)
+            t.hooks.update(t.learner, batch)
             t.hooks.iteration_metrics(buf.summary)
             per[m]["wall_s"].append(time.perf_counter() - t0)
             per[m]["cpu_s"].append(time.process_time() - c0)
@@ -731,7 +731,7 @@ def main() -> None:
     p.add_argument("--baseline-src", default=None, help="also run npsco PPO from this src/ dir (before/after)")
     p.add_argument("--baseline-steps", type=int, default=None, help="steps of the baseline runs (default: --steps)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="benchmarks/results/throughput", help="writes OUT.json and OUT.md")
+    p.add_argument("--out", default="benchmarks/results/throughput/throughput", help="writes OUT.json and OUT.md")
     p.add_argument("--note", action="append", default=[], help="a line for the Notes section (repeatable)")
     p.add_argument(
         "--render", default=None, metavar="JSON", help="only rewrite the .md (and summary) of a results file"

@@ -23,27 +23,45 @@ MAZE_OBS = gym.spaces.Box(0.0, 16.0, (2,), np.float32)
 MAZE_ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-def maze_policy(weights, **metadata) -> Policy:
-    """A maze policy from its layers' (weight, bias) lists: no observation normalisation, std 1. Its metadata are
-    what a checkpoint needs (method `ppo`, seed 0 unless `metadata` says otherwise), and `metadata`."""
+def box_policy(env_id: str, observation_space, action_space, weights, **metadata) -> Policy:
+    """A policy of `env_id` (Box spaces) from its layers' (weight, bias) lists: no observation normalisation, std 1.
+    Its metadata are what a checkpoint needs (method `ppo`, seed 0 unless `metadata` says otherwise), and `metadata`."""
     return Policy(
         weights=[(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in weights],
-        log_std=np.zeros(2, np.float32),
-        obs_mean=np.zeros(2, np.float32),
-        obs_var=np.ones(2, np.float32),
+        log_std=np.zeros(action_space.shape[0], np.float32),
+        obs_mean=np.zeros(observation_space.shape[0], np.float32),
+        obs_var=np.ones(observation_space.shape[0], np.float32),
         obs_clip=10.0,
         norm_obs=False,
-        action_low=MAZE_ACT.low,
-        action_high=MAZE_ACT.high,
+        action_low=action_space.low,
+        action_high=action_space.high,
         metadata={
-            "env_id": MAZE_ID,
-            "observation_space": space_metadata(MAZE_OBS),
-            "action_space": space_metadata(MAZE_ACT),
+            "env_id": env_id,
+            "observation_space": space_metadata(observation_space),
+            "action_space": space_metadata(action_space),
             "method": "ppo",
             "seed": 0,
             **metadata,
         },
     )
+
+
+def maze_policy(weights, **metadata) -> Policy:
+    """A maze policy from its layers' (weight, bias) lists (`box_policy`)."""
+    return box_policy(MAZE_ID, MAZE_OBS, MAZE_ACT, weights, **metadata)
+
+
+@pytest.fixture(scope="session")
+def constant_policy() -> Callable[[str, float], Policy]:
+    """`constant_policy(env_id, action)`: a policy of `env_id` that acts `action` on every joint whatever it sees."""
+
+    def make(env_id: str, action: float) -> Policy:
+        env = gym.make(env_id)
+        obs, act = env.observation_space, env.action_space
+        env.close()
+        return box_policy(env_id, obs, act, [(np.zeros((act.shape[0], obs.shape[0])), np.full(act.shape[0], action))])
+
+    return make
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,6 +111,113 @@ def tiny_maze() -> Callable[..., PPOConfig]:
         return cfg if "total_timesteps" in settings else dataclasses.replace(cfg, total_timesteps=cfg.batch_size)
 
     return make
+
+
+@pytest.fixture
+def update_trainer(tiny_maze):
+    """`update_trainer(method=None, **settings)`: a maze trainer for checking updates: 8 envs x 32 steps, 4
+    minibatches, 3 epochs, small networks (actor 32x10, critic 16), seed 3; `settings` over them."""
+    from npsco.ppo.trainer import Trainer
+
+    def make(method=None, **settings):
+        base = dict(num_envs=8, num_steps=32, num_minibatches=4, update_epochs=3, actor_hidden=(32, 10), seed=3)
+        cfg = tiny_maze(**{**base, "critic_hidden": (16,), **settings})
+        return Trainer(cfg, method, tensorboard=False)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def random_batch() -> Callable[..., object]:
+    """`random_batch(agent, streams, size, rng)`: a `Batch` of `size` random rows for `agent`: standard normal
+    observations, actions = the policy's mean + N(0, 1), old log-probabilities = the current ones + N(0, 0.4) (ratios
+    far from 1 too: both sides of PPO's clip), and per stream of `streams` advantages N(0.3, 1.5), values N(0, 1) and
+    returns = values + N(0, 0.5)."""
+    import torch
+
+    from npsco.ppo.rollout import Batch
+
+    def make(agent, streams, size: int, rng: np.random.Generator):
+        def normal(mean, std, shape):
+            return torch.from_numpy(rng.normal(mean, std, shape).astype(np.float32))
+
+        obs = normal(0.0, 1.0, (size, agent.obs_dim))
+        with torch.no_grad():
+            mean = agent.actor_mean(obs)
+            actions = mean + normal(0.0, 1.0, mean.shape)
+            logprob, _, _ = agent.evaluate(obs, actions)
+        values = {s: normal(0.0, 1.0, size) for s in streams}
+        return Batch(
+            obs=obs,
+            actions=actions,
+            logprobs=logprob + normal(0.0, 0.4, size),
+            advantages={s: normal(0.3, 1.5, size) for s in streams},
+            returns={s: values[s] + normal(0.0, 0.5, size) for s in streams},
+            values=values,
+            size=size,
+        )
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def learner_state() -> SimpleNamespace:
+    """A trainer's learning state, to compare updates: `snapshot(tr)` and `restore(tr, snap)` (the agent, the Adam
+    state, the minibatch generator), `params(tr)` (every parameter, one vector), `adam(tr)` (Adam's first and second
+    moments, one vector each, and each parameter's step count, -1 without state), `run(tr, snap, update)` (restore
+    `snap`, call `update()`: the parameters, Adam state and result after it) and `assert_same(expected, got, before,
+    rel)` (two runs' parameter changes from `before` and their results equal to `rel`, their Adam states to float32
+    rounding)."""
+    import copy
+
+    import torch
+
+    def snapshot(tr):
+        return (
+            copy.deepcopy(tr.agent.state_dict()),
+            copy.deepcopy(tr.learner.optimizer.state_dict()),
+            tr.learner.torch_rng.get_state(),
+        )
+
+    def restore(tr, snap) -> None:
+        tr.agent.load_state_dict(snap[0])
+        tr.learner.optimizer.load_state_dict(copy.deepcopy(snap[1]))  # (load_state_dict aliases the tensors given)
+        tr.learner.torch_rng.set_state(snap[2])
+
+    def params(tr) -> np.ndarray:
+        return torch.cat([p.detach().reshape(-1) for p in tr.agent.parameters()]).numpy().copy()
+
+    def adam(tr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(exp_avg, exp_avg_sq, steps); a parameter without Adam state counts zeros and step -1."""
+        ps = list(tr.agent.parameters())
+        st = [tr.learner.optimizer.state[p] for p in ps]
+
+        def moment(key: str) -> np.ndarray:
+            return np.concatenate(
+                [s[key].reshape(-1).numpy() if s else np.zeros(p.numel()) for s, p in zip(st, ps, strict=False)]
+            )
+
+        return moment("exp_avg"), moment("exp_avg_sq"), np.array([float(s["step"]) if s else -1.0 for s in st])
+
+    def run(tr, snap, update):
+        restore(tr, snap)
+        out = update()
+        return params(tr), adam(tr), out
+
+    def assert_same(expected, got, before: np.ndarray, rel: float = 1e-4) -> None:
+        d_expected, d_got = expected[0] - before, got[0] - before
+        assert np.linalg.norm(d_expected) > 1e-4  # the update did something
+        assert np.linalg.norm(d_got - d_expected) / np.linalg.norm(d_expected) < rel
+        np.testing.assert_allclose(got[1][0], expected[1][0], rtol=1e-3, atol=1e-7)
+        np.testing.assert_allclose(got[1][1], expected[1][1], rtol=1e-3, atol=1e-10)
+        np.testing.assert_array_equal(got[1][2], expected[1][2])
+        assert got[2].keys() == expected[2].keys()
+        for k in expected[2]:
+            assert got[2][k] == pytest.approx(expected[2][k], rel=rel, abs=1e-6), k
+
+    return SimpleNamespace(
+        snapshot=snapshot, restore=restore, params=params, adam=adam, run=run, assert_same=assert_same
+    )
 
 
 @pytest.fixture(scope="session")

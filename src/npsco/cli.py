@@ -165,6 +165,18 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------------------ export
+@command("export")
+def cmd_export(args: argparse.Namespace) -> int:
+    from npsco.export import export_onnx  # lazy: onnx
+    from npsco.policy import load_policy, resolve_checkpoint  # lazy: gymnasium
+
+    path = resolve_checkpoint(args.checkpoint)
+    out = export_onnx(load_policy(path), args.out or path.with_suffix(".onnx"))
+    print(f"written: {out}  (input `obs` [batch, obs_dim] float32, output `action` [batch, action_dim] float32)")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------------------ import
 @command("import")
 def cmd_import(args: argparse.Namespace) -> int:
@@ -196,8 +208,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 @command("experiment")
 def cmd_experiment(args: argparse.Namespace) -> int:
     """PPO references, every method's novel policies against them (a sweep, in parallel), then the report."""
+    from npsco.experiment import run_experiment  # lazy: torch, matplotlib
     from npsco.grid import experiment_grid  # lazy: torch
-    from npsco.sweep import run_experiment  # lazy: torch
 
     grid = experiment_grid(
         args.env,

@@ -115,14 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
     rd = sub.add_parser(
         "render",
         help="filmstrip (PNG) or animation (GIF) of one policy",
-        description="Frames of one deterministic episode: every K steps, N frames, side by side (or a "
-        "GIF). MuJoCo renders offscreen (MUJOCO_GL=egl by default).",
+        description="Frames of one deterministic episode: N frames spread over the whole episode (or every K "
+        "steps), side by side (or a GIF). MuJoCo renders offscreen (MUJOCO_GL=egl by default), by a camera that "
+        "follows the body.",
     )
     rd.add_argument("checkpoint", help="a policy .safetensors file or a run directory holding policy.safetensors")
     rd.add_argument("--out", default=None, help="output file (default: next to the checkpoint, .filmstrip.png or .gif)")
     rd.add_argument("--frames", type=int, default=None, help="frames (default: maze 6, MuJoCo 8; GIF 40 / 100)")
     rd.add_argument(
-        "--every", type=int, default=None, help="steps between frames (default: maze 5, MuJoCo 25; GIF 1 / 4)"
+        "--every", type=int, default=None, help="steps between frames (default: spread over the whole episode)"
     )
     rd.add_argument("--gif", action="store_true", help="an animated GIF instead of a filmstrip")
     rd.add_argument("--fps", type=float, default=10.0, help="GIF frames per second (default 10)")
@@ -130,6 +131,17 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--size", type=int, default=None, help="frame side in pixels (default: maze 160, MuJoCo 240)")
     rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
     rd.add_argument("--env", default=None, metavar="ENV_ID", help=TASK_OF_CHECKPOINT_HELP)
+
+    ex = sub.add_parser(
+        "export",
+        help="a policy as an ONNX model (runs without npsco)",
+        description="Write a policy's deterministic action (raw observations in, the executed action out: its "
+        "normalisation, MLP and action clipping) as an ONNX model, readable by ONNX Runtime and other ONNX tools "
+        "(pip install 'npsco[onnx]'; docs/checkpoints.md).",
+    )
+    ex.add_argument("checkpoint", help="a policy .safetensors file or a run directory holding policy.safetensors")
+    ex.add_argument("--onnx", action="store_true", required=True, help="export as ONNX (the one format today)")
+    ex.add_argument("--out", default=None, help="the .onnx file (default: next to the checkpoint, policy.onnx)")
 
     im = sub.add_parser(
         "import",

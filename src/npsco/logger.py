@@ -1,32 +1,84 @@
-"""Per-iteration metrics: a JSON-lines file (always) and TensorBoard event files (optional), namespaced like CleanRL
-(`charts/`, `losses/`, `eval/`, `novelty/`, `ipd/`, ...)."""
+"""Per-iteration metrics: a JSON-lines file (always), TensorBoard event files (optional) and Weights & Biases
+(optional, `Tracking`), namespaced like CleanRL (`charts/`, `losses/`, `eval/`, `novelty/`, `ipd/`, ...)."""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
+from npsco.io import atomic_write_text
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """Where a run's metrics also go on Weights & Biases (`--track`; `pip install 'npsco[wandb]'`)."""
+
+    project: str = "npsco"
+    """The W&B project."""
+    entity: str | None = None
+    """The W&B entity (user or team); None: W&B's default."""
+    group: str | None = None
+    """Runs of one population or sweep share a group (its folder); None: none."""
+    name: str | None = None
+    """The run's name; None: the run directory's path."""
+
+
+def start_wandb(tracking: Tracking, run_dir: Path | None, config: dict[str, Any]) -> Any:
+    """A W&B run for `tracking` (files under `run_dir`); W&B's own settings apply, e.g. WANDB_MODE=offline."""
+    try:
+        import wandb  # lazy: an optional extra (npsco[wandb]), seconds to import
+    except ImportError:
+        raise NpscoError("--track needs Weights & Biases: pip install 'npsco[wandb]' (or pip install wandb)") from None
+    return wandb.init(
+        project=tracking.project,
+        entity=tracking.entity,
+        group=tracking.group,
+        name=tracking.name or (str(run_dir) if run_dir is not None else None),
+        dir=str(run_dir) if run_dir is not None else None,
+        config=config,
+        reinit="create_new",
+    )
 
 
 class MetricsLogger:
     """Appends one JSON object per iteration to `metrics.jsonl` (flushed each time) and mirrors scalars to
     TensorBoard."""
 
-    def __init__(self, run_dir: str | Path | None, tensorboard: bool = True):
+    def __init__(
+        self,
+        run_dir: str | Path | None,
+        tensorboard: bool = True,
+        keep_rows: int | None = None,
+        tracking: Tracking | None = None,
+        config: dict[str, Any] | None = None,
+    ):
+        """`keep_rows`: a resumed run keeps that many rows of its metrics.jsonl (those its saved state had seen) and
+        appends after them; None starts a new file. `tracking`: also log to W&B, with the run's `config`."""
         self.rows: list[dict[str, Any]] = []
         self._file = None
         self._tb = None
+        self._wandb = None
         if run_dir is not None:
             run_dir = Path(run_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
-            self._file = open(run_dir / "metrics.jsonl", "w", encoding="utf-8")  # noqa: SIM115  (closed by close())
+            path = run_dir / "metrics.jsonl"
+            if keep_rows is not None:
+                self.rows = read_metrics(path)[:keep_rows] if path.exists() else []
+                if len(self.rows) != keep_rows:
+                    raise NpscoError(f"{path}: has {len(self.rows)} rows, the saved training state saw {keep_rows}")
+                atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in self.rows))
+            mode = "w" if keep_rows is None else "a"
+            self._file = open(path, mode, encoding="utf-8")  # noqa: SIM115  (closed by close())
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter  # lazy: tensorboard is slow to import
 
                 self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+        if tracking is not None:
+            self._wandb = start_wandb(tracking, None if run_dir is None else Path(run_dir), config or {})
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         row: dict[str, float | None] = {"global_step": int(step)}
@@ -39,6 +91,8 @@ class MetricsLogger:
             for k, v in row.items():
                 if k != "global_step" and v is not None:
                     self._tb.add_scalar(k, v, step)
+        if self._wandb is not None:
+            self._wandb.log({k: v for k, v in row.items() if k != "global_step" and v is not None}, step=int(step))
 
     def close(self) -> None:
         if self._file is not None:
@@ -47,6 +101,9 @@ class MetricsLogger:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
 
 
 def _clean(v: Any) -> float | None:

@@ -63,7 +63,7 @@ registry's."""
 
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Set in every worker before numpy and torch load: one policy per core, as BLAS threads competing for shared cores
-slow these small matrix products down (benchmarks/results/design_measurements.md)."""
+slow these small matrix products down (benchmarks/results/throughput/design_measurements.md)."""
 
 
 @dataclass

@@ -55,6 +55,7 @@ from npsco.population_jobs import (
     threshold_of,
     train_member_job,
 )
+from npsco.ppo.state import read_state, state_path
 from npsco.tasks import task_name
 
 NOVEL_SEED_OFFSET = 1000
@@ -75,7 +76,10 @@ def train_population(
     out = Path(out) if out else default_population_dir(config)
     pop = Population(out, config, progress=progress, log=log)
     refs = "borrowed" if config.refs_from or config.ref_checkpoints else config.refs
-    log(f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per chain")
+    log(
+        f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per "
+        f"chain, {config.ppo.budget()} steps each"
+    )
     members = pop.run()
     log("\n".join(summary_lines(members)))
     log(f"manifest: {out / 'manifest.json'}")
@@ -467,6 +471,9 @@ class PopulationLog:
                     f"r0={pop.threshold_for(member):.4g})"
                 )
             log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}, seed {member.seed}")
+            saved = state_path(pop.out / member.path)
+            if saved.exists():
+                log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
         else:
             final = pop.member(job.label).final_eval
             assert final is not None  # a trained member is evaluated

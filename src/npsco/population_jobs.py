@@ -29,6 +29,7 @@ from npsco.novelty.states import StateDistance
 from npsco.novelty.threshold import default_threshold, visited_states
 from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
+from npsco.ppo.state import state_path
 from npsco.ppo.trainer import Trainer
 from npsco.task_ids import trust_task
 
@@ -173,21 +174,24 @@ class PopulationSnapshot(PopulationMembers):
         return np.asarray(threshold["profile"], np.float64)
 
     def train(self, member: Member, progress: bool = False) -> Member:
-        """Train `member` from scratch with its seed (an earlier attempt's folder is deleted first), then evaluate it
-        (deterministic episodes seeded `FINAL_EVAL_SEED`); returns it done. KeyboardInterrupt on Ctrl-C."""
+        """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVAL_SEED`); returns
+        it done. An interrupted earlier attempt continues from its saved training state (`npsco.ppo.state`), or
+        restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM."""
         if is_borrowed(member) or member.path != layout_path(member):
             raise NpscoError(f"{self.out}: {member.name} is not a policy of this run to train (path {member.path!r})")
         # its folder where the layout puts it, inside the run, through no symbolic link (npsco.io.inside)
         run_dir = inside(self.out, layout_path(member))
         method = None if member.role == "reference" else self.method_for(member)
-        # an interrupted earlier attempt: restart it from scratch, same seed
-        remove_inside(self.out, run_dir)
+        resume = state_path(run_dir).exists()
+        if not resume:  # an attempt that saved no state: restart it from scratch, same seed
+            remove_inside(self.out, run_dir)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
         trainer = Trainer(
             cfg,
             method,
             run_dir,
+            resume=resume,
             metadata={
                 "population": {
                     "name": member.name,

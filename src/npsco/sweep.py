@@ -30,7 +30,6 @@ from npsco.filecheck import SWEEP, read_checked
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
 from npsco.io import atomic_write_json, remove_stale_temps, run_entries
 from npsco.locks import FolderLock
-from npsco.manifest import population_dirs
 from npsco.parallel import Executor, Job, Scheduler, View, make_executor
 from npsco.population import NOVEL_SEED_OFFSET, Population
 from npsco.settings import differences
@@ -43,7 +42,6 @@ __all__ = [
     "load_grid",
     "parse_grid",
     "plan",
-    "run_experiment",
     "run_sweep",
     "plan_lines",
     "summary_lines",
@@ -400,32 +398,3 @@ def train_sweep(
             log(f"sweep manifest: {out / 'sweep.json'}")
     log(f"next: {report_command(out)}   (a sweep folder stands for its population runs)")
     return sweep
-
-
-def run_experiment(
-    grid: Grid,
-    out: Path,
-    workers: int | None = None,
-    episodes: int | None = None,
-    report: bool = True,
-    log: Callable[[str], None] = print,
-) -> Path | None:
-    """`npsco experiment`: train the experiment's grid (`npsco.grid.experiment_grid`) as a sweep in `out` on a local
-    process pool, then write its report in `out/report`; returns report.md's path (None without `report`)."""
-    sweep = Sweep(grid, out, log=log)
-    log(
-        f"experiment in {out}: {grid.refs} PPO references per task, {grid.novel} novel policies per method and "
-        f"threshold for {', '.join(grid.methods[1:]) or 'no method'}; {sum(s.policies for s in sweep.specs)} "
-        f"policies in {len(sweep.specs)} population runs"
-    )
-    run_sweep(sweep, "local", workers, log=log)
-    runs = [str(p) for p in population_dirs(out)]
-    if not report:
-        log(f"trained; next: npsco report {out} --out {out / 'report'}")
-        return None
-    from npsco.report.build import build_report  # lazy: matplotlib, scipy, numba (training needs none of them)
-
-    command = report_command(out) + (f" --episodes {episodes}" if episodes else "")
-    path = build_report(runs, out / "report", episodes=episodes, seed=0, command=command)
-    log(f"\nexperiment done; report: {path}  (HTML: {path.with_suffix('.html')})")
-    return path

@@ -4,9 +4,10 @@
                         (a setting npsco gained since the run was made matches at its default)
     OUT/...             what `npsco.ppo.train.train` writes: policy.safetensors, metrics.jsonl, checkpoints/, ...
 
-Every training starts in an empty folder (a rerun after an interruption, or `force`): no file of an earlier attempt or
-of another configuration stays beside the new ones. One process trains in a folder at a time: it holds the folder's
-lock (`npsco.locks`) while it writes there.
+A rerun of the same command after an interruption (Ctrl-C, SIGTERM, a kill) continues from the training state saved
+in the folder (`checkpoints/state.safetensors`, `npsco.ppo.state`). Any other training (a new folder, or `force`)
+starts in an empty folder: no file of an earlier attempt or of another configuration stays beside the new ones. One
+process trains in a folder at a time: it holds the folder's lock (`npsco.locks`) while it writes there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from npsco.filecheck import TRAIN_CONFIG, read_checked
 from npsco.io import atomic_write_json, fresh_dir, read_json, run_entries
 from npsco.limits import check_ppo_sizes
 from npsco.locks import FolderLock
+from npsco.logger import Tracking
 from npsco.ppo.config import PPOConfig
+from npsco.ppo.state import read_state, state_path
 from npsco.ppo.train import train
 from npsco.ppo.trainer import TrainResult
 from npsco.settings import differences, ppo_defaults
@@ -67,6 +70,7 @@ def train_policy(
     progress: bool = True,
     tensorboard: bool = True,
     log: Callable[[str], None] = print,
+    tracking: Tracking | None = None,
 ) -> TrainResult | None:
     """`npsco train`: train `cfg` into `out` (default `default_train_dir`), or find it trained there (returns None)."""
     out = Path(out) if out else default_train_dir(cfg)
@@ -76,21 +80,36 @@ def train_policy(
         with FolderLock(out):
             # again under the lock: another process may have trained it meanwhile
             if not prepare_train_dir(out, record, force):
-                fresh_dir(out)
-                atomic_write_json(out / "config.json", record)
-                return _train_in(cfg, preset_name, out, progress, tensorboard, log)
+                return _train_in(cfg, preset_name, record, out, force, progress, tensorboard, log, tracking)
     log(f"{out}: already trained with this configuration (policy.safetensors); --force retrains")
     return None
 
 
 def _train_in(
-    cfg: PPOConfig, preset_name: str, out: Path, progress: bool, tensorboard: bool, log: Callable[[str], None]
+    cfg: PPOConfig,
+    preset_name: str,
+    record: dict[str, Any],
+    out: Path,
+    force: bool,
+    progress: bool,
+    tensorboard: bool,
+    log: Callable[[str], None],
+    tracking: Tracking | None,
 ) -> TrainResult:
-    """Train `cfg` in the emptied folder `out` (whose lock this process holds) and log where everything is."""
-    log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.total_timesteps} steps) -> {out}")
-    result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard)
+    """Train `cfg` in `out`, whose lock this process holds: from the state an interrupted attempt saved there, or in
+    the emptied folder; log where everything is."""
+    resume = not force and state_path(out).exists()
+    if resume:
+        step = read_state(state_path(out))[0]["global_step"]
+        log(f"{out}: resuming from the state saved at step {step} of {cfg.total_timesteps}")
+    else:
+        fresh_dir(out)
+        atomic_write_json(out / "config.json", record)
+    log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.budget()} steps) -> {out}")
+    result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard, resume=resume, tracking=tracking)
     if result.interrupted:
-        log(f"interrupted: the policy in training is saved at {out / 'checkpoints' / 'interrupted.safetensors'}")
+        where = f"; run the same command again to resume from {state_path(out)}" if state_path(out).exists() else ""
+        log(f"interrupted: the policy in training is saved at {out / 'checkpoints' / 'interrupted.safetensors'}{where}")
         return result
     if result.eval_curve:
         last = result.eval_curve[-1]

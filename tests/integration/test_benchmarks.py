@@ -1,11 +1,14 @@
 """The benchmark scripts that make the numbers of the README and docs: benchmarks/ppo_learning.py on two tiny maze runs,
-the repeats and results files of benchmarks/throughput.py, and the locks of benchmarks/ppo_mujoco.py."""
+the repeats and results files of benchmarks/throughput.py, the locks of benchmarks/ppo_mujoco.py, the maze benchmarks'
+measurements (npsco's evaluation), benchmarks/fast_update_methods.py on a tiny maze run; and the layout of
+benchmarks/results/ (one folder per study, links that resolve)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +19,13 @@ import pytest
 
 from npsco.cli import main as npsco
 from npsco.errors import NpscoError
+from npsco.evaluation import run_episodes
+from npsco.evaluation.measure import FIG2_START
+from npsco.evaluation.runs import load_run
+from npsco.novelty.metrics import policy_distance
+from npsco.policy import load_policy
 from npsco.stats import bootstrap_ci, iqm, stratified_bootstrap_ci
+from npsco.tasks import MAZE_ID
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -391,3 +400,88 @@ def test_ipd_cuts_profiles_each_policy_and_counts_the_trapped_ones(load_script, 
     assert "| Hopper-v5 | ipd/k1 | 100% | 1.00 | 0.50 | 40 | 80 | 0.50 / 1.50 |" in text
     with pytest.raises(ValueError, match="no IPD iterations"):
         ic.at_fractions([])
+
+
+# ------------------------------------------------------------------------------------------------------ maze_ipd.py
+def test_maze_ipd_measures_goals_and_novelty_on_its_random_start_episodes(load_script, tmp_path, monkeypatch):
+    mi = load_script("benchmarks/maze_ipd.py")
+    runs, results = tmp_path / "runs", tmp_path / "maze"
+    args = ["--refs", "2", "--novel", "2", "--steps", "2048", "--episodes", "12", "--set", "eval_every=0"]
+    monkeypatch.setattr(sys, "argv", ["maze_ipd.py", *args, "--runs", str(runs), "--results", str(results)])
+    mi.main()
+    stages = json.loads(results.with_suffix(".json").read_text())["stages"]
+    chain = stages["ipd-r0x1"]["policies"]
+    policies = {m.name: load_policy(m.checkpoint_in(runs / "ipd-r0x1")) for m in load_run(runs / "ipd-r0x1").members}
+    for p in stages["ppo"]["policies"] + chain:
+        episodes = run_episodes(policies[p["name"]], 12, seed=mi.MEASURE_SEED)  # the episodes it is measured on
+        assert p["goal_fractions"]["none"] == pytest.approx(np.mean(episodes.goals < 0))
+        assert p["return_mean"] == pytest.approx(episodes.returns.mean())
+        assert p["right_start_trajectory"][0] == list(FIG2_START)
+        assert len(p["right_start_trajectory"]) == p["right_start_length"] + 1
+    for p in chain:  # novelty: the distance D(p, j) to the nearest policy j it had to avoid, on its own states
+        own = policies[p["name"]]
+        states = np.concatenate(run_episodes(own, 12, seed=mi.MEASURE_SEED, record_states=True).states)
+        distance = {
+            j: policy_distance(own.mean_action(states), policies[j].mean_action(states)) for j in p["references"]
+        }
+        assert p["references"] == ["ref0", "ref1"] + [q["name"] for q in chain][: chain.index(p)]
+        assert p["nearest"] == min(distance, key=distance.get)
+        assert p["novelty"] == pytest.approx(min(distance.values()), rel=1e-5)
+        assert p["novelty_over_r0"] == pytest.approx(p["novelty"] / p["threshold"])
+
+
+# ------------------------------------------------------------------------------------------------ benchmarks/results
+RESULTS = REPO / "benchmarks" / "results"
+MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_results_are_one_folder_per_study_each_with_a_readme_listed_in_the_index():
+    loose = sorted(p.name for p in RESULTS.iterdir() if p.is_file() and p.name != "README.md")
+    assert not loose, f"results files outside a study folder: {loose}"
+    studies = sorted(p.name for p in RESULTS.iterdir() if p.is_dir())
+    assert [s for s in studies if not (RESULTS / s / "README.md").exists()] == []
+    index = MD_LINK.findall((RESULTS / "README.md").read_text(encoding="utf-8"))
+    assert [s for s in studies if f"{s}/README.md" not in index] == []
+
+
+def test_every_relative_link_of_the_benchmark_pages_reaches_a_file():
+    tracked = subprocess.run(["git", "ls-files", "-z", "benchmarks/*.md"], cwd=REPO, capture_output=True, text=True)
+    pages = [REPO / name for name in tracked.stdout.split("\0") if name]
+    assert RESULTS / "README.md" in pages
+    broken = [
+        f"{page.relative_to(REPO)}: {target}"
+        for page in pages
+        for target in MD_LINK.findall(page.read_text(encoding="utf-8"))
+        if not re.match(r"[a-z]+:|#", target) and not (page.parent / target.split("#")[0]).exists()
+    ]
+    assert not broken, broken
+
+
+# ---------------------------------------------------------------------------------------- fast_update_methods.py
+def test_fast_update_methods_compares_both_backends_on_a_tiny_maze_run(load_script):
+    fm = load_script("benchmarks/fast_update_methods.py")
+    settings = fm.Settings(
+        tasks=(MAZE_ID,), steps=64, seeds=2, ref_steps=64, eval_episodes=2, overrides=("num_envs=4", "num_steps=16")
+    )
+    results = fm.run(settings, log=lambda row: None)
+    assert [(r["method"], r["relative_difference"] < 1e-4) for r in results["one_update"]] == [
+        ("tnb", True),
+        ("ctnb", True),
+        ("cpo", True),
+    ]
+    assert results["one_update"][2]["cpo"]["numpy"]["cpo/case"] == results["one_update"][2]["cpo"]["torch"]["cpo/case"]
+    pairs = {(r["method"], r["seed"], r["backend"]) for r in results["runs"]}
+    assert pairs == {(m, s, b) for m in ("ppo", *fm.METHODS) for s in (1, 2) for b in fm.BACKENDS}
+    assert [r["backend"] for r in results["runs"][:4]] == ["numpy", "torch", "torch", "numpy"]  # order alternates
+    assert all(np.isfinite(r["return"]) and r["steps_per_s"] > 0 and r["steps"] == 64 for r in results["runs"])
+    text = fm.render(settings, results, "python benchmarks/fast_update_methods.py", 0.1)
+    assert "Command: `python benchmarks/fast_update_methods.py`" in text
+    assert text.count(f"| {MAZE_ID} | ") == 3 + 4 + 4  # one update x 3 methods, returns and speed x (PPO + 3)
+
+
+def test_fast_update_methods_keeps_the_hand_written_notes(load_script, tmp_path):
+    fm = load_script("benchmarks/fast_update_methods.py")
+    path = tmp_path / "results.md"
+    assert fm.with_notes("# new\n", path) == "# new\n"  # no file yet
+    path.write_text("# old\n| a |\n\n## Notes\n\nBy hand.\n")
+    assert fm.with_notes("# new\n", path) == "# new\n\n## Notes\n\nBy hand.\n"

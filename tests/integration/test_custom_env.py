@@ -147,7 +147,7 @@ def test_a_module_class_task_trains_in_workers_evaluates_and_reports(package, tm
     videos = sorted((report / "figures" / "behaviour").glob("*.mp4")) or sorted(
         (report / "figures" / "behaviour").glob("*.gif")
     )
-    assert len(videos) == 3 and all(v.stat().st_size > 500 for v in videos)
+    assert len(videos) == 2 and all(v.stat().st_size > 500 for v in videos)  # a population video per method
     manifest = json.loads((out / "Reach" / "ipd" / "manifest.json").read_text())
     assert manifest["env_id"] == "mytasks.reach:Reach" and all(m["status"] == "done" for m in manifest["members"])
     capsys.readouterr()

@@ -17,7 +17,7 @@ from npsco.ppo.train import train
 from npsco.tasks import MAZE_ID
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = ["checkpoints.md", "configuration.md", "environments.md", "methods/api.md"]
+PAGES = ["checkpoints.md", "configuration.md", "environments.md", "methods/api.md", "python.md"]
 
 
 def python_blocks(page: str) -> list[str]:

@@ -65,16 +65,16 @@ EXPECTED: dict[str, dict[str, str]] = {
         "metrics": "0933ad5cb5e4674438ee00f07b5196e2efe68f32664c7abe3d9b419900a66078"
     },
     "maze-tnb": {
-        "checkpoint": "095e268e93ed2321cafe6483aa954e619ced3d022a1ade295b09569518418d44",
-        "metrics": "8e99c3f4f7b6d41ec71536623d5f8b7cfb3ab96ff7ed6eebc654c129536612be"
+        "checkpoint": "c452aff55afdda34e878e0d584c5888088a79af1a6a2db3f9e3aa18588d83b82",
+        "metrics": "46f990883006aec65384237cf36b8c3fb7a4f1e0ac136955a86327c556314d14"
     },
     "maze-ctnb": {
-        "checkpoint": "02155eac6ba0e109e55115f9b8269d1c9e359a73505c36fd6f2f723986e23942",
-        "metrics": "d0dcf66c4d90c938bc83b40d94fad7a46a28e4445e905976efdf5f5a1c758777"
+        "checkpoint": "52f678a17a7679958d723c24dd259fe489536c117030cf3973c3795196b54f71",
+        "metrics": "f49a79743cc83449b4042b6fe46446edda61c9e0c422002b5e3360be75e9000c"
     },
     "maze-cpo": {
-        "checkpoint": "1e792513907e3b3ab2ec472f9ad6d8b8849d539c204f78ab2e590344a8e34803",
-        "metrics": "f9814ce89f15ce4c6ceb7edcc16097fef627c70457ddddc1580c8ecd9248a0fa"
+        "checkpoint": "9c2ab79437050b5ec58c3f2fc0b536269ab17bd589e7063178ece56dd5a5d825",
+        "metrics": "6f9b70b670e7ec799c4f73e5118274e70a6256e4b2245c9f14e70e9ef23f6cd8"
     },
     "hopper-ppo": {
         "checkpoint": "4d620bde898a19651ef5264865b27c5f1502e08127f09a614b73d4047030688c",

@@ -1,4 +1,4 @@
-"""The README's "Reproducing the paper" table is the committed campaign report's numbers: each of its rows is
+"""The table of docs/results/paper.md is the committed campaign report's numbers: each of its rows is
 recomputed here from `benchmarks/results/paper/report/evaluation.csv` (one line per policy)."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def group_of_label(label: str) -> str:
 
 
 def readme_rows() -> list[list[str]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Reproducing the paper") :]
+    text = (ROOT / "docs" / "results" / "paper.md").read_text(encoding="utf-8")
+    section = text
     section = section[section.index("| task | method | ours: reward") :]
     lines = section.split("\n\n", 1)[0].splitlines()[2:]
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]

@@ -401,8 +401,9 @@ WRITERS_ALLOWED = {
     "locks.py:FolderLock.acquire: os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 420)": (
         "the lock file: holds no state, only the holder's pid and command for the message of a second command"
     ),
-    "logger.py:MetricsLogger.__init__: open(run_dir / 'metrics.jsonl', 'w', encoding='utf-8')": (
-        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line"
+    "logger.py:MetricsLogger.__init__: open(path, mode, encoding='utf-8')": (
+        "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line; a "
+        "resumed run first rewrites it atomically with the rows its saved state had seen"
     ),
     "report/figures.py:save_figure: open(temp, 'xb')": "renders into a fresh temp file, then os.replace",
     "report/figures.py:save_figure: fig.savefig(handle, format=fmt, dpi=dpi)": "(into that temp file)",

@@ -99,13 +99,50 @@ def test_report_has_every_section_and_real_images(experiment):
     html = (report / "report.html").read_text()
     assert html.count('src="data:image/png;base64,') == len(images)
     assert '<h2 id="table-1-reward-success-rate-and-relative-novelty">' in html
-    # a video per policy, next to its filmstrip: MP4 where imageio-ffmpeg is installed (the dev extra), else GIF
+    assert '<nav class="toc">' in html and '<a href="#behaviour">Behaviour</a>' in html
+    assert html.count("<details") == html.count("</details>") > 5  # per task and per method
+    # a population video per method (PPO, IPD, IPD at r0 x 2): MP4 where imageio-ffmpeg is installed (the dev
+    # extra), else GIF
     videos = sorted((report / "figures" / "behaviour").glob("*.mp4")) or sorted(
         (report / "figures" / "behaviour").glob("*.gif")
     )
-    assert len(videos) == 4 and html.count('<div class="row">') == 4
+    assert sorted(v.stem for v in videos) == [f"FourRewardMaze-v0__population__{g}" for g in ("ipd", "ipd-r0x2", "ppo")]
     if videos[0].suffix == ".mp4":
-        assert html.count('<video src="data:video/mp4;base64,') == 4 and text.count("<video src=") == 4
+        assert html.count('<video src="data:video/mp4;base64,') == 3 and text.count("<video src=") == 3
+
+
+def test_every_figure_has_svg_and_pdf_and_every_table_csv_and_latex(experiment):
+    report = experiment / "report"
+    figures = sorted(p.stem for p in (report / "figures").glob("*.png"))
+    assert figures == sorted(
+        [
+            "fig2_maze_trajectories",
+            "fig3_novelty_reward",
+            "fig4_threshold_ablation",
+            "curves_FourRewardMaze-v0",
+            "distances_FourRewardMaze-v0",
+        ]
+    )
+    for name in figures:
+        svg = (report / "figures" / f"{name}.svg").read_text()
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg, name
+        assert (report / "figures" / f"{name}.pdf").read_bytes().startswith(b"%PDF"), name
+    text = (report / "report.md").read_text()
+    for name in ("table1", "table1_iqm", "novelty", "maze_goals", "policies_FourRewardMaze-v0"):
+        with open(report / f"{name}.csv", newline="") as f:
+            rows = list(csv.reader(f))
+        tex = (report / f"{name}.tex").read_text()
+        assert tex.startswith("\\begin{tabular}") and tex.count(" \\\\\n") == len(rows), name  # header + rows
+        assert f"[{name}.csv]({name}.csv)" in text, name
+    with open(report / "table1.csv", newline="") as f:
+        table1 = list(csv.DictReader(f))
+    assert [(r["Task"], r["Method"], r["policies"]) for r in table1] == [
+        ("FourRewardMaze-v0", "ppo", "2"),
+        ("FourRewardMaze-v0", "ipd", "1"),
+        ("FourRewardMaze-v0", "ipd-r0x2", "1"),
+    ]
+    with open(report / "policies_FourRewardMaze-v0.csv", newline="") as f:
+        assert len(list(csv.DictReader(f))) == 4
 
 
 def test_the_distance_heatmap_holds_every_pair_of_the_task(experiment):
@@ -128,12 +165,27 @@ def test_report_html_renders_and_its_videos_play_in_chromium(experiment, tmp_pat
         pytest.skip("Chromium is not installed (apt-get install chromium): report.html not checked in a browser")
     shot = tmp_path / "report.png"
     assert check.main([str(experiment / "report" / "report.html"), "--screenshot", str(shot)]) == 0
-    found = check.check(experiment / "report" / "report.html", None)
+    found = check.check(
+        experiment / "report" / "report.html", None, figures=tmp_path / "shots", match=["population video", "of ref0"]
+    )
     mp4 = bool(list((experiment / "report" / "figures" / "behaviour").glob("*.mp4")))
-    assert found["ok"] and len(found["videos"]) == (4 if mp4 else 0) and all(i["ok"] for i in found["images"])
-    assert all(v["time"] > 0 and v["width"] == 160 for v in found["videos"])
+    assert found["ok"] and len(found["videos"]) == (3 if mp4 else 0) and all(i["ok"] for i in found["images"])
+    # 2 references, then 2 references and a policy: tiles of 160 pixels side by side
+    assert sorted(v["width"] for v in found["videos"]) == ([326, 488, 488] if mp4 else [])
+    assert all(v["time"] > 0 for v in found["videos"])
+    assert found["details"] > 5 and found["links"] > 10 and not found["broken_links"]
     with Image.open(shot) as picture:
-        assert picture.size[0] == 1200 and picture.size[1] > 3000  # the whole page
+        assert picture.size[0] == 1200 and picture.size[1] > 3000  # the whole page, every section open
+    # the figures asked for, each as its own picture; a video at its first frame, half-way and at its last
+    saved = sorted(Path(p).name for p in found["figures"])
+    videos = [
+        f"population-video-fourrewardmaze-v0-{g}.{at}.png"
+        for g in ("ipd", "ipd-r0x2", "ppo")
+        for at in ("first", "middle", "last")
+    ]
+    assert saved == sorted(["filmstrip-of-ref0.png", *(videos if mp4 else [])])
+    with Image.open(tmp_path / "shots" / "filmstrip-of-ref0.png") as picture:
+        assert picture.size[0] > 6 * 160 and np.asarray(picture.convert("L")).std() > 5
 
 
 def test_the_browser_check_fails_on_a_broken_video(tmp_path, load_script):
@@ -145,6 +197,15 @@ def test_the_browser_check_fails_on_a_broken_video(tmp_path, load_script):
     (tmp_path / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom" + bytes(200))
     (tmp_path / "page.html").write_text(to_html([Heading("x"), Video("broken.mp4", "broken")], "x", tmp_path))
     assert check.main([str(tmp_path / "page.html"), "--timeout", "2"]) == 1
+
+
+def test_the_browser_check_fails_on_a_link_to_no_heading(tmp_path, load_script, capsys):
+    check = load_script("scripts/check_report.py")
+    if check.find_browser() is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    (tmp_path / "page.html").write_text('<h2 id="a">a</h2><a href="#a">a</a> <a href="#gone">gone</a>')
+    assert check.main([str(tmp_path / "page.html")]) == 1
+    assert "problem: link #gone leads to no heading" in capsys.readouterr().out
 
 
 def test_table_1_has_a_row_per_method_and_the_commands_are_listed(experiment):
@@ -211,7 +272,7 @@ def test_rerunning_the_experiment_resumes_and_reuses_the_evaluations(experiment,
 def test_report_of_an_experiment_directory_equals_its_population_runs(experiment, tmp_path, capsys):
     assert main(["report", str(experiment), "--out", str(tmp_path / "r"), "--no-filmstrips", "--episodes", "20"]) == 0
     text = (tmp_path / "r" / "report.md").read_text()
-    assert "No filmstrips" in text and "ipd-r0x2" in text
+    assert "## Behaviour" not in text and "Behaviour" not in text and "ipd-r0x2" in text  # no empty section
     with open(tmp_path / "r" / "evaluation.csv") as a, open(experiment / "report" / "evaluation.csv") as b:
         assert a.read() == b.read()
 

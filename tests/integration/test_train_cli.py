@@ -95,7 +95,7 @@ def test_train_writes_config_metrics_tensorboard_and_policy(maze_run):
 def test_train_prints_what_it_does_and_the_final_evaluation(tmp_path, capsys):
     assert train(tmp_path / "run", "--no-tensorboard") == 0
     out = capsys.readouterr().out
-    assert f"training PPO on {MAZE} (preset default, seed 0, 2048 steps) -> {tmp_path / 'run'}" in out
+    assert f"training PPO on {MAZE} (preset default, seed 0, 2,048 steps) -> {tmp_path / 'run'}" in out
     assert "final deterministic evaluation: " in out and "(5 episodes)" in out
     assert not (tmp_path / "run" / "tensorboard").exists()
 

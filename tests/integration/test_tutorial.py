@@ -48,7 +48,7 @@ def test_the_tutorial_runs_end_to_end(tmp_path, monkeypatch, load_script):
         )
         assert done.returncode == 0, f"block {k + 1} failed:\n{code}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         if "check_report.py" in code:
-            assert "4/4 videos playing" in done.stdout, done.stdout
+            assert "2/2 videos playing" in done.stdout, done.stdout
     manifest = json.loads((tmp_path / "runs/tutorial/ipd/manifest.json").read_text())
     assert [(m["name"], m["status"]) for m in manifest["members"]] == [
         ("ref0", "done"),
@@ -59,7 +59,8 @@ def test_the_tutorial_runs_end_to_end(tmp_path, monkeypatch, load_script):
     assert manifest["members"][0]["method"] == "sb3-ppo"
     report = (tmp_path / "runs/tutorial/report/report.md").read_text()
     behaviour = tmp_path / "runs/tutorial/report/figures/behaviour"
-    assert len([*behaviour.glob("*.mp4"), *behaviour.glob("*.gif")]) == 4  # a video per policy
+    videos = sorted(p.stem for p in [*behaviour.glob("*.mp4"), *behaviour.glob("*.gif")])
+    assert videos == ["Hopper-v5__population__ipd", "Hopper-v5__population__ppo"]  # a video per method
     assert "figures/distances_Hopper-v5.png" in report
     if skipped:
         pytest.skip(

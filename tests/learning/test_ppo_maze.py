@@ -1,5 +1,5 @@
 """Learning test: PPO with the maze's `default` preset finds the +10 (left) region from most starts, every update
-computed by the numpy update (`NumpyPPOUpdate`, the default): the fast update does not hurt learning."""
+computed by the numpy update (`NumpyLearner`, the default): the fast update does not hurt learning."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import pytest
 from npsco.envs.maze import GOAL_NAMES
 from npsco.evaluation import run_episodes
 from npsco.ppo.config import preset
-from npsco.ppo.fast_update import NumpyPPOUpdate
+from npsco.ppo.fast_update import NumpyLearner
 from npsco.ppo.train import train
 from npsco.tasks import MAZE_ID
 
@@ -15,8 +15,8 @@ from npsco.tasks import MAZE_ID
 @pytest.mark.slow
 def test_ppo_learns_to_reach_the_left_goal_on_the_maze_with_the_numpy_update(monkeypatch):
     calls = []
-    original = NumpyPPOUpdate.run
-    monkeypatch.setattr(NumpyPPOUpdate, "run", lambda self, *a: calls.append(1) or original(self, *a))
+    original = NumpyLearner.ppo_update
+    monkeypatch.setattr(NumpyLearner, "ppo_update", lambda self, *a: calls.append(1) or original(self, *a))
     cfg = preset(MAZE_ID)  # 150k steps
     assert cfg.seed == 0 and cfg.total_timesteps == 150_000
     result = train(cfg, progress=False, tensorboard=False)

@@ -249,3 +249,19 @@ def test_default_threshold_multiple_is_the_methods_and_r0_scale_is_not_a_method_
     )
     with pytest.raises(NpscoError, match="r0_scale: not a setting of method ipd"):
         MethodConfig().with_settings(["r0_scale=2"])
+
+
+def test_a_seed_out_of_range_is_refused_before_anything_runs():
+    from npsco.ppo.config import MAX_SEED
+
+    for seed in (-5, MAX_SEED + 1, 2**70):
+        with pytest.raises(NpscoError, match=r"seed must be in \[0, "):
+            PPOConfig(seed=seed).validate()
+    PPOConfig(seed=MAX_SEED).validate()
+
+
+def test_the_budget_says_when_the_steps_are_not_whole_batches():
+    assert PPOConfig(total_timesteps=4096, num_steps=2048).budget() == "4,096"
+    assert (
+        PPOConfig(total_timesteps=5000, num_steps=2048).budget() == "4,096 (5,000 asked: 2 whole iterations of 2,048)"
+    )

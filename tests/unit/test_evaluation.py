@@ -22,6 +22,7 @@ from npsco.evaluation.scoring import score_rows, statistics
 from npsco.manifest import Chain
 from npsco.report.data import fig2_panels, fig3_data, fig4_data
 from npsco.report.provenance import population_command
+from npsco.selection import meets_criteria
 from npsco.tasks import MAZE_ID
 
 EPISODES = 6
@@ -158,6 +159,23 @@ def test_score_rows_success_by_median_of_reference_returns_and_relative_novelty(
     assert scored[7].relative_novelty is None and scored[7].relative_novelty_paper is None
     assert scored[5].best_training_eval == 3.0 and scored[7].best_training_eval is None
     assert novel[0].success is None and novel[0].success_baseline is None  # inputs untouched
+
+
+def test_score_rows_the_papers_criteria_against_r0_default_or_the_own_threshold():
+    refs = [erow(role="reference", return_mean=r) for r in (10.0, 20.0, 30.0)]  # median 20: 0.8 x 20 = 16
+    novel = [
+        erow(return_mean=16.0, nearest=0.5, threshold=0.25),  # both criteria exactly met
+        erow(return_mean=15.9, nearest=0.9, threshold=0.25),  # return too low
+        erow(return_mean=40.0, nearest=0.49, threshold=0.25),  # below r0_default, above its own 0.5x threshold
+        erow(return_mean=40.0, nearest=None),  # no distance: not judged
+    ]
+    scored = score_rows(refs + novel, ppo_mean_distance=None, r0_default=0.5)[3:]
+    assert [r.meets for r in scored] == [True, False, False, None]
+    assert [r.return_ratio for r in scored] == pytest.approx([0.8, 0.795, 2.0, 2.0])
+    assert [r.nearest_ratio for r in scored[:3]] == pytest.approx([1.0, 1.8, 0.98]) and scored[3].nearest_ratio is None
+    own = score_rows(refs + novel, ppo_mean_distance=None, r0_default=None)[3:]  # an absolute r0: its own threshold
+    assert [r.meets for r in own] == [True, False, True, None]
+    assert meets_criteria(16.0, 20.0, 1.0, 1.0) and not meets_criteria(16.0, 20.0, 0.99, 1.0)
 
 
 def test_score_rows_without_references_or_distance_leaves_blanks():

@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from npsco.report.figures import (
+    body_trajectories_figure,
     filmstrip,
     filmstrip_figure,
     learning_curves_figure,
@@ -99,7 +100,55 @@ def test_learning_curves_figure():
     assert len(ax.lines) == 3 + 1 + 2 + 1  # policies plus one bold mean per group
     ipd_mean = ax.lines[-1]
     assert ipd_mean.get_xdata()[0] == 16_000 and ipd_mean.get_xdata()[-1] == 70_000  # shared range only
+    assert all(line.get_marker() == "o" for line in ax.lines)  # a dot at every evaluation
+    assert len(ax.collections) == 2  # a band per group
     _render(fig)
+
+
+def test_learning_curves_band_is_the_std_across_the_groups_policies():
+    steps = np.array([1.0, 2.0, 3.0])
+    fig = learning_curves_figure({"ppo": [(steps, np.array([0.0, 2.0, 4.0])), (steps, np.array([2.0, 4.0, 10.0]))]})
+    ax = fig.axes[0]
+    np.testing.assert_array_equal(ax.lines[-1].get_ydata(), [1.0, 3.0, 7.0])  # the mean
+    band = ax.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == pytest.approx(0.0) and band[:, 1].max() == pytest.approx(10.0)  # mean +- std (1, 1, 3)
+    assert ax.get_legend().get_texts()[0].get_text() == "ppo (n=2, mean ± std)"
+
+
+def test_a_single_evaluation_is_visible():
+    # one evaluation per policy (a tiny budget): markers, and an error bar across the policies
+    fig = learning_curves_figure(
+        {"ppo": [(np.array([2048.0]), np.array([5.0])), (np.array([2048.0]), np.array([9.0]))]}
+    )
+    ax = fig.axes[0]
+    points = [line for line in ax.lines if len(line.get_xdata()) == 1 and line.get_marker() == "o"]
+    assert len(points) == 3 and points[-1].get_ydata()[0] == 7.0  # both policies and their mean
+    assert ax.containers and ax.containers[0].has_yerr  # mean +- std as an error bar
+    pixels = _render(fig)
+    assert (np.abs(pixels[..., :3] - np.array([0.12, 0.47, 0.71])).sum(axis=-1) < 0.1).sum() > 20  # C0 dots drawn
+
+
+def test_body_trajectories_figure():
+    t = np.arange(6)
+    hop = np.stack([0.5 * t, np.zeros(6), 1.2 + 0.3 * np.sin(t)], axis=1)
+    fall = np.stack([0.1 * t[:3], np.zeros(3), [1.25, 1.0, 0.7]], axis=1)
+    fig = body_trajectories_figure({"ppo": [("ref0", hop), ("ref1", fall)], "ipd": [("k0", hop)]}, title="Hopper")
+    top, bottom = fig.axes[0], fig.axes[2]  # ppo: x position above, height below (ipd in the second column)
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["ppo", "ipd"]
+    assert top.get_ylabel() == "x position (m)" and bottom.get_ylabel() == "height (m)"
+    lines = [line for line in top.lines if len(line.get_xdata()) > 1]
+    np.testing.assert_array_equal(lines[0].get_ydata(), hop[:, 0])
+    np.testing.assert_array_equal(lines[1].get_xdata(), [0, 1, 2])  # a fall: its line stops where it ended
+    heights = [line for line in bottom.lines if len(line.get_xdata()) > 1]
+    np.testing.assert_array_equal(heights[1].get_ydata(), [1.25, 1.0, 0.7])
+    ends = [line for line in bottom.lines if len(line.get_xdata()) == 1]
+    assert [(e.get_xdata()[0], e.get_ydata()[0]) for e in ends] == [(5, hop[-1, 2]), (2, 0.7)]
+    assert [t.get_text() for t in top.get_legend().get_texts()] == ["ref0", "ref1"]
+    assert fig.axes[1].get_shared_y_axes().joined(fig.axes[0], fig.axes[1])  # one x scale for every method
+    _render(fig)
+    assert len(body_trajectories_figure({f"g{i}": [("a", hop)] for i in range(5)}).axes) == 4 * 4  # wraps after 4
+    with pytest.raises(ValueError, match="T \\+ 1, 3"):
+        body_trajectories_figure({"ppo": [("ref0", np.zeros((4, 2)))]})
     with pytest.raises(ValueError, match="increasing"):
         learning_curves_figure({"x": [(np.array([2.0, 1.0]), np.array([0.0, 1.0]))]})
 

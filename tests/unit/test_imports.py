@@ -169,3 +169,119 @@ def test_the_report_command_loads_no_torch_and_the_sweep_no_report():
     report = "from npsco.manifest import population_dirs; import npsco.report.build"
     assert loaded_after(report, ("torch", "npsco.ppo.trainer")) == []
     assert loaded_after("import npsco.sweep", ("matplotlib", "npsco.report.build")) == []
+
+
+# ------------------------------------------------------------------------------------------------------ the layers
+LAYERS = [
+    (
+        "core",
+        (
+            "npsco.errors",
+            "npsco.io",
+            "npsco.fields",
+            "npsco.tasks",
+            "npsco.logger",
+            "npsco.stats",
+            "npsco.compat",
+            "npsco.selection",
+        ),
+    ),
+    ("envs", ("npsco.envs",)),
+    ("policy", ("npsco.policy",)),
+    ("episodes", ("npsco.evaluation.episodes",)),  # running a policy; the package's __init__ exposes only this
+    ("novelty", ("npsco.novelty",)),
+    ("ppo", ("npsco.ppo",)),
+    ("methods", ("npsco.methods",)),
+    (
+        "runs",
+        (
+            "npsco.settings",
+            "npsco.manifest",
+            "npsco.population_config",
+            "npsco.population_jobs",
+            "npsco.population",
+            "npsco.parallel",
+            "npsco.grid",
+            "npsco.sweep",
+            "npsco.training",
+        ),
+    ),
+    ("evaluation", ("npsco.evaluation.runs", "npsco.evaluation.measure", "npsco.evaluation.rows")),
+    ("analysis", ("npsco.evaluation.scoring", "npsco.evaluation.evaluate")),
+    ("report", ("npsco.report",)),
+    ("importers", ("npsco.importers", "npsco.export")),
+    ("commands", ("npsco.experiment", "npsco.api", "npsco.cli", "npsco.cli_parser")),
+]
+"""npsco's layers, lowest first: a module imports only modules of its own layer or below (the package `npsco` itself
+is the public API, above them all; `npsco.evaluation`'s __init__ belongs with the episodes it re-exports)."""
+
+
+def layer_of(module: str) -> int:
+    """The index in `LAYERS` of the longest prefix naming `module`."""
+    if module == "npsco":
+        return len(LAYERS)
+    if module == "npsco.evaluation":
+        return next(i for i, (name, _) in enumerate(LAYERS) if name == "episodes")
+    best = max(
+        (
+            (len(p), i)
+            for i, (_, prefixes) in enumerate(LAYERS)
+            for p in prefixes
+            if module == p or module.startswith(p + ".")
+        ),
+        default=None,
+    )
+    assert best is not None, f"{module} is in no layer of LAYERS: add it"
+    return best[1]
+
+
+def all_imports(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that `name` imports anywhere: at module level (`imported_modules`) or in a function."""
+    out = imported_modules(name, path, modules)
+    here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in function_imports(path.read_text(encoding="utf-8")):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                anchor = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        out |= {t for t in targets if t in modules and t != name}
+    return out
+
+
+def test_every_module_is_in_a_layer_and_imports_point_down():
+    modules = module_names()
+
+    def named(module: str) -> str:
+        return f"{module} ({'api' if module == 'npsco' else LAYERS[layer_of(module)][0]})"
+
+    upward = [
+        f"{named(name)} -> {named(target)}"
+        for name, path in modules.items()
+        for target in sorted(all_imports(name, path, set(modules)))
+        if target != "npsco" and layer_of(target) > layer_of(name)
+    ]
+    assert upward == []
+
+
+def test_no_cycle_even_through_imports_inside_functions():
+    modules = module_names()
+    graph = {name: all_imports(name, path, set(modules)) - {"npsco"} for name, path in modules.items()}
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def test_the_ppo_core_and_the_ground_floor_import_no_method():
+    modules = module_names()
+    low = [n for n in modules if layer_of(n) < layer_of("npsco.methods") and n != "npsco"]
+    assert "npsco.ppo.trainer" in low and "npsco.tasks" in low
+    reached = {t for n in low for t in all_imports(n, modules[n], set(modules))}
+    assert not any(t.startswith("npsco.methods") for t in reached)
+
+
+def test_the_layers_catch_an_upward_import():
+    assert layer_of("npsco.ppo.trainer") < layer_of("npsco.methods.ipd") < layer_of("npsco.population")
+    assert layer_of("npsco.evaluation") < layer_of("npsco.novelty.threshold") < layer_of("npsco.evaluation.evaluate")

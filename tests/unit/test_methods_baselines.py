@@ -13,7 +13,8 @@ from npsco.errors import NpscoError
 from npsco.methods import make_method
 from npsco.methods.base import Method, MethodContext
 from npsco.methods.constrained import bisector, flat_grad, get_flat_params
-from npsco.methods.cpo import CPO, CPOProblem, gaussian_kl, novelty_cost
+from npsco.methods.cpo import CPO, novelty_cost
+from npsco.methods.cpo_problem import CPOProblem, NumpyCPOProblem, gaussian_kl
 from npsco.methods.settings import MethodConfig
 from npsco.methods.tnb import CTNB, TNB, ctnb_violated
 from npsco.methods.wsr import WSR, wsr_shape
@@ -25,15 +26,17 @@ from npsco.tasks import MAZE_ID
 
 @pytest.fixture
 def tiny_trainer(tiny_maze):
-    """`tiny_trainer(method, r0=0.1, num_steps=16, **knobs)`: a maze trainer (seed 0, plain gradients: no reward
-    scaling, no clipping) with `method` against one randomly initialised reference (seed 7)."""
+    """`tiny_trainer(method, r0=0.1, num_steps=16, backend="numpy", **knobs)`: a maze trainer (seed 0, plain
+    gradients: no reward scaling, no clipping; `backend` its update_backend) with `method` against one randomly
+    initialised reference (seed 7)."""
 
-    def make(method: str, r0: float = 0.1, num_steps: int = 16, **knobs) -> Trainer:
+    def make(method: str, r0: float = 0.1, num_steps: int = 16, backend: str = "numpy", **knobs) -> Trainer:
         cfg = tiny_maze(
             num_steps=num_steps,  # at least one batch
             total_timesteps=max(64, 4 * num_steps),
             scale_reward=False,
             max_grad_norm=1e9,
+            update_backend=backend,
         )
         maker = Trainer(dataclasses.replace(cfg, seed=7), tensorboard=False)
         reference = maker.policy()
@@ -132,7 +135,8 @@ def tnb_expected(trainer: Trainer, batch, rule: str = "authors"):
 
 
 def sgd_update(trainer: Trainer, batch, lr: float = 0.1):
-    """Run the method's update with plain SGD; returns (actor change, critic change, metrics)."""
+    """Run the method's update with plain SGD (the torch update: the trainer's backend must be torch); returns (actor
+    change, critic change, metrics)."""
     agent = trainer.agent
     trainer.learner.optimizer = torch.optim.SGD(agent.parameters(), lr=lr)
     actor0, critic0 = flat(agent.actor_parameters()), flat(agent.critic_parameters())
@@ -142,7 +146,7 @@ def sgd_update(trainer: Trainer, batch, lr: float = 0.1):
 
 @pytest.mark.parametrize("rule", ["authors", "safe", "paper_eq5"])
 def test_tnb_moves_the_actor_along_the_bisector_and_the_critics_on_their_own_losses(rule, tiny_trainer):
-    trainer = tiny_trainer("tnb", tnb_rule=rule)
+    trainer = tiny_trainer("tnb", backend="torch", tnb_rule=rule)
     batch = rollout_batch(trainer)
     f, g, p, critic_grad = tnb_expected(trainer, batch, rule)
     d_actor, d_critic, out = sgd_update(trainer, batch, lr=0.1)
@@ -159,7 +163,7 @@ def test_tnb_with_known_antiparallel_gradients(rule, along_task, tiny_trainer):
     """Novelty advantages = -task advantages make g = -f exactly: the authors' rule has no task gradient left once
     made orthogonal to g (p = 0), the safe rule follows novelty (p = g = -f), the paper's Eq. 5 subtracts cos g = f
     (p = 2 f)."""
-    trainer = tiny_trainer("tnb", tnb_rule=rule)
+    trainer = tiny_trainer("tnb", backend="torch", tnb_rule=rule)
     batch = rollout_batch(trainer)
     batch.advantages["novelty"] = -batch.advantages["task"]
     f, g, _, _ = tnb_expected(trainer, batch, rule)
@@ -198,7 +202,8 @@ def test_ctnb_takes_the_plain_ppo_step_when_the_constraint_holds(tiny_trainer):
 
 
 def test_ctnb_takes_the_bisector_step_when_the_constraint_is_violated(tiny_trainer):
-    trainer = tiny_trainer("ctnb", r0=5.0)  # above any maze action distance (<= 2 sqrt 2): always violated
+    # r0 above any maze action distance (<= 2 sqrt 2): always violated
+    trainer = tiny_trainer("ctnb", r0=5.0, backend="torch")
     batch = rollout_batch(trainer)
     _, _, p, _ = tnb_expected(trainer, batch)
     d_actor, _, out = sgd_update(trainer, batch, lr=0.1)
@@ -229,32 +234,37 @@ def measured_kl(trainer: Trainer, batch, old_mean: torch.Tensor, old_log_std: to
         return kl_divergence(Normal(old_mean, old_log_std.exp()), new).sum(-1).mean().item()
 
 
-def cpo_step_on_tiny_batch(tiny_trainer, r0: float, **knobs):
+def cpo_step_on_tiny_batch(tiny_trainer, r0: float, problem_class=CPOProblem, **knobs):
+    """The CPO step of a tiny batch, its problem in `problem_class` (torch or numpy); the measurements in torch."""
     trainer = tiny_trainer("cpo", r0=r0, **knobs)
     batch = rollout_batch(trainer)
     cost = trainer.hooks._cost_sum / trainer.hooks._cost_n
     with torch.no_grad():
         old_mean, old_log_std = trainer.agent.actor_mean(batch.obs), trainer.agent.actor_logstd.clone()
-    problem = CPOProblem(trainer.agent, batch, True, 0.1, lambda: trainer.hooks.direct_cost(trainer.agent, batch.obs))
+    direct = trainer.hooks.direct_cost()
+    problem = CPOProblem(trainer.agent, batch, True, 0.1, direct)
     with torch.no_grad():
         before = [s.item() for s in problem.surrogates()]
-    out = trainer.hooks.policy_step(trainer.agent, batch, cost)
+    out = trainer.hooks.policy_step(problem_class(trainer.agent, batch, True, 0.1, direct), cost)
     with torch.no_grad():
         after = [s.item() for s in problem.surrogates()]
     return out, measured_kl(trainer, batch, old_mean, old_log_std), before, after, cost
 
 
-def test_cpo_feasible_step_stays_in_the_trust_region_and_improves_the_surrogate(tiny_trainer):
-    out, kl, before, after, cost = cpo_step_on_tiny_batch(tiny_trainer, r0=1e-6)  # cost ~ -d < 0: feasible
+@pytest.mark.parametrize("problem_class", [CPOProblem, NumpyCPOProblem], ids=["torch", "numpy"])
+def test_cpo_feasible_step_stays_in_the_trust_region_and_improves_the_surrogate(problem_class, tiny_trainer):
+    # cost ~ -d < 0: feasible
+    out, kl, before, after, cost = cpo_step_on_tiny_batch(tiny_trainer, r0=1e-6, problem_class=problem_class)
     assert cost < 0 and out["cpo/case"] in (2.0, 3.0) and out["cpo/step_accepted"] == 1.0
     assert 0 < kl <= 0.01 * (1 + 1e-4) and out["cpo/kl"] == pytest.approx(kl, rel=1e-3)
     assert before[0] == pytest.approx(0.0, abs=1e-5)  # normalised advantages at the old policy
     assert after[0] > before[0] and out["cpo/surrogate_change"] == pytest.approx(after[0] - before[0], rel=1e-3)
 
 
-def test_cpo_infeasible_step_decreases_the_cost_surrogate_within_the_kl_bound(tiny_trainer):
+@pytest.mark.parametrize("problem_class", [CPOProblem, NumpyCPOProblem], ids=["torch", "numpy"])
+def test_cpo_infeasible_step_decreases_the_cost_surrogate_within_the_kl_bound(problem_class, tiny_trainer):
     # c = 5 - d > 0: infeasible
-    out, kl, before, after, cost = cpo_step_on_tiny_batch(tiny_trainer, r0=5.0, cpo_max_kl=0.02)
+    out, kl, before, after, cost = cpo_step_on_tiny_batch(tiny_trainer, 5.0, problem_class, cpo_max_kl=0.02)
     assert cost > 2.0 and out["cpo/case"] in (0.0, 1.0) and out["cpo/step_accepted"] == 1.0
     assert kl <= 0.02 * (1 + 1e-4)
     assert after[1] < before[1] and out["cpo/cost_surrogate_change"] < 0
@@ -268,7 +278,7 @@ def test_cpo_direct_cost_is_the_batch_cost_as_a_function_of_the_policy(knobs, ti
     with torch.no_grad():
         trainer.agent.actor_logstd.fill_(-0.3)  # the reference's is 0: the std term has a gradient
     batch = rollout_batch(trainer)
-    direct = trainer.hooks.direct_cost(trainer.agent, batch.obs)
+    direct = trainer.hooks.direct_cost().torch(trainer.agent.actor_mean(batch.obs), trainer.agent.actor_logstd)
     assert direct.item() == pytest.approx(trainer.hooks._cost_sum / trainer.hooks._cost_n, abs=1e-5)
     grad = flat_grad(direct, trainer.agent.actor_parameters())
     n_logstd = trainer.agent.actor_logstd.numel()

@@ -33,7 +33,9 @@ def test_names_choices_and_validation_come_from_the_registry():
     assert [parser.parse_args(["population", "--method", name]).method for name in METHODS] == list(METHODS)
     with pytest.raises(SystemExit):
         parser.parse_args(["population", "--method", "sac"])
-    with pytest.raises(NpscoError, match="unknown method 'sac'; choose one of ppo, ipd, wsr, tnb, ctnb, cpo, rspo, lagrangian"):
+    with pytest.raises(
+        NpscoError, match="unknown method 'sac'; choose one of ppo, ipd, wsr, tnb, ctnb, cpo, rspo, lagrangian"
+    ):
         MethodConfig.of("sac").validate()
 
 

@@ -1,5 +1,6 @@
-"""The report's videos (MP4, or GIF without an encoder), its Video/Row blocks, and the data of the distance heatmap:
-group spans, policy order and the merging of the runs' distance matrices, on exact numbers."""
+"""The report's videos (MP4, or GIF without an encoder), its population videos (tiles, labels, frozen ends), its Video
+blocks, and the data of the distance heatmap: group spans, policy order and the merging of the runs' distance
+matrices, on exact numbers."""
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from npsco.report import distances, video
 from npsco.report.behaviour import fit_frame
 from npsco.report.build import behaviour_blocks
 from npsco.report.distances import known_distances, policy_order
-from npsco.report.document import Heading, Image, Row, Video, to_html, to_markdown
+from npsco.report.document import Details, Heading, Image, Video, to_html, to_markdown
 from npsco.report.figures import distance_heatmap_figure, group_spans
 
 
@@ -58,22 +59,68 @@ def test_even_frames_and_fit_frame_sizes():
         fit_frame(None, 100)
 
 
-def test_video_and_row_blocks_in_markdown_and_html(tmp_path):
+def test_video_blocks_in_markdown_and_html(tmp_path):
     (tmp_path / "v.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom")
     PILImage.fromarray(frames(1)[0]).save(tmp_path / "f.png")
     PILImage.fromarray(frames(1)[0]).save(tmp_path / "g.gif")
     blocks = [
         Heading("t"),
-        Row([Video("v.mp4", "video of a"), Image("f.png", "filmstrip of a")], "a's episode"),
+        Video("v.mp4", "video of a", "a's episode"),
+        Image("f.png", "filmstrip of a"),
         Video("g.gif", "video of b", "b's episode"),
     ]
     md = to_markdown(blocks)
     assert '<video src="v.mp4" controls autoplay loop muted playsinline></video> [video of a](v.mp4)' in md
-    assert "![filmstrip of a](f.png)\n\n*a's episode*" in md and "![video of b](g.gif)\n\n*b's episode*" in md
+    assert "![filmstrip of a](f.png)" in md and "![video of b](g.gif)\n\n*b's episode*" in md
     html = to_html(blocks, "t", tmp_path)
-    assert html.count('<div class="row">') == 1 and html.count("<video ") == 1
+    assert html.count("<video ") == 1
     assert 'src="data:video/mp4;base64,AAAAGGZ0eXBpc29t"' in html and "autoplay loop muted playsinline" in html
     assert html.count('src="data:image/png;base64,') == 1 and html.count('src="data:image/gif;base64,') == 1
+
+
+def test_grid_columns_balance_the_rows():
+    assert [video.grid_columns(n) for n in (1, 2, 5, 6, 7, 10, 11)] == [1, 2, 5, 3, 4, 5, 4]
+
+
+def tile(label: str, shades: list[int], ended: bool = True) -> video.Tile:
+    """A tile whose k-th frame is a 20 x 80 image of one grey `shades[k]`, at step 10 k."""
+    pictures = [np.full((20, 80, 3), c, np.uint8) for c in shades]
+    return video.Tile(label, pictures, [10 * k for k in range(len(shades))], ended)
+
+
+def test_a_population_video_plays_every_episode_in_step_and_freezes_the_ended_ones():
+    tiles = [tile("ref0", [10, 20, 30, 40, 50]), tile("k0", [60, 70]), tile("k1", [80, 90, 100], ended=False)]
+    out = video.grid_frames(tiles, pad=2)
+    band = video.LABEL_HEIGHT
+    assert len(out) == 5  # as long as the longest episode
+    assert all(f.shape == (band + 20 + 2 * 2, 3 * 80 + 4 * 2, 3) for f in out)  # one row of 3 tiles
+
+    def picture(frame: np.ndarray, i: int) -> np.ndarray:  # tile i's picture, under its label band
+        left = 2 + i * (80 + 2)
+        return frame[2 + band : 2 + band + 20, left : left + 80]
+
+    def label(frame: np.ndarray, i: int) -> np.ndarray:
+        left = 2 + i * (80 + 2)
+        return frame[2 : 2 + band, left : left + 80]
+
+    for j, frame in enumerate(out):
+        assert (picture(frame, 0) == 10 * (j + 1)).all()  # every frame of the longest episode
+        assert (picture(frame, 1) == (60 if j == 0 else 70)).all()  # stays on its last frame from frame 1 on
+        assert (picture(frame, 2) == [80, 90, 100, 100, 100][j]).all()
+
+    def background(frame: np.ndarray, i: int) -> tuple:  # the band's colour, at its top right corner
+        return tuple(label(frame, i)[0, -1])
+
+    grey, red = (235, 235, 235), (120, 20, 20)
+    assert background(out[0], 1) == grey and background(out[1], 1) == red  # ended: red from its last frame on
+    assert background(out[3], 0) == grey and background(out[4], 0) == red
+    assert background(out[4], 2) == grey  # cut before its end (not `ended`): not marked so
+    assert not np.array_equal(label(out[0], 0), label(out[1], 0))  # the step written in changes
+    # 7 tiles wrap into rows of 4 and 3; a missing cell stays white
+    seven = video.grid_frames([tile(f"k{i}", [i * 30]) for i in range(7)], pad=1)[0]
+    assert seven.shape == (2 * (band + 20) + 3, 4 * 80 + 5, 3) and (seven[-21:-1, -81:-1] == 255).all()
+    with pytest.raises(ValueError):
+        video.grid_frames([video.Tile("x", [], [], True)])
 
 
 def test_group_spans():
@@ -177,19 +224,29 @@ def test_a_stem_with_a_dot_keeps_it_in_the_video_name(tmp_path, monkeypatch):
     assert path.name == "maze__ipd__ipd-r0x0.5-k1.gif" and path.exists()
 
 
-def test_every_policy_of_a_chain_gets_its_own_filmstrip_and_video(tmp_path, maze_policies):
+def test_every_method_gets_a_population_video_and_every_policy_a_filmstrip(tmp_path, maze_policies):
     # chains at r0 x 0.5: the policies' names hold a dot, which must not be taken for a file suffix
     rows = []
-    for k, action in enumerate(([1.0, 0.0], [0.0, 1.0])):
-        checkpoint = maze_policies.const(action, method="ipd", seed=k).save(tmp_path / f"k{k}.safetensors")
-        name = f"ipd-r0x0.5/k{k}"
-        rows.append({**row(name, "ipd", "runs/ipd", str(checkpoint)), "seed": k, "goal_from_right": "right"})
+    for k, action in enumerate(([-1.0, 0.0], [0.0, 1.0], [0.0, -1.0])):
+        checkpoint = maze_policies.const(action, method="ipd", seed=k).save(tmp_path / f"p{k}.safetensors")
+        name, group, role = ("ref0", "ppo", "reference") if k == 0 else (f"ipd-r0x0.5/k{k - 1}", "ipd", "novel")
+        rows.append({**row(name, group, "runs/ipd", str(checkpoint)), "seed": k, "role": role, "env": "maze"})
+        rows[-1]["goal_from_right"] = "right"
     blocks = behaviour_blocks(rows, tmp_path / "report", seed=0, videos="gif", limit=None, log=lambda line: None)
     written = sorted(p.name for p in (tmp_path / "report" / "figures" / "behaviour").iterdir())
-    stems = [f"T__ipd__ipd-r0x0.5-k{k}" for k in (0, 1)]
-    assert written == sorted(f"{s}.{suffix}" for s in stems for suffix in ("gif", "png"))
-    shown = [b.items[0].path for b in blocks if isinstance(b, Row)]
-    assert shown == [f"figures/behaviour/{s}.gif" for s in stems]
+    strips = ["T__ipd__ref0", "T__ipd__ipd-r0x0.5-k0", "T__ipd__ipd-r0x0.5-k1"]
+    assert written == sorted([f"{s}.png" for s in strips] + ["T__population__ppo.gif", "T__population__ipd.gif"])
+    task = next(b for b in blocks if isinstance(b, Details))
+    assert task.heading.text == "T" and task.open  # a section per task, open
+    methods = [b for b in task.blocks if isinstance(b, Details)]
+    assert [m.heading.text for m in methods] == ["T: ppo", "T: ipd"] and not any(m.open for m in methods)
+    ipd = methods[1].blocks
+    assert ipd[0].path == "figures/behaviour/T__population__ipd.gif"  # the video first, then each filmstrip
+    assert [b.alt for b in ipd[1:]] == ["filmstrip of ipd-r0x0.5/k0", "filmstrip of ipd-r0x0.5/k1"]
+    with PILImage.open(tmp_path / "report" / ipd[0].path) as gif:  # the reference and both policies of the chain
+        assert gif.size == (3 * 160 + 4 * 2, video.LABEL_HEIGHT + 160 + 2 * 2)
+    assert "which ended at step" in ipd[1].caption and "steps 0, " in ipd[1].caption
+    assert behaviour_blocks(rows, tmp_path / "r", seed=0, videos=None, limit=0, log=print) == []  # no placeholder
 
 
 def test_mujoco_gl_defaults_to_egl_only_where_libegl_is_installed():

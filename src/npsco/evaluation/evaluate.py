@@ -24,19 +24,22 @@ from npsco.evaluation.measure import (
     mean_reference_distance,
     measure_policy,
     novelty_against,
+    state_distance_matrix,
 )
 from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
 from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.manifest import Member
-from npsco.policy import load_policy
+from npsco.novelty.threshold import default_threshold
+from npsco.policy import Policy, load_policy
 from npsco.stats import state_diversity_matrix
-from npsco.tasks import default_eval_episodes, task_name
+from npsco.tasks import default_distance_episodes, default_eval_episodes, task_name
 
 EVALUATION_FORMAT = "npsco-evaluation"
-EVALUATION_VERSION = 2
-"""2: `success_final` and `relative_novelty_paper` (an evaluation of version 1 is recomputed)."""
+EVALUATION_VERSION = 3
+"""2: `success_final` and `relative_novelty_paper`; 3: `nearest`, `nearest_ratio`, `state_distance`, `return_ratio`,
+`meets` (an evaluation of an earlier version is recomputed)."""
 
 
 def _r0_scale(member: Member, config: dict) -> float | None:
@@ -76,6 +79,9 @@ def evaluate_run(
     ref_idx = [i for i, m in enumerate(info.members) if m.role == "reference"]
     actions = action_distance_matrix(measurements)
     states = state_diversity_matrix([diversity_states(x.states) for x in measurements])
+    mmd = state_distance_matrix(measurements, ref_idx)
+    names = [m.name for m in info.members]
+    avoided = [[names.index(n) for n in m.references if n in names] for m in info.members]
     ppo_distance = mean_reference_distance(actions, ref_idx)
 
     primary = primary_scale(info.config)
@@ -104,6 +110,8 @@ def evaluate_run(
                 **{k: summary[k] for k in ("return_mean", "return_std", "return_min", "return_max", "length_mean")},
                 novelty=novelty_against(actions, i, ref_idx),
                 state_novelty=novelty_against(states, i, ref_idx),
+                nearest=novelty_against(actions, i, avoided[i]) if m.role == "novel" else None,
+                state_distance=novelty_against(mmd, i, avoided[i]) if m.role == "novel" and mmd is not None else None,
                 checkpoint=str(info.checkpoint(m)),
                 eval_curve=[list(map(float, p)) for p in m.eval_curve],
                 returns=[float(r) for r in x.episodes.returns],
@@ -111,8 +119,7 @@ def evaluate_run(
                 **maze,
             )
         )
-    rows = score_rows(rows, ppo_distance)
-    names = [m.name for m in info.members]
+    rows = score_rows(rows, ppo_distance, action_threshold(info, [m.policy for m in measurements]))
     return {
         "format": EVALUATION_FORMAT,
         "format_version": EVALUATION_VERSION,
@@ -146,8 +153,30 @@ def evaluate_run(
             "definition": "sliced Wasserstein-1 between the standardised visited states of i "
             "and j (npsco.stats.state_diversity, 64 projections)",
         },
+        "state_distance_matrix": None
+        if mmd is None
+        else {
+            "names": names,
+            "matrix": mmd.round(6).tolist(),
+            "definition": "MMD (RBF kernel, random Fourier features) between the visited states of i and j, "
+            "standardised by the references' (npsco.novelty.states)",
+        },
         "statistics": statistics(rows),
     }
+
+
+def action_threshold(info: RunInfo, policies: list[Policy]) -> float | None:
+    """The run's r0_default in the action distance (the paper's threshold): threshold.json's, or, for a run whose
+    threshold is in another metric (`state`), measured from its references as the threshold is (their deterministic
+    episodes, seed 0); None without one (an absolute r0, or fewer than 2 references)."""
+    if info.r0_metric == "deterministic":
+        return info.r0_default
+    refs = [p for p, m in zip(policies, info.members, strict=True) if m.role == "reference"]
+    if info.r0_default is None or len(refs) < 2:
+        return None
+    episodes = info.config.get("threshold_episodes") or default_distance_episodes(info.env_id)
+    steps = (info.config.get("ppo") or {}).get("max_episode_steps")
+    return default_threshold(refs, episodes=episodes, seed=0, max_episode_steps=steps).r0
 
 
 def _fingerprint(info: RunInfo, episodes: int, seed: int) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 
 from npsco.evaluation.episodes import Episodes, run_episodes
 from npsco.novelty.references import ReferenceSet
+from npsco.novelty.states import StateDistance
 from npsco.policy import Policy
 from npsco.tasks import MAZE_ID
 
@@ -71,6 +72,16 @@ def action_distance_row(everyone: ReferenceSet, i: int, measured: Measurement) -
     row = everyone.distances(measured.states, measured.policy.mean_action(measured.states)).mean(axis=0)
     row[i] = 0.0
     return row
+
+
+def state_distance_matrix(measurements: list[Measurement], references: list[int]) -> np.ndarray | None:
+    """D[i, j] = the MMD between the states visited by policies i and j (`npsco.novelty.states`), with the embedding
+    fitted on the states of the `references` (None without references: no common scale)."""
+    if not references:
+        return None
+    fitted = StateDistance.fit([measurements[i].states for i in references])
+    everyone = StateDistance(fitted.mean, fitted.std, np.array([fitted.mean_embedding(m.states) for m in measurements]))
+    return everyone.pairwise()
 
 
 def diversity_states(states: np.ndarray, limit: int = MAX_DIVERSITY_STATES) -> np.ndarray:

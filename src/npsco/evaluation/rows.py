@@ -58,6 +58,16 @@ class EvaluationRow:
     relative_novelty_paper: float | None = None
     relative_novelty: float | None = None
     state_novelty: float | None = None
+    nearest: float | None = None
+    """A novel policy's distance to the nearest policy it had to avoid (its manifest `references`)."""
+    nearest_ratio: float | None = None
+    """`nearest` / the run's r0_default (the paper's threshold, 1x; the member's own threshold with an absolute r0)."""
+    state_distance: float | None = None
+    """A novel policy's MMD to the nearest policy it had to avoid, between visited states (`npsco.novelty.states`)."""
+    return_ratio: float | None = None
+    """Return / the median return of the run's references (the success baseline)."""
+    meets: bool | None = None
+    """A novel policy meets the paper's criteria: return_ratio >= 0.8 and nearest_ratio >= 1 (`meets_criteria`)."""
     success: bool | None = None
     success_final: bool | None = None
     best_training_eval: float | None = None

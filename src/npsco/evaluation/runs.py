@@ -28,6 +28,8 @@ class RunInfo:
     """The members whose training is done (others are listed in `pending`)."""
     pending: list[str]
     r0_default: float | None
+    r0_metric: str = "deterministic"
+    """The distance `r0_default` is measured in (threshold.json's `metric`)."""
 
     @property
     def references(self) -> list[Member]:
@@ -56,10 +58,17 @@ def load_run(run: str | Path) -> RunInfo:
     if not members:
         raise NpscoError(f"{run}: no trained policy yet (run `npsco population` to completion first)")
     r0 = manifest.get("r0_default")
-    if r0 is None and (path / "threshold.json").exists():
-        r0 = read_checked(path / "threshold.json", THRESHOLD).get("r0_default")
+    threshold = read_checked(path / "threshold.json", THRESHOLD) if (path / "threshold.json").exists() else {}
+    if r0 is None:
+        r0 = threshold.get("r0_default")
     return RunInfo(
-        path=path.resolve(), env_id=manifest["env_id"], config=config, members=members, pending=pending, r0_default=r0
+        path=path.resolve(),
+        env_id=manifest["env_id"],
+        config=config,
+        members=members,
+        pending=pending,
+        r0_default=r0,
+        r0_metric=str(threshold.get("metric", "deterministic")),
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from npsco.evaluation.rows import EvaluationRow, group_sort_key
+from npsco.selection import meets_criteria
 from npsco.stats import (
     bootstrap_ci,
     iqm,
@@ -20,9 +21,11 @@ from npsco.stats import (
 )
 
 
-def score_rows(rows: Sequence[EvaluationRow], ppo_mean_distance: float | None) -> list[EvaluationRow]:
-    """The rows with `success`, `success_final`, `success_baseline`, `best_training_eval`, `relative_novelty_paper`
-    and `relative_novelty` filled in (new rows; the inputs are untouched).
+def score_rows(
+    rows: Sequence[EvaluationRow], ppo_mean_distance: float | None, r0_default: float | None = None
+) -> list[EvaluationRow]:
+    """The rows with `success`, `success_final`, `success_baseline`, `best_training_eval`, `relative_novelty_paper`,
+    `relative_novelty`, `return_ratio`, `nearest_ratio` and `meets` filled in (new rows; the inputs are untouched).
 
     Each row's `role`, `return_mean`, `eval_curve` ([[step, return], ...] from training) and `novelty` are read.
     The baseline is the median of the references' evaluated returns (paper Sec. 4.2).
@@ -34,6 +37,8 @@ def score_rows(rows: Sequence[EvaluationRow], ppo_mean_distance: float | None) -
     - `relative_novelty_paper`, the paper's: novelty / the mean novelty of the references (each one's novelty is its
       distance to its nearest other reference), so the references' mean is 1.
     - `relative_novelty`: novelty / `ppo_mean_distance`, the mean pairwise distance between the references.
+    - `return_ratio`: return / the baseline; `nearest_ratio`: a novel policy's `nearest` / `r0_default` (its own
+      threshold when the run has no default: an absolute r0); `meets`: both criteria (`meets_criteria`).
     """
     refs = [r.return_mean for r in rows if r.role == "reference"]
     baseline = success_baseline(refs) if refs else None
@@ -53,9 +58,20 @@ def score_rows(rows: Sequence[EvaluationRow], ppo_mean_distance: float | None) -
             success = (
                 success_final if row.role == "reference" else bool(success_flags([curve or [row.return_mean]], refs)[0])
             )
+        r0 = r0_default if r0_default is not None else row.threshold
+        nearest_ratio = row.nearest / r0 if row.nearest is not None and r0 else None
+        return_ratio = row.return_mean / baseline if baseline else None
+        meets = (
+            meets_criteria(row.return_mean, baseline, row.nearest, r0)
+            if baseline is not None and row.nearest is not None and r0
+            else None
+        )
         out.append(
             dataclasses.replace(
                 row,
+                return_ratio=return_ratio,
+                nearest_ratio=nearest_ratio,
+                meets=meets,
                 best_training_eval=max(curve) if curve else None,
                 success_baseline=baseline,
                 success=success,
@@ -96,6 +112,10 @@ def statistics(rows: Sequence[EvaluationRow]) -> dict:
                 "relative_novelty_paper": metric_summary([r.relative_novelty_paper for r in sel]),
                 "relative_novelty": metric_summary([r.relative_novelty for r in sel]),
                 "state_novelty": metric_summary([r.state_novelty for r in sel]),
+                "return_ratio": metric_summary([r.return_ratio for r in sel]),
+                "nearest_ratio": metric_summary([r.nearest_ratio for r in sel]),
+                "state_distance": metric_summary([r.state_distance for r in sel]),
+                "meets_rate": _rate([r.meets for r in sel]),
             }
         )
     aggregate = []
@@ -130,6 +150,10 @@ def statistics(rows: Sequence[EvaluationRow]) -> dict:
             "relative_novelty_paper": "the paper's: novelty / the mean novelty of the PPO references (each one's "
             "distance to its nearest other reference)",
             "relative_novelty": "novelty / the mean pairwise distance between the PPO references",
+            "nearest_ratio": "a novel policy's distance to the nearest policy it had to avoid (references and "
+            "earlier policies of its chain) / the run's r0_default",
+            "meets_rate": "fraction of novel policies with return >= 0.8 x the references' median and "
+            "nearest_ratio >= 1 (the paper's criteria)",
             "normalized_return_iqm": "IQM over all policies of a group of return / the task's success baseline, "
             "95% stratified-bootstrap CI (resampling within each task)",
         },

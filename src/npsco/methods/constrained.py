@@ -2,29 +2,32 @@
 (TNB/CTNB bisector, conjugate gradient, CPO's analytic dual solution).
 
 All functions take and return 1-D torch tensors (flattened parameter vectors), plus two helpers to move between a
-module's parameters and such flat vectors.
+module's parameters and such flat vectors; the bisector is defined on numpy arrays (`bisector_np`, which TNB's numpy
+update calls directly) and `bisector` runs it on torch tensors, so both updates share one definition of the rules.
 """
 
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
 TNB_RULES = ("authors", "paper_eq5", "safe")
-"""TNB/CTNB's bisector rules (`bisector`); the `tnb_rule` setting also accepts `paper`, the name of `paper_eq5` in
+"""TNB/CTNB's bisector rules (`bisector_np`); the `tnb_rule` setting also accepts `paper`, the name of `paper_eq5` in
 runs made before the rule was renamed."""
 
 
-def _unit(v: Tensor, min_norm: float = 0.0) -> Tensor:
+def _unit(v: np.ndarray, min_norm: float = 0.0) -> np.ndarray:
     """``v / |v|``, or the zero vector when ``|v| <= min_norm`` (so that zero vectors never give NaN)."""
-    norm = torch.linalg.vector_norm(v)
-    return v / norm if norm > min_norm else torch.zeros_like(v)
+    norm = np.linalg.norm(v)
+    return v / norm if norm > min_norm else np.zeros_like(v)
 
 
-def bisector(g_task: Tensor, g_novelty: Tensor, rule: str = "authors") -> Tensor:
-    """TNB/CTNB update direction from the task gradient ``f`` and the novelty gradient ``g`` (paper Eq. 5).
+def bisector_np(g_task: np.ndarray, g_novelty: np.ndarray, rule: str = "authors") -> np.ndarray:
+    """TNB/CTNB update direction from the task gradient ``f`` and the novelty gradient ``g`` (paper Eq. 5), in their
+    dtype.
 
     Notation: ``f^ = f / |f|``, ``g^ = g / |g|``, ``cos = f^ . g^``, ``f_perp = f - (f . g^) g^`` (the task gradient
     without its component along ``g``); both gradients are ascent directions. ``authors`` and ``safe`` use the paper's
@@ -55,28 +58,32 @@ def bisector(g_task: Tensor, g_novelty: Tensor, rule: str = "authors") -> Tensor
     When ``f`` and ``g`` are (numerically) antiparallel, ``f_perp`` is taken as zero: ``authors`` gives ``p = 0`` (no
     direction helps the task without lowering novelty), ``safe`` gives ``L g^``.
     """
-    if g_task.shape != g_novelty.shape or g_task.dim() != 1:
-        raise ValueError(f"expected two 1-D tensors of the same shape, got {g_task.shape} and {g_novelty.shape}")
+    if g_task.shape != g_novelty.shape or g_task.ndim != 1:
+        raise ValueError(f"expected two 1-D vectors of the same shape, got {g_task.shape} and {g_novelty.shape}")
     rule = "paper_eq5" if rule == "paper" else rule
     if rule not in TNB_RULES:
         raise ValueError(f"unknown rule {rule!r}; expected one of {', '.join(TNB_RULES)}")
-    f_norm = torch.linalg.vector_norm(g_task)
-    g_norm = torch.linalg.vector_norm(g_novelty)
+    f_norm, g_norm = np.linalg.norm(g_task), np.linalg.norm(g_novelty)
     f_hat, g_hat = _unit(g_task), _unit(g_novelty)
-    cos = torch.dot(f_hat, g_hat)
+    cos = np.dot(f_hat, g_hat)
     if rule == "paper_eq5":
         if g_norm == 0:
-            return g_task.clone()
+            return g_task.copy()
         novelty_weight = f_norm / g_norm if cos > 0 else f_norm / g_norm * cos
         return g_task + novelty_weight * g_novelty
     if cos > 0 or f_norm == 0:
         direction = f_hat + g_hat
     else:
-        f_perp = g_task - torch.dot(g_task, g_hat) * g_hat
-        relative_tol = math.sqrt(torch.finfo(g_task.dtype).eps)  # shorter: f and g antiparallel up to round-off
+        f_perp = g_task - np.dot(g_task, g_hat) * g_hat
+        relative_tol = math.sqrt(np.finfo(g_task.dtype).eps)  # shorter: f and g antiparallel up to round-off
         f_perp_hat = _unit(f_perp, min_norm=relative_tol * float(f_norm))
         direction = f_perp_hat if rule == "authors" else f_perp_hat + g_hat
     return 0.5 * (f_norm + g_norm) * _unit(direction)
+
+
+def bisector(g_task: Tensor, g_novelty: Tensor, rule: str = "authors") -> Tensor:
+    """`bisector_np` on 1-D torch tensors (computed in numpy, returned in the inputs' dtype)."""
+    return torch.from_numpy(bisector_np(g_task.detach().numpy(), g_novelty.detach().numpy(), rule))
 
 
 def conjugate_gradient(

@@ -38,24 +38,26 @@ search (x, coef x, coef^2 x, ...) accepts the first step with mean KL <= max_kl,
 (c = J_C - limit: a feasible policy may spend its slack, an infeasible one must not get worse) and, in the cases with
 a feasible point, a reward surrogate that does not decrease; if none passes, theta stays. Then the task and cost
 critics train with PPO's Adam minibatch epochs on their value losses. No entropy bonus.
+
+These quantities (surrogates, gradients, Fisher products, trial evaluations) come from `npsco.methods.cpo_problem`:
+in numpy with `update_backend = numpy` (the default; `NumpyCPOProblem`), else in torch (`CPOProblem`, the reference).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import torch
 
 from npsco.errors import NpscoError
-from npsco.methods.constrained import conjugate_gradient, cpo_step, flat_grad, get_flat_params, set_flat_params
+from npsco.methods.constrained import conjugate_gradient, cpo_step, set_flat_params
+from npsco.methods.cpo_problem import CPOProblem, DirectCost, NumpyCPOProblem, TrustRegionProblem
 from npsco.methods.novelty import NoveltyMethod
-from npsco.ppo.agent import ActorCritic
 from npsco.ppo.hooks import StepInfo, StepOutcome, TrainingSetup
 from npsco.ppo.learner import Learner
-from npsco.ppo.maths import normalize_advantages
 from npsco.ppo.rollout import Batch
 
 
@@ -95,80 +97,6 @@ def novelty_cost(d: np.ndarray, r0: float) -> np.ndarray:
     return (r0 - d.min(axis=1)).astype(np.float32)
 
 
-def nearest_distance(
-    own: torch.Tensor,
-    ref_actions: torch.Tensor,
-    own_std: torch.Tensor | None = None,
-    ref_std: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Per state, the distance to the nearest reference j*: ||a - mu_j*(s)|| (`deterministic`), or with the stds
-    sqrt(||a - mu_j*(s)||^2 + ||std - std_j*||^2) (`wasserstein2`); `own` is the new policy's action term (N, A)."""
-    sq = ((own - ref_actions) ** 2).sum(-1)
-    if own_std is not None:
-        assert ref_std is not None, "own_std needs ref_std"
-        sq = sq + ((own_std - ref_std) ** 2).sum(-1)
-    return torch.sqrt(sq.clamp_min(1e-12))
-
-
-def gaussian_kl(
-    mean_p: torch.Tensor, log_std_p: torch.Tensor, mean_q: torch.Tensor, log_std_q: torch.Tensor
-) -> torch.Tensor:
-    """KL(p || q) per state for diagonal Gaussians, summed over action dims:
-
-    sum_i  log(s_q / s_p) + (s_p^2 + (m_p - m_q)^2) / (2 s_q^2) - 1/2
-    """
-    var_p, var_q = torch.exp(2 * log_std_p), torch.exp(2 * log_std_q)
-    return (log_std_q - log_std_p + (var_p + (mean_p - mean_q) ** 2) / (2 * var_q) - 0.5).sum(-1)
-
-
-class CPOProblem:
-    """One CPO update's quantities on a batch, at the rollout policy theta_old: surrogates, KL, Fisher products."""
-
-    def __init__(
-        self,
-        agent: ActorCritic,
-        batch: Batch,
-        norm_adv: bool,
-        damping: float,
-        direct_cost: Callable[[], torch.Tensor] | None = None,
-    ):
-        self.agent, self.damping, self.direct_cost = agent, damping, direct_cost
-        self.params = agent.actor_parameters()
-        self.obs, self.actions, self.old_logprob = batch.obs, batch.actions, batch.logprobs
-        adv_r = batch.advantages["task"]
-        self.adv_r = normalize_advantages(adv_r) if norm_adv else adv_r
-        self.adv_c = batch.advantages["cost"] - batch.advantages["cost"].mean()
-        with torch.no_grad():
-            self.old_mean = agent.actor_mean(self.obs)
-            self.old_log_std = agent.actor_logstd.detach().clone()
-            self.old_direct = direct_cost() if direct_cost is not None else None
-
-    def surrogates(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """At the actor's current parameters: the reward surrogate mean(ratio A_r) and the cost model
-
-            L_C = mean(ratio A_c) + J_dir(theta) - J_dir(theta_old),
-
-        the estimated change of J_C: the score-function term (which states and actions the policy picks, the cost held
-        fixed) plus the direct term `direct_cost` (the cost's own dependence on theta at the batch's states), if any.
-        """
-        logprob, _, _ = self.agent.evaluate(self.obs, self.actions)
-        ratio = torch.exp(logprob - self.old_logprob)
-        cost_model = (ratio * self.adv_c).mean()
-        if self.direct_cost is not None and self.old_direct is not None:  # both or neither
-            cost_model = cost_model + (self.direct_cost() - self.old_direct)
-        return (ratio * self.adv_r).mean(), cost_model
-
-    def kl(self) -> torch.Tensor:
-        """Mean over the batch of KL(pi_old || pi_theta) at the actor's current parameters."""
-        mean = self.agent.actor_mean(self.obs)
-        return gaussian_kl(self.old_mean, self.old_log_std, mean, self.agent.actor_logstd).mean()
-
-    def fisher_product(self, v: torch.Tensor) -> torch.Tensor:
-        """(F + damping I) v, with F the Hessian of the mean KL at theta_old (double backward)."""
-        grad_kl = flat_grad(self.kl(), self.params, create_graph=True)
-        return flat_grad(torch.dot(grad_kl, v), self.params) + self.damping * v
-
-
 class CPO(NoveltyMethod):
     """CPO on the novelty cost (its critic on the centred stream). Logs `cpo/cost` (J_C, the batch's mean per-step
     cost), `cpo/case` (`cpo_step`'s case: 0 infeasible recovery, 1 infeasible with feasible points, 2 feasible with an
@@ -183,8 +111,8 @@ class CPO(NoveltyMethod):
 
     def bind(self, setup: TrainingSetup) -> None:
         super().bind(setup)
-        self.action_low = torch.from_numpy(setup.action_space.low.astype(np.float32))
-        self.action_high = torch.from_numpy(setup.action_space.high.astype(np.float32))
+        self.action_low = setup.action_space.low.astype(np.float32)
+        self.action_high = setup.action_space.high.astype(np.float32)
         self.cost_center: float | None = None
         """c_bar: the previous batch's J_C, subtracted from the cost stream (None during the first batch)."""
         self._reset_batch()
@@ -208,59 +136,67 @@ class CPO(NoveltyMethod):
         center = self.cost_center if self.cost_center is not None else self._cost_sum / self._cost_n
         return StepOutcome(streams={"cost": cost - np.float32(center)})
 
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "cost_center": self.cost_center}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self.cost_center = state["cost_center"]
+
     def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
         cost = self._cost_sum / max(self._cost_n, 1)
-        out = {"cpo/cost": cost, **self.policy_step(learner.agent, batch, cost, learner.cfg.norm_adv)}
+        # the actor's step in numpy (`update_backend = numpy`) or torch, as the learner's updates run
+        fast = learner.numpy_learner()
+        Problem = NumpyCPOProblem if fast is not None else CPOProblem
+        options: CPOOptions = self.config.options
+        with fast.blas_threads() if fast is not None else contextlib.nullcontext():
+            problem = Problem(learner.agent, batch, learner.cfg.norm_adv, options.cpo_damping, self.direct_cost())
+            out = {"cpo/cost": cost, **self.policy_step(problem, cost)}
         self.cost_center = cost
         self._reset_batch()
         out.update(learner.fit_critics(batch))
         return out
 
-    def direct_cost(self, agent: ActorCritic, obs: torch.Tensor) -> torch.Tensor:
-        """J_dir(theta) = mean over the batch of r0 - d(s_t; theta), with the states and each state's nearest reference
-        j* held at the rollout's: the cost's own dependence on the policy. With `novelty_action=mean`, d compares the
-        policy's clipped mean action at s_t (a function of theta); with `sample`, the executed a_t (a constant, so only
-        the std of `wasserstein2` depends on theta). At theta_old it equals J_C. `obs`: the batch's (normalised) obs."""
-        n = obs.shape[0]
-        refs = {k: torch.from_numpy(np.stack(v).reshape(n, -1)) for k, v in self._nearest.items()}
-        if self.config.novelty_action == "mean":
-            own = torch.clamp(agent.actor_mean(obs), self.action_low, self.action_high)
-        else:
-            own = refs["executed"]
-        own_std = ref_std = None
-        if self.config.metric == "wasserstein2":
-            own_std, ref_std = agent.actor_logstd.exp().expand_as(own), refs["std"]
-        return (self.r0 - nearest_distance(own, refs["actions"], own_std, ref_std)).mean()
+    def direct_cost(self) -> DirectCost:
+        """J_dir of the batch just collected (`DirectCost`): the mean over the batch of r0 - d(s_t; theta), with the
+        states and each state's nearest reference j* held at the rollout's: the cost's own dependence on the policy.
+        With `novelty_action=mean`, d compares the policy's clipped mean action at s_t (a function of theta); with
+        `sample`, the executed a_t (a constant, so only the std of `wasserstein2` depends on theta). At theta_old it
+        equals J_C."""
+        nearest = {k: np.concatenate(v) for k, v in self._nearest.items()}  # (T N, A), in the batch's order
+        return DirectCost(
+            self.r0,
+            nearest["actions"],
+            self.action_low,
+            self.action_high,
+            executed=nearest["executed"] if self.config.novelty_action != "mean" else None,
+            ref_std=nearest["std"] if self.config.metric == "wasserstein2" else None,
+        )
 
-    def policy_step(self, agent: ActorCritic, batch: Batch, cost: float, norm_adv: bool = True) -> dict[str, float]:
-        """The CPO step of the actor from the batch, `cost` being J_C; returns the `cpo/*` metrics."""
+    def policy_step(self, problem: TrustRegionProblem, cost: float) -> dict[str, float]:
+        """The CPO step of the actor on `problem` (the batch around theta_old), `cost` being J_C; returns the `cpo/*`
+        metrics."""
         cfg: CPOOptions = self.config.options
-        problem = CPOProblem(agent, batch, norm_adv, cfg.cpo_damping, lambda: self.direct_cost(agent, batch.obs))
-        surr_r, surr_c = problem.surrogates()
-        g = flat_grad(surr_r, problem.params, retain_graph=True)
-        b = flat_grad(surr_c, problem.params)
+        r_old, c_old, g, b = problem.gradients()
         Hinv_g = conjugate_gradient(problem.fisher_product, g, cfg.cpo_cg_iters)
         Hinv_b = conjugate_gradient(problem.fisher_product, b, cfg.cpo_cg_iters)
         c = cost - cfg.cpo_cost_limit
         x, info = cpo_step(g, b, c, Hinv_g, Hinv_b, cfg.cpo_max_kl)
 
-        theta_old = get_flat_params(problem.params)
-        r_old, c_old = surr_r.item(), surr_c.item()
+        theta = problem.theta_old
         accepted, kl, d_r, d_c, trials = False, 0.0, 0.0, 0.0, 0
         for i in range(cfg.cpo_backtrack_iters):
             trials = i + 1
-            set_flat_params(problem.params, theta_old + cfg.cpo_backtrack_coef**i * x)
-            with torch.no_grad():
-                new_r, new_c = problem.surrogates()
-                kl = problem.kl().item()
-            d_r, d_c = new_r.item() - r_old, new_c.item() - c_old
+            theta = problem.theta_old + cfg.cpo_backtrack_coef**i * x
+            new_r, new_c, kl = problem.evaluate(theta)
+            d_r, d_c = new_r - r_old, new_c - c_old
             improves = d_r >= 0 or info.case <= 1  # without a feasible point, only the cost counts
             if all(map(math.isfinite, (kl, d_r, d_c))) and kl <= cfg.cpo_max_kl and d_c <= max(0.0, -c) and improves:
                 accepted = True
                 break
         if not accepted:
-            set_flat_params(problem.params, theta_old)
-            kl, d_r, d_c = 0.0, 0.0, 0.0
+            theta, kl, d_r, d_c = problem.theta_old, 0.0, 0.0, 0.0
+        set_flat_params(problem.params, theta)
         return {
             "cpo/case": float(info.case),
             "cpo/lambda": info.lam,

@@ -173,6 +173,13 @@ class IPD(NoveltyMethod):
     def _reset_counts(self) -> None:
         self.first_check_ends = 0
 
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "margin_sum": self.margin_sum.copy()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self.margin_sum = state["margin_sum"]
+
     def metadata(self) -> dict[str, Any]:
         out = super().metadata()
         if self.profile is not None:

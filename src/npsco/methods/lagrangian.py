@@ -217,16 +217,13 @@ class Lagrangian(NoveltyMethod):
             super().end_episodes(done)
 
     # ---------------------------------------------------------------------------------------------- the update
-    def rollout_distances(self) -> np.ndarray:
-        """D_j of the rollout to each avoided policy (action or state distance)."""
-        if self.state_mode:
+    def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
+        if self.state_mode:  # D_j: the MMD of the rollout's states; its mean embedding steers the next rewards
             assert self.states is not None and self._embedding_sum is not None
             self.previous_embedding = self._embedding_sum / max(self._steps, 1)
-            return self.states.distances(self.previous_embedding)
-        return self._distance_sum / max(self._steps, 1)
-
-    def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
-        distances = self.rollout_distances()
+            distances = self.states.distances(self.previous_embedding)
+        else:  # D_j: the rollout's mean distance of the policy's mean action to j's
+            distances = self._distance_sum / max(self._steps, 1)
         constrained = distances if len(self.multipliers) > 1 else distances.min(keepdims=True)
         opt = self.options
         self.multipliers = dual_step(self.multipliers, constrained, self.target, opt.lagrangian_lr, opt.lagrangian_max)
@@ -274,6 +271,21 @@ class Lagrangian(NoveltyMethod):
 
     def metadata(self) -> dict[str, Any]:
         return {**super().metadata(), "target": self.target}
+
+    def state(self) -> dict[str, Any]:
+        out = {
+            **super().state(),
+            "multipliers": self.multipliers.copy(),
+            "return_multiplier": self.return_multiplier,
+        }
+        if self.previous_embedding is not None:
+            out["previous_embedding"] = self.previous_embedding.copy()
+        return out
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self.multipliers, self.return_multiplier = state["multipliers"], float(state["return_multiplier"])
+        self.previous_embedding = state.get("previous_embedding")
 
 
 def _standardised(x: torch.Tensor) -> torch.Tensor:

@@ -107,6 +107,15 @@ class NoveltyMethod(Method):
         self._episode_u: list[float] = []
         self._last_u = np.zeros(0)
 
+    def state(self) -> dict[str, Any]:
+        """The running novelty of the episodes in progress (the tracker's sums and counts)."""
+        assert self.tracker is not None, "bind() first"
+        return {"tracker_sums": self.tracker._sums.copy(), "tracker_counts": self.tracker.counts.copy()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        assert self.tracker is not None, "bind() first"
+        self.tracker._sums, self.tracker.counts = state["tracker_sums"], state["tracker_counts"]
+
     def metadata(self) -> dict[str, Any]:
         return {
             **self.config.to_dict(),

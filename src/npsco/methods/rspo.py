@@ -21,6 +21,7 @@ The reported (and evaluated) return is always the task's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -97,6 +98,13 @@ class RSPO(NoveltyMethod):
         self._active += int(self.constrained.sum())
         self._intrinsic += float(intrinsic[switched].sum())
         return StepOutcome(train_reward=reward)
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "switch_threshold": self.switch_threshold, "calibrated": self.calibrated}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self.switch_threshold, self.calibrated = float(state["switch_threshold"]), bool(state["calibrated"])
 
     def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
         if not self.calibrated:  # RSPO's calibration: from the fresh policy's first rollout

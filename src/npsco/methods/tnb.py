@@ -8,6 +8,8 @@ surrogate L_nov give two ascent directions on the **actor parameters** theta (me
 
 and one Adam step follows the gradient -p on theta (plus PPO's entropy bonus), while the critics follow the gradients
 of their own value losses (`Learner.critic_loss`, times vf_coef); the global gradient norm is clipped as PPO does.
+With `update_backend = numpy` (the default) each minibatch runs in numpy on the learner's `NumpyLearner`
+(`bisector_step`: two numpy backward passes of the actor), else in torch (`bisector_grads`, the reference).
 
 TNB always uses the bisector. CTNB decides once per iteration (per batch) from the rollout: with the margins
 m_t = u_t - r0 of the batch's steps with t > t_S, the constraint is violated when mean(m_t) < -ctnb_slack; then the
@@ -23,11 +25,13 @@ import numpy as np
 import torch
 
 from npsco.errors import NpscoError
-from npsco.methods.constrained import TNB_RULES, bisector, flat_grad
+from npsco.methods.constrained import TNB_RULES, bisector, bisector_np, flat_grad
 from npsco.methods.novelty import NoveltyMethod
+from npsco.ppo.fast_update import Minibatch, NumpyLearner, Stats, mean_stats
 from npsco.ppo.hooks import StepInfo, StepOutcome, TrainingSetup
 from npsco.ppo.learner import Learner
 from npsco.ppo.maths import normalize_advantages, policy_loss
+from npsco.ppo.numpy_nets import clipped_surrogate, gaussian_entropy, logprob_backward, normalized
 from npsco.ppo.rollout import Batch
 
 
@@ -94,7 +98,12 @@ class TNB(NoveltyMethod):
         return StepOutcome(streams={"novelty": (u - self.r0).astype(np.float32)})
 
     def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
-        stats = learner.run_epochs(lambda mb: self.bisector_grads(learner, batch, mb))
+        fast = learner.numpy_learner()
+        if fast is not None:
+            stats = fast.run_epochs(batch, lambda mb: self.bisector_step(fast, mb), ("task", "novelty"))
+        else:
+            stats = learner.run_epochs(lambda mb: self.bisector_grads(learner, batch, mb))
+        means = mean_stats(stats)
         names = {
             "policy_loss": "losses/policy_loss",
             "novelty_policy_loss": "losses/novelty_policy_loss",
@@ -104,8 +113,8 @@ class TNB(NoveltyMethod):
             "clipfrac": "losses/clipfrac",
             "cos": "tnb/cos",
         }
-        out = {name: float(np.mean([row[k].item() for row in stats])) for k, name in names.items()}
-        out["tnb/obtuse_frac"] = float(np.mean(np.array([row["cos"].item() for row in stats]) <= 0))
+        out = {name: means[k] for k, name in names.items()}
+        out["tnb/obtuse_frac"] = float(np.mean(np.array([float(row["cos"]) for row in stats]) <= 0))
         return out
 
     def bisector_grads(self, learner: Learner, batch: Batch, mb: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -136,6 +145,32 @@ class TNB(NoveltyMethod):
             "approx_kl": info["approx_kl"],
             "clipfrac": info["clipfrac"],
             "cos": cos.detach(),
+        }
+
+    def bisector_step(self, fast: NumpyLearner, mb: Minibatch) -> Stats:
+        """`bisector_grads` in numpy, a step of `NumpyLearner.run_epochs`: f and g by two backward passes of the
+        actor, the bisector, the critics' and the entropy's gradients, written into `fast.grad`."""
+        cfg = fast.cfg
+        actor = fast.actor_pass(mb)
+        adv_task, adv_nov = mb.advantages["task"], mb.advantages["novelty"]
+        if cfg.norm_adv:
+            adv_task, adv_nov = normalized(adv_task), normalized(adv_nov)
+        task = clipped_surrogate(actor.logprob, mb.logprobs, adv_task, cfg.clip_coef)
+        nov = clipped_surrogate(actor.logprob, mb.logprobs, adv_nov, cfg.clip_coef)
+        f = -fast.actor_backward(actor.acts, *logprob_backward(actor, task.g_logprob))
+        g = -fast.actor_backward(actor.acts, *logprob_backward(actor, nov.g_logprob))
+        p = bisector_np(f, g, rule=self.config.options.tnb_rule)
+        np.negative(p, out=fast.grad[: fast.actor_size])
+        fast.log_std_grad[0] -= np.float32(cfg.ent_coef)  # the entropy bonus's gradient
+        v_loss = fast.critics_backward(mb)
+        return {
+            "policy_loss": task.loss,
+            "novelty_policy_loss": nov.loss,
+            "value_loss": v_loss,
+            "entropy": gaussian_entropy(fast.log_std[0]),
+            "approx_kl": task.approx_kl,
+            "clipfrac": task.clipfrac,
+            "cos": np.dot(f, g) / (np.linalg.norm(f) * np.linalg.norm(g) + np.float32(1e-12)),
         }
 
 

@@ -3,7 +3,7 @@
 Evaluating M reference policies at every rollout step is mostly tanh: at M = 20 and 8 envs, 20k values per step, and
 numpy's float32 tanh (torch's too) costs more than the matmuls around it. `tanh_rows` is a rational tanh that vectorises
 (no libm call): faster than numpy's and as accurate in float32. The matmuls stay with numpy (OpenBLAS): loops compiled
-by numba were slower for these shapes. The timings: benchmarks/results/design_measurements.md.
+by numba were slower for these shapes. The timings: benchmarks/results/throughput/design_measurements.md.
 
 The tanh: on |x| <= 9, tanh(x) = x P(u) / Q(u) with u = (x / 9)^2, evaluated in float64 and rounded to float32;
 between 9 and 13 ln 2 = 9.011 the input is clamped to 9 (the float32 tanh there is 1 - 2^-24), beyond it the result is

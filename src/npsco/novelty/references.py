@@ -97,7 +97,7 @@ class _Group:
 
         This runs at every step of an IPD rollout, where every numpy call counts (cold caches after the simulator's
         step): few calls, in-place ufuncs, no np.clip wrapper, no bias additions, and the hidden layers' tanh compiled
-        (`_kernels.tanh_rows`; the timings: benchmarks/results/design_measurements.md)."""
+        (`_kernels.tanh_rows`; the timings: benchmarks/results/throughput/design_measurements.md)."""
         m, n = len(self.w1), obs.shape[0]
         first, later, box = self._inputs(n)
         np.subtract(obs.T, self.centre[:, None], out=first[:-1])

@@ -12,6 +12,9 @@ from npsco.errors import NpscoError
 from npsco.tasks import ENV_BACKENDS, MAZE_ID, task_spec
 
 PRESETS = ("default", "paper")
+MAX_SEED = 2**31 - 1_000_000
+"""The largest seed: every generator npsco seeds takes it, plus a population's offsets (novel policies S + 1000 + k,
+evaluation episodes 1_000_000 + ...)."""
 
 
 @dataclass
@@ -81,10 +84,16 @@ class PPOConfig:
     torch_threads: int = 1
     """torch.set_num_threads; 1 is fastest for these small networks on a few cores."""
     update_backend: str = "numpy"
-    """PPO's update: `numpy` (forward and backward passes written out; the same computation, several times less CPU
-    time for these small networks) or `torch` (autograd and torch.optim.Adam, the reference `numpy` is tested against).
-    `numpy` runs the torch update, with a warning, for an agent or optimiser it does not handle, or a `Trainer`
-    subclass that overrides `critic_loss`."""
+    """The updates of npsco's methods: `numpy` (forward and backward passes written out: PPO's update, which every
+    method but TNB and CPO uses, the critics' fit, TNB's and CTNB's bisector step, CPO's trust-region step; the same
+    computation, several times less CPU time for these small networks) or `torch` (autograd and torch.optim.Adam, the
+    reference `numpy` is tested against: equal up to float32 rounding). `numpy` runs the torch update, with a warning,
+    for an agent or optimiser it does not handle, or a `Learner` subclass that overrides `critic_loss`; a method's
+    own torch step (`Learner.run_epochs`) runs in torch either way."""
+    state_every: float = 300.0
+    """Save the resumable training state (networks, optimiser, normalisers, generators, environments, counters:
+    `checkpoints/state.safetensors`) every this many seconds of wall time, between two iterations, and when
+    stopped by Ctrl-C or SIGTERM; re-running the same command resumes from it. 0: after every iteration."""
     checkpoint_every: int = 50
     """Save the policy in training every this many iterations to checkpoints/last.safetensors (0: never; the final
     and the Ctrl-C policies are saved regardless): a policy to use or evaluate, not a state to resume training from
@@ -105,9 +114,21 @@ class PPOConfig:
         """Rollout + update iterations in the run."""
         return self.total_timesteps // self.batch_size
 
+    def budget(self) -> str:
+        """The steps it trains, as logs say it: `1,000,000`, or `4,096 (5,000 asked: 2 whole iterations of 2,048)`
+        when `total_timesteps` is not a whole number of batches."""
+        trained = self.num_iterations * self.batch_size
+        if trained == self.total_timesteps:
+            return f"{trained:,}"
+        return (
+            f"{trained:,} ({self.total_timesteps:,} asked: {self.num_iterations:,} whole iterations of "
+            f"{self.batch_size:,})"
+        )
+
     def validate(self) -> PPOConfig:
         """Refuse inconsistent settings with a clear message; returns self."""
         checks = [
+            (0 <= self.seed <= MAX_SEED, f"seed must be in [0, {MAX_SEED}] (a population adds offsets to it)"),
             (self.total_timesteps > 0, "total_timesteps must be > 0"),
             (self.num_envs > 0 and self.num_steps > 0, "num_envs and num_steps must be > 0"),
             (
@@ -133,6 +154,7 @@ class PPOConfig:
                 f"env_backend must be auto, sync, async or envpool, not {self.env_backend!r}",
             ),
             (self.eval_episodes > 0, "eval_episodes must be > 0"),
+            (self.state_every >= 0, "state_every must be >= 0 (seconds; 0: after every iteration)"),
             (self.torch_threads > 0, "torch_threads must be > 0"),
             (
                 self.update_backend in ("numpy", "torch"),

@@ -1,9 +1,11 @@
-"""PPO's update in numpy (`NumpyPPOUpdate`): the computation of `Learner.ppo_update_torch` with the forward and
-backward passes written out, for the `update_backend = "numpy"` setting (the default).
+"""The learner's minibatch epochs in numpy (`NumpyLearner`), for the `update_backend = "numpy"` setting (the default):
+`Learner.run_epochs` with the forward and backward passes written out (`npsco.ppo.numpy_nets`), the global-norm clip
+and Adam on one flat float32 vector. It runs PPO's update (`ppo_step`), the critics' fit (`critics_step`) and a
+method's own minibatch gradients (TNB's bisector step), each a step function of the one loop `run_epochs`.
 
 Why: the update of these small networks is bound by per-operation overhead, not arithmetic; torch spends several
 times the CPU time of this version per minibatch (autograd graph, dispatched kernels, optimiser bookkeeping;
-benchmarks/results/throughput.md, benchmarks/results/design_measurements.md).
+benchmarks/results/throughput/throughput.md, benchmarks/results/throughput/design_measurements.md).
 """
 
 from __future__ import annotations
@@ -11,19 +13,31 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from typing import cast
+from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import torch
 from threadpoolctl import ThreadpoolController
 from torch import nn
 
-from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
+from npsco.ppo.agent import ActorCritic
 from npsco.ppo.config import PPOConfig
+from npsco.ppo.numpy_nets import (
+    GaussianPass,
+    clipped_surrogate,
+    gaussian_entropy,
+    gaussian_pass,
+    logprob_backward,
+    mlp_backward,
+    mlp_forward,
+    normalized,
+    value_loss_and_grad,
+)
 from npsco.ppo.rollout import Batch, MeanActionTerm
 
-Layers = list[tuple[np.ndarray, np.ndarray]]
-"""An MLP's (W, b) per layer: numpy views of its parameters, or of their gradients."""
+Stats = dict[str, Any]
+"""A minibatch step's statistics: name -> a float (or numpy scalar); `approx_kl` enables the target-KL stop."""
 
 
 @functools.cache
@@ -46,25 +60,80 @@ def _mlp_linears(module: nn.Module) -> list[nn.Linear] | None:
 
 
 def _linears(module: nn.Module) -> list[nn.Linear]:
-    """`_mlp_linears`, for a module that `NumpyPPOUpdate.unsupported` accepted."""
+    """`_mlp_linears`, for a module that `NumpyLearner.unsupported` accepted."""
     linears = _mlp_linears(module)
     if linears is None:
-        raise ValueError("NumpyPPOUpdate needs tanh MLPs (see NumpyPPOUpdate.unsupported)")
+        raise ValueError("NumpyLearner needs tanh MLPs (see NumpyLearner.unsupported)")
     return linears
 
 
-class NumpyPPOUpdate:
-    """`Learner.ppo_update_torch` in numpy: the forward and backward passes of the actor and critic MLPs written out,
-    the global gradient-norm clip and Adam on one flat float32 parameter vector.
+@dataclass
+class Minibatch:
+    """Rows of a `Batch` as numpy arrays, its fields as there: what a numpy step gets."""
+
+    index: np.ndarray
+    """The rows' indices in the batch, (B,)."""
+    obs: np.ndarray
+    actions: np.ndarray
+    logprobs: np.ndarray
+    advantages: dict[str, np.ndarray]
+    """Only those of the streams the update asked for."""
+    values: dict[str, np.ndarray]
+    returns: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, batch: Batch, advantages: Sequence[str], streams: Sequence[str]) -> Minibatch:
+        """The whole `batch` (numpy views of its tensors), with the advantages of `advantages`."""
+        return cls(
+            np.arange(batch.size),
+            batch.obs.detach().numpy(),
+            batch.actions.detach().numpy(),
+            batch.logprobs.detach().numpy(),
+            {s: batch.advantages[s].detach().numpy() for s in advantages},
+            {s: batch.values[s].detach().numpy() for s in streams},
+            {s: batch.returns[s].detach().numpy() for s in streams},
+        )
+
+    def select(self, rows: np.ndarray | slice) -> Minibatch:
+        """The rows `rows` (indices, gathered; or a slice, as views)."""
+        return Minibatch(
+            self.index[rows],
+            self.obs[rows],
+            self.actions[rows],
+            self.logprobs[rows],
+            {s: a[rows] for s, a in self.advantages.items()},
+            {s: a[rows] for s, a in self.values.items()},
+            {s: a[rows] for s, a in self.returns.items()},
+        )
+
+
+NumpyStep = Callable[[Minibatch], Stats]
+"""Computes the gradients of one minibatch into `NumpyLearner.grad` and returns its statistics (the numpy twin of
+`npsco.ppo.learner.MinibatchStep`)."""
+
+
+def mean_stats(rows: Sequence[Stats]) -> dict[str, float]:
+    """Each statistic's mean over the minibatches (in float64; a statistic may be a float, a numpy scalar or a 0-d
+    tensor)."""
+    names = list(rows[0])
+    means = np.mean([[float(row[k]) for k in names] for row in rows], axis=0)
+    return {k: float(v) for k, v in zip(names, means, strict=True)}
+
+
+class NumpyLearner:
+    """`Learner`'s minibatch epochs in numpy: the agent's parameters and their Adam state on flat float32 vectors, a
+    loop `run_epochs(batch, step)` that computes each minibatch's gradients by `step`, clips their global norm and
+    takes Adam's step, and the steps of PPO (`ppo_step`) and of the critics' fit (`critics_step`), built from pieces a
+    method's own step can use too (`actor_pass`, `actor_backward`, `critics_backward`).
 
     It computes what the torch loop computes, step for step: the same minibatches (drawn by the learner's
     `minibatches`, from its own generator), advantage normalisation with the unbiased std, the clipped surrogate and
-    the (clipped) value losses with torch's gradient conventions at the kinks (`torch.max` splits a tie's gradient in
-    halves; `clamp` passes the gradient at the bounds), the entropy bonus, `clip_grad_norm_` (max_norm / (norm +
-    1e-6), only when below 1) and Adam as `torch.optim.Adam` (bias-corrected, eps added after the square root). The
-    Adam moments and step counts are read from and written back to the torch optimiser, so a method mixing torch
-    steps with `ppo_update` (TNB) keeps one consistent Adam. The differences are float32 rounding (summation order in
-    the matmuls): tests/unit/test_fast_update.py checks the gradients and whole updates against the torch loop.
+    the (clipped) value losses with torch's gradient conventions at the kinks, the entropy bonus, `clip_grad_norm_`
+    (max_norm / (norm + 1e-6), only when below 1) and Adam as `torch.optim.Adam` (bias-corrected, eps added after the
+    square root). The Adam moments and step counts are read from and written back to the torch optimiser, so torch
+    and numpy steps can mix and keep one consistent Adam. The differences are float32 rounding (summation order in the
+    matmuls): tests/unit/test_fast_update.py and tests/unit/test_fast_methods.py check the gradients and whole
+    updates against the torch loop.
 
     It needs npsco's `ActorCritic` (tanh MLPs built by `policy.mlp`, float32) and a plain `torch.optim.Adam` with
     one parameter group (no weight decay, amsgrad, maximize); `unsupported` names the first condition that fails.
@@ -72,7 +141,7 @@ class NumpyPPOUpdate:
 
     @staticmethod
     def unsupported(agent: nn.Module, optimizer: torch.optim.Optimizer, streams: tuple[str, ...]) -> str | None:
-        """Why this update cannot run on `agent` and `optimizer` (training `streams`), or None when it can."""
+        """Why this learner cannot run on `agent` and `optimizer` (training `streams`), or None when it can."""
         if type(agent) is not ActorCritic:
             return "the agent is not npsco's ActorCritic"
         nets = [agent.actor_mean, *(agent.critics[s] for s in streams)]
@@ -88,8 +157,17 @@ class NumpyPPOUpdate:
             return "parameters are not all float32 and in the optimiser"
         return None
 
-    def __init__(self, cfg: PPOConfig, agent: ActorCritic, optimizer: torch.optim.Adam, streams: tuple[str, ...]):
+    def __init__(
+        self,
+        cfg: PPOConfig,
+        agent: ActorCritic,
+        optimizer: torch.optim.Adam,
+        streams: tuple[str, ...],
+        minibatches: Callable[[], Sequence[torch.Tensor]],
+    ):
         self.cfg, self.agent, self.optimizer, self.streams = cfg, agent, optimizer, streams
+        self.minibatches = minibatches
+        """Draws the index tensors of one epoch's minibatches (the learner's own generator)."""
         actor = _linears(agent.actor_mean)
         critics = {s: _linears(agent.critics[s]) for s in streams}
         # The parameters that get gradients: the actor, the log-std and the critics of the trained streams (a critic
@@ -108,6 +186,10 @@ class NumpyPPOUpdate:
         self.steps = np.empty(len(self.params), np.float64)
         views = [self._view(buf) for buf in (self.flat, self.grad)]
         k = 2 * len(actor)
+        self.critic_start = k + 1
+        """Index in `params` of the first critic parameter: the actor's (mean MLP, then log-std) come first."""
+        self.actor_size = int(self.offsets[self.critic_start])
+        """Length of the actor's part of the flat vectors (laid out as `ActorCritic.actor_parameters`)."""
         self.actor = list(zip(views[0][0:k:2], views[0][1:k:2], strict=True))
         self.actor_grad = list(zip(views[1][0:k:2], views[1][1:k:2], strict=True))
         self.log_std, self.log_std_grad = views[0][k], views[1][k]
@@ -123,10 +205,17 @@ class NumpyPPOUpdate:
             buf[a:b].reshape(p.shape) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:], strict=True)
         ]
 
+    def blas_threads(self) -> Any:
+        """A context in which numpy's BLAS runs with `torch_threads` threads (more threads than cores slow these
+        small matmuls down: benchmarks/results/throughput/design_measurements.md)."""
+        return _blas().limit(limits=self.cfg.torch_threads, user_api="blas")
+
     # ------------------------------------------------------------------------------------ moving state in and out
-    def _load(self) -> None:
+    def _load(self, first: int = 0) -> None:
+        """Read `params[first:]` and their Adam state from torch."""
         group = self.optimizer.param_groups[0]
-        for i, p in enumerate(self.params):
+        for i in range(first, len(self.params)):
+            p = self.params[i]
             a, b = self.offsets[i], self.offsets[i + 1]
             self.flat[a:b] = p.detach().numpy().reshape(-1)
             state = self.optimizer.state[p]
@@ -143,125 +232,92 @@ class NumpyPPOUpdate:
             self.exp_avg_sq[a:b] = state["exp_avg_sq"].numpy().reshape(-1)
             self.steps[i] = float(state["step"])
 
-    def _store(self) -> None:
+    def _store(self, first: int = 0) -> None:
+        """Write `params[first:]` and their Adam state back to torch; `.grad` as the torch loop leaves it: the last
+        minibatch's for the parameters stepped, None for the others."""
         with torch.no_grad():
             for i, p in enumerate(self.params):
+                if i < first:
+                    p.grad = None
+                    continue
                 a, b = self.offsets[i], self.offsets[i + 1]
                 p.copy_(torch.from_numpy(self.flat[a:b]).view_as(p))
                 state = self.optimizer.state[p]
                 state["exp_avg"].copy_(torch.from_numpy(self.exp_avg[a:b]).view_as(p))
                 state["exp_avg_sq"].copy_(torch.from_numpy(self.exp_avg_sq[a:b]).view_as(p))
                 state["step"].fill_(self.steps[i])
-                p.grad = torch.from_numpy(self.grad[a:b].copy()).view_as(p)  # the last minibatch's, as torch leaves it
+                p.grad = torch.from_numpy(self.grad[a:b].copy()).view_as(p)
 
-    # ------------------------------------------------------------------------------------------- the computation
-    @staticmethod
-    def _forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> list[np.ndarray]:
-        """Activations [x, h1, ..., out] of a tanh MLP."""
-        acts = [x]
-        last = len(layers) - 1
-        for i, (w, b) in enumerate(layers):
-            x = np.matmul(x, w.T)
-            x += b
-            if i < last:
-                np.tanh(x, out=x)
-            acts.append(x)
-        return acts
+    # ------------------------------------------------------------------------------------ the pieces of a step
+    def actor_pass(self, mb: Minibatch) -> GaussianPass:
+        """The current policy at the minibatch's states and actions."""
+        return gaussian_pass(self.actor, self.log_std[0], mb.obs, mb.actions)
 
-    @staticmethod
-    def _backward(layers: Layers, grads: Layers, acts: list[np.ndarray], g: np.ndarray) -> None:
-        """Write d loss / d (W, b) of every layer into `grads`, given g = d loss / d output."""
-        for i in range(len(layers) - 1, -1, -1):
-            gw, gb = grads[i]
-            np.matmul(g.T, acts[i], out=gw)
-            np.add.reduce(g, axis=0, out=gb)
-            if i:
-                g = np.matmul(g, layers[i][0])
-                h = acts[i]
-                g *= 1.0 - h * h
+    def actor_backward(self, acts: list[np.ndarray], g_mean: np.ndarray, g_log_std: np.ndarray) -> np.ndarray:
+        """Write the actor's gradient into its part of `grad`, given d loss / d mean (B, A) (at the activations
+        `acts` of `actor_pass`) and d loss / d log_std (A,); returns that part (a view: the next call overwrites it)."""
+        self.log_std_grad[0] = g_log_std
+        mlp_backward(self.actor, self.actor_grad, acts, g_mean)
+        return self.grad[: self.actor_size]
 
-    def loss_and_grad(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        old_logprob: np.ndarray,
-        adv: np.ndarray,
-        values: dict[str, np.ndarray],
-        returns: dict[str, np.ndarray],
-        term: MeanActionTerm | None = None,
-        index: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """The PPO loss of one minibatch (plus `term`, a loss on the actor's mean actions, at the batch indices
-        `index`): writes its gradient into `self.grad`; returns the five statistics (policy loss, value loss,
-        entropy, approx KL, clip fraction). `values`/`returns` map stream -> array."""
+    def critics_backward(self, mb: Minibatch) -> float:
+        """Write the gradients of vf_coef x (each critic's value loss) into the critics' part of `grad`; returns the
+        sum of the value losses."""
         cfg = self.cfg
-        B = obs.shape[0]
-        clip = cfg.clip_coef
-        inv_b = np.float32(1.0 / B)
-        add = np.add.reduce  # (ndarray.mean/std go through slow Python wrappers; these arrays are tiny)
-        if cfg.norm_adv:  # torch's std is the unbiased one
-            centred = adv - add(adv) * inv_b
-            adv = centred / (np.sqrt(add(centred * centred) / np.float32(B - 1)) + np.float32(1e-8))
-        # actor: log pi(a|s) and the clipped surrogate
-        acts = self._forward(self.actor, obs)
-        mean = acts[-1]
-        log_std = self.log_std[0]
-        inv_std = np.exp(-log_std)
-        z = (actions - mean) * inv_std
-        logprob = -0.5 * np.einsum("ba,ba->b", z, z) - (log_std.sum() + np.float32(LOG_SQRT_2PI * log_std.size))
-        log_ratio = logprob - old_logprob
-        ratio = np.exp(log_ratio)
-        clipped = np.clip(ratio, 1 - clip, 1 + clip)
-        unclipped_term, clipped_term = -adv * ratio, -adv * clipped
-        pg_loss = add(np.maximum(unclipped_term, clipped_term)) * inv_b
-        # d pg / d ratio: torch.max gives a tie half to each side, clamp passes the gradient inside [lo, hi]
-        w_unclipped = np.where(unclipped_term > clipped_term, 1.0, np.where(unclipped_term == clipped_term, 0.5, 0.0))
-        in_range = (ratio >= 1 - clip) & (ratio <= 1 + clip)
-        g_ratio = (adv * -inv_b) * (w_unclipped + (1.0 - w_unclipped) * in_range)
-        g_logprob = (g_ratio * ratio).astype(np.float32)
-        g_mean = (g_logprob[:, None] * z) * inv_std
-        if term is not None:
-            assert index is not None, "a mean-action term needs the minibatch's indices"
-            g_mean += term(index, mean)[1]
-        entropy = (0.5 + LOG_SQRT_2PI + log_std).sum()
-        self.log_std_grad[0] = add(g_logprob[:, None] * (z * z - 1.0), axis=0) - np.float32(cfg.ent_coef)
-        self._backward(self.actor, self.actor_grad, acts, g_mean)
-        # critics
         v_loss = 0.0
         for s, layers in self.critics.items():
-            cacts = self._forward(layers, obs)
-            v = cacts[-1][:, 0]
-            err = v - returns[s]
-            unclipped = err * err
-            if cfg.clip_vloss:
-                old = values[s]
-                vc = old + np.clip(v - old, -clip, clip)
-                cerr = vc - returns[s]
-                clipped_sq = cerr * cerr
-                v_loss += 0.5 * float(add(np.maximum(unclipped, clipped_sq))) / B
-                w = np.where(unclipped > clipped_sq, 1.0, np.where(unclipped == clipped_sq, 0.5, 0.0))
-                d = v - old
-                g_v = w * err + (1.0 - w) * cerr * ((d >= -clip) & (d <= clip))
-            else:
-                v_loss += 0.5 * float(add(unclipped)) / B
-                g_v = err
-            g_v = (g_v * (cfg.vf_coef / B)).astype(np.float32)[:, None]
-            self._backward(layers, self.critics_grad[s], cacts, g_v)
-        approx_kl = add((ratio - 1) - log_ratio) * inv_b
-        clipfrac = np.count_nonzero(np.abs(ratio - 1.0) > clip) / B
-        return np.array([pg_loss, v_loss, entropy, approx_kl, clipfrac])
+            acts = mlp_forward(layers, mb.obs)
+            loss, g_v = value_loss_and_grad(
+                acts[-1][:, 0], mb.values[s], mb.returns[s], cfg.clip_coef, cfg.clip_vloss, cfg.vf_coef
+            )
+            v_loss += loss
+            mlp_backward(layers, self.critics_grad[s], acts, g_v)
+        return v_loss
 
-    def _clip_and_adam(self) -> None:
-        cfg, g, tmp = self.cfg, self.grad, self.tmp
+    # -------------------------------------------------------------------------------------------------- steps
+    def ppo_step(self, mb: Minibatch, advantage_stream: str = "task", term: MeanActionTerm | None = None) -> Stats:
+        """PPO's loss on one minibatch (the clipped surrogate of `advantage_stream`'s advantages, the value losses,
+        the entropy bonus, plus `term`, a loss on the actor's mean actions): its gradient into `grad`; returns the
+        statistics of `Learner.ppo_update_torch`."""
+        cfg = self.cfg
+        adv = mb.advantages[advantage_stream]
+        if cfg.norm_adv:
+            adv = normalized(adv)
+        actor = self.actor_pass(mb)
+        surrogate = clipped_surrogate(actor.logprob, mb.logprobs, adv, cfg.clip_coef)
+        g_mean, g_log_std = logprob_backward(actor, surrogate.g_logprob)
+        if term is not None:
+            g_mean += term(mb.index, actor.mean)[1]
+        entropy = gaussian_entropy(self.log_std[0])
+        self.actor_backward(actor.acts, g_mean, g_log_std - np.float32(cfg.ent_coef))
+        v_loss = self.critics_backward(mb)
+        return {
+            "policy_loss": surrogate.loss,
+            "value_loss": v_loss,
+            "entropy": entropy,
+            "approx_kl": surrogate.approx_kl,
+            "clipfrac": surrogate.clipfrac,
+        }
+
+    def critics_step(self, mb: Minibatch) -> Stats:
+        """The critics' value losses alone (`Learner.fit_critics`): their gradient into the critics' part of `grad`."""
+        return {"value_loss": self.critics_backward(mb)}
+
+    # ------------------------------------------------------------------------------------------ the one loop
+    def _clip_and_adam(self, first: int = 0) -> None:
+        """Clip the global norm of the gradients of `params[first:]` and take Adam's step on them (the others are
+        left alone, as torch's optimiser leaves the parameters without a gradient)."""
+        start = int(self.offsets[first])
+        g, tmp, m, v = self.grad[start:], self.tmp[start:], self.exp_avg[start:], self.exp_avg_sq[start:]
+        steps = self.steps[first:]
         group = self.optimizer.param_groups[0]
         lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], float(group["eps"])
         norm = math.sqrt(float(np.dot(g, g)))
-        coef = cfg.max_grad_norm / (norm + 1e-6)
+        coef = self.cfg.max_grad_norm / (norm + 1e-6)
         if coef < 1.0:
             g *= np.float32(coef)
         # Adam (torch.optim.Adam, no weight decay): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
         # p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-        m, v = self.exp_avg, self.exp_avg_sq
         m *= np.float32(beta1)
         np.multiply(g, np.float32(1 - beta1), out=tmp)
         m += tmp
@@ -269,77 +325,58 @@ class NumpyPPOUpdate:
         np.multiply(g, g, out=tmp)
         tmp *= np.float32(1 - beta2)
         v += tmp
-        self.steps += 1
+        steps += 1
         step_size: np.float32 | np.ndarray  # float32, one value per parameter or one per element
         bc2_sqrt: float | np.ndarray
-        if np.all(self.steps == self.steps[0]):
-            t = self.steps[0]
+        if np.all(steps == steps[0]):
+            t = steps[0]
             step_size, bc2_sqrt = np.float32(lr / (1 - beta1**t)), math.sqrt(1 - beta2**t)
         else:  # parameters stepped a different number of times (a method stepped only some of them)
-            counts = np.diff(self.offsets)
-            step_size = np.repeat(lr / (1 - beta1**self.steps), counts).astype(np.float32)
-            bc2_sqrt = np.repeat(np.sqrt(1 - beta2**self.steps), counts).astype(np.float32)
+            counts = np.diff(self.offsets)[first:]
+            step_size = np.repeat(lr / (1 - beta1**steps), counts).astype(np.float32)
+            bc2_sqrt = np.repeat(np.sqrt(1 - beta2**steps), counts).astype(np.float32)
         np.sqrt(v, out=tmp)
         tmp /= bc2_sqrt
         tmp += np.float32(eps)
         np.divide(m, tmp, out=tmp)
         tmp *= step_size
-        self.flat -= tmp
+        self.flat[start:] -= tmp
 
-    def run(
-        self,
-        batch: Batch,
-        minibatches: Callable[[], Sequence[torch.Tensor]],
-        advantage_stream: str = "task",
-        term: MeanActionTerm | None = None,
-    ) -> dict[str, float]:
-        """`update_epochs` passes over `batch`, in the minibatches that `minibatches()` draws for each epoch; returns
-        the mean `losses/*` statistics. numpy's BLAS runs with `torch_threads` threads meanwhile (more threads than
-        cores slow these small matmuls down: benchmarks/results/design_measurements.md)."""
-        with _blas().limit(limits=self.cfg.torch_threads, user_api="blas"):
-            return self._run(batch, minibatches, advantage_stream, term)
+    def run_epochs(
+        self, batch: Batch, step: NumpyStep, advantages: Sequence[str] = ("task",), first: int = 0
+    ) -> list[Stats]:
+        """`Learner.run_epochs` in numpy: `update_epochs` passes of minibatch steps over `batch` (with the
+        advantages of the streams `advantages`): per minibatch, the gradients of `step`, the global norm of those of
+        `params[first:]` (0: all of them; `critic_start`: the critics') clipped to `max_grad_norm`, one Adam step on
+        those; after an epoch whose last minibatch's `approx_kl` exceeds `target_kl`, stop. Returns every minibatch's
+        statistics. The parameters and Adam state are read from torch before and written back after."""
+        cfg = self.cfg
+        with self.blas_threads():
+            self._load(first)
+            whole = Minibatch.of(batch, advantages, self.streams)
+            stats: list[Stats] = []
+            for _epoch in range(cfg.update_epochs):
+                mbs = [mb.numpy() for mb in self.minibatches()]
+                epoch = whole.select(np.concatenate(mbs))  # gather the epoch once, then take contiguous slices
+                start = 0
+                for mb in mbs:
+                    stats.append(step(epoch.select(slice(start, start + len(mb)))))
+                    start += len(mb)
+                    self._clip_and_adam(first)
+                kl = stats[-1].get("approx_kl") if stats else None
+                if cfg.target_kl is not None and kl is not None and kl > cfg.target_kl:
+                    break
+            self._store(first)
+        return stats
 
-    def _run(
-        self,
-        batch: Batch,
-        minibatches: Callable[[], Sequence[torch.Tensor]],
-        advantage_stream: str,
-        term: MeanActionTerm | None,
+    def ppo_update(
+        self, batch: Batch, advantage_stream: str = "task", term: MeanActionTerm | None = None
     ) -> dict[str, float]:
-        cfg, streams = self.cfg, self.streams
-        self._load()
-        obs, actions = batch.obs.detach().numpy(), batch.actions.detach().numpy()
-        logprobs = batch.logprobs.detach().numpy()
-        adv = batch.advantages[advantage_stream].detach().numpy()
-        values = {s: batch.values[s].detach().numpy() for s in streams}
-        returns = {s: batch.returns[s].detach().numpy() for s in streams}
-        stats = []
-        for _epoch in range(cfg.update_epochs):
-            mbs = [mb.numpy() for mb in minibatches()]
-            idx = np.concatenate(mbs)  # gather the epoch once, then take contiguous slices
-            e_obs, e_act, e_lp, e_adv = obs[idx], actions[idx], logprobs[idx], adv[idx]
-            e_val = {s: values[s][idx] for s in streams}
-            e_ret = {s: returns[s][idx] for s in streams}
-            start = 0
-            for mb in mbs:
-                sl = slice(start, start + len(mb))
-                start += len(mb)
-                stats.append(
-                    self.loss_and_grad(
-                        e_obs[sl],
-                        e_act[sl],
-                        e_lp[sl],
-                        e_adv[sl],
-                        {s: e_val[s][sl] for s in streams},
-                        {s: e_ret[s][sl] for s in streams},
-                        term,
-                        mb,
-                    )
-                )
-                self._clip_and_adam()
-            if cfg.target_kl is not None and stats[-1][3] > cfg.target_kl:
-                break
-        self._store()
-        means = np.mean(stats, axis=0)
-        names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
-        return {f"losses/{k}": float(v) for k, v in zip(names, means, strict=True)}
+        """`Learner.ppo_update_torch` in numpy: PPO's epochs of `ppo_step`; returns the mean `losses/*` statistics."""
+        stats = self.run_epochs(batch, lambda mb: self.ppo_step(mb, advantage_stream, term), (advantage_stream,))
+        return {f"losses/{k}": v for k, v in mean_stats(stats).items()}
+
+    def fit_critics(self, batch: Batch) -> dict[str, float]:
+        """`Learner.fit_critics_torch` in numpy: PPO's epochs of Adam steps on the critics' value losses alone."""
+        stats = self.run_epochs(batch, self.critics_step, (), self.critic_start)
+        return {"losses/value_loss": mean_stats(stats)["value_loss"]}

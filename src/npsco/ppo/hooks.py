@@ -108,3 +108,11 @@ class Hooks:
     def metadata(self) -> dict[str, Any]:
         """Settings saved in every checkpoint (read once per training: they do not change during it)."""
         return {}
+
+    def state(self) -> dict[str, Any]:
+        """What the hooks carry from one iteration to the next (numpy arrays and JSON numbers), saved with the
+        training state between two iterations (`npsco.ppo.state`); plain PPO carries nothing."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Take back what `state` returned (after `bind`)."""

@@ -2,11 +2,13 @@
 
 An update rule (`Hooks.update`) gets the learner and the batch, and nothing else of the trainer:
 
-- `ppo_update(batch)`: PPO's clipped-surrogate update (numpy by default: `npsco.ppo.fast_update`), optionally with
-  a `MeanActionTerm` added to the loss (the Lagrangian method);
+- `ppo_update(batch)`: PPO's clipped-surrogate update, optionally with a `MeanActionTerm` added to the loss (the
+  Lagrangian method);
 - `run_epochs(step, params)`: the epochs -> minibatches -> gradients -> clip -> Adam step -> target-KL loop with the
-  gradients of a minibatch computed by `step` (TNB's bisector, the critics' fit of CPO);
+  gradients of a minibatch computed by `step` (TNB's bisector);
 - `fit_critics(batch)`: the same loop on the critics' value losses alone (CPO);
+- `numpy_learner()`: the numpy twin of that loop (`npsco.ppo.fast_update.NumpyLearner`) when `update_backend` is
+  numpy (the default): `ppo_update` and `fit_critics` run on it, and a method runs its own steps on it;
 - `agent`, `cfg`, `critic_loss`, `minibatches`: what those steps are built from.
 """
 
@@ -22,7 +24,7 @@ from torch import nn
 
 from npsco.ppo.agent import ActorCritic
 from npsco.ppo.config import PPOConfig
-from npsco.ppo.fast_update import NumpyPPOUpdate
+from npsco.ppo.fast_update import NumpyLearner
 from npsco.ppo.maths import normalize_advantages, policy_loss, value_loss
 from npsco.ppo.rollout import Batch, MeanActionTerm
 
@@ -41,7 +43,7 @@ class Learner:
         # one (the caller, another trainer in the same process) does not change this run
         self.torch_rng = torch.Generator().manual_seed(cfg.seed)
         self._fallback_warned = False
-        self._numpy: tuple[nn.Module, torch.optim.Optimizer, NumpyPPOUpdate | None, str | None] | None = None
+        self._numpy: tuple[nn.Module, torch.optim.Optimizer, NumpyLearner | None, str | None] | None = None
 
     @property
     def learning_rate(self) -> float:
@@ -94,6 +96,37 @@ class Learner:
                 break
         return stats
 
+    # ------------------------------------------------------------------------------------------- the numpy twin
+    def numpy_learner(self) -> NumpyLearner | None:
+        """The numpy twin of this learner (`NumpyLearner`: the same minibatches, gradient clipping and Adam state,
+        equal up to float32 rounding), which the updates run on when `cfg.update_backend` is `numpy`; None with the
+        `torch` backend, or when it cannot run this learner: an agent or optimiser it does not handle, or a learner
+        whose `critic_loss` is overridden (it computes the built-in one). Then the torch loop runs, with a warning
+        (once per learner)."""
+        if self.cfg.update_backend != "numpy":
+            return None
+        update, reason = self._numpy_update()
+        if update is None and not self._fallback_warned:
+            warnings.warn(f"update_backend=numpy: {reason}; the torch update runs instead", stacklevel=3)
+            self._fallback_warned = True
+        return update
+
+    def _numpy_update(self) -> tuple[NumpyLearner | None, str | None]:
+        """The numpy learner of the current agent and optimiser, or None and why it cannot run them. Checked and built
+        once per (agent, optimiser) pair: its buffers are reused, and it reads the parameters and Adam's state from
+        them at every update."""
+        if self._numpy is None or self._numpy[0] is not self.agent or self._numpy[1] is not self.optimizer:
+            reason = (
+                "the learner overrides critic_loss"
+                if type(self).critic_loss is not Learner.critic_loss
+                else NumpyLearner.unsupported(self.agent, self.optimizer, self.streams)
+            )
+            update = (
+                None if reason else NumpyLearner(self.cfg, self.agent, self.optimizer, self.streams, self.minibatches)
+            )
+            self._numpy = (self.agent, self.optimizer, update, reason)
+        return self._numpy[2], self._numpy[3]
+
     # ------------------------------------------------------------------------------------------------- PPO
     def ppo_update(
         self, batch: Batch, advantage_stream: str = "task", term: MeanActionTerm | None = None
@@ -101,34 +134,12 @@ class Learner:
         """PPO's update: `update_epochs` passes of minibatch Adam steps on the clipped surrogate (of the advantages
         of `advantage_stream`) + value losses - entropy bonus (+ `term`, a loss on the actor's mean actions).
 
-        `cfg.update_backend` chooses the implementation: `numpy` (`NumpyPPOUpdate`: the same minibatches, losses,
-        gradient clipping and Adam state as the torch loop, equal up to float32 rounding) or `torch`
-        (`ppo_update_torch`). An agent or optimiser that the numpy update cannot handle runs the torch loop, with a
-        warning (once per learner); so does a learner whose `critic_loss` is overridden (the numpy update computes
-        the built-in one).
+        Runs on `numpy_learner()` (`NumpyLearner.ppo_update`) when there is one, else `ppo_update_torch`.
         """
-        if self.cfg.update_backend == "numpy":
-            update, reason = self._numpy_update()
-            if update is not None:
-                return update.run(batch, self.minibatches, advantage_stream, term)
-            if not self._fallback_warned:
-                warnings.warn(f"update_backend=numpy: {reason}; the torch update runs instead", stacklevel=2)
-                self._fallback_warned = True
+        fast = self.numpy_learner()
+        if fast is not None:
+            return fast.ppo_update(batch, advantage_stream, term)
         return self.ppo_update_torch(batch, advantage_stream, term)
-
-    def _numpy_update(self) -> tuple[NumpyPPOUpdate | None, str | None]:
-        """The numpy update of the current agent and optimiser, or None and why it cannot run them. Checked and built
-        once per (agent, optimiser) pair: its buffers are reused, and it reads the parameters and Adam's state from
-        them at every update."""
-        if self._numpy is None or self._numpy[0] is not self.agent or self._numpy[1] is not self.optimizer:
-            reason = (
-                "the learner overrides critic_loss"
-                if type(self).critic_loss is not Learner.critic_loss
-                else NumpyPPOUpdate.unsupported(self.agent, self.optimizer, self.streams)
-            )
-            update = None if reason else NumpyPPOUpdate(self.cfg, self.agent, self.optimizer, self.streams)
-            self._numpy = (self.agent, self.optimizer, update, reason)
-        return self._numpy[2], self._numpy[3]
 
     def ppo_update_torch(
         self, batch: Batch, advantage_stream: str = "task", term: MeanActionTerm | None = None
@@ -163,7 +174,15 @@ class Learner:
         return {f"losses/{k}": float(v) for k, v in zip(names, means, strict=True)}
 
     def fit_critics(self, batch: Batch) -> dict[str, float]:
-        """PPO's epochs of Adam minibatch steps on the critics' value losses alone (the actor untouched)."""
+        """PPO's epochs of Adam minibatch steps on the critics' value losses alone (the actor untouched): on
+        `numpy_learner()` when there is one, else `fit_critics_torch`."""
+        fast = self.numpy_learner()
+        if fast is not None:
+            return fast.fit_critics(batch)
+        return self.fit_critics_torch(batch)
+
+    def fit_critics_torch(self, batch: Batch) -> dict[str, float]:
+        """`fit_critics` with torch autograd and the torch optimiser (the reference implementation)."""
         cfg = self.cfg
 
         def step(mb: torch.Tensor) -> dict[str, torch.Tensor]:

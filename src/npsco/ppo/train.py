@@ -9,7 +9,8 @@ Where each part of `npsco.ppo` lives, in the order of the data flow:
     rollout.py       the rollout's typed buffer, the flattened `Batch`, the reward scaler
     maths.py         GAE, the clipped surrogate and value losses, advantage normalisation (pure functions)
     learner.py       `Learner`: the agent, its optimiser and PPO's minibatch epochs (the update rules' one loop)
-    fast_update.py   PPO's update in numpy (`update_backend = "numpy"`, the default)
+    fast_update.py   the learner's epochs in numpy, `NumpyLearner` (`update_backend = "numpy"`, the default)
+    numpy_nets.py    the networks' passes and PPO's losses with their gradients, in numpy (for fast_update.py)
     hooks.py         what a method sees and answers (`Hooks`, `StepInfo`, `StepOutcome`)
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from npsco.logger import Tracking
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.hooks import Hooks
 from npsco.ppo.trainer import Trainer, TrainResult
@@ -30,7 +32,11 @@ def train(
     progress: bool = True,
     tensorboard: bool = True,
     metadata: dict[str, Any] | None = None,
+    resume: bool = False,
+    tracking: Tracking | None = None,
 ) -> TrainResult:
     """Train one policy (PPO, or PPO + a method's `hooks`) and return its `TrainResult`; with `run_dir`, the run's
-    metrics, TensorBoard events and checkpoints are written there (`policy.safetensors` at the end)."""
-    return Trainer(cfg, hooks, run_dir, tensorboard, metadata).train(progress=progress)
+    metrics, TensorBoard events and checkpoints are written there (`policy.safetensors` at the end); with `resume`,
+    training continues from the state saved there, if any (`npsco.ppo.state`); with `tracking`, the metrics also go
+    to Weights & Biases."""
+    return Trainer(cfg, hooks, run_dir, tensorboard, metadata, resume, tracking).train(progress=progress)

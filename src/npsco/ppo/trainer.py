@@ -10,6 +10,8 @@ hooks (a step shaper and an update rule), not methods; the pieces that stand alo
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from tqdm import tqdm
 from npsco.envs.make import check_task_spaces, final_observations, make_vector_env
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
-from npsco.logger import MetricsLogger
+from npsco.logger import MetricsLogger, Tracking
 from npsco.policy import Policy, mlp_forward, space_metadata
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
 from npsco.ppo.config import PPOConfig
@@ -31,6 +33,7 @@ from npsco.ppo.hooks import Hooks, StepInfo, StepOutcome, TrainingSetup
 from npsco.ppo.learner import Learner
 from npsco.ppo.maths import compute_gae, explained_variance
 from npsco.ppo.rollout import Batch, RewardScaler, RolloutBuffer
+from npsco.ppo.state import load_state, save_state, state_path
 
 
 @dataclass
@@ -57,7 +60,11 @@ class Trainer:
         run_dir: str | Path | None = None,
         tensorboard: bool = True,
         metadata: dict[str, Any] | None = None,
+        resume: bool = False,
+        tracking: Tracking | None = None,
     ):
+        """With `resume`, a saved state in `run_dir` (`npsco.ppo.state`) is loaded and training continues from it (a
+        run directory without one starts from the beginning). With `tracking`, the metrics also go to W&B."""
         self.cfg = cfg.validate()
         self.hooks = hooks or Hooks()
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -100,15 +107,27 @@ class Trainer:
         )
         self.learner = Learner(cfg, self.agent, self.streams)
         self.reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma, cfg.reward_clip, cfg.scale_reward)
-        self.logger = MetricsLogger(self.run_dir, tensorboard)
-
         self.global_step = 0
         self.iteration = 0
         self.next_obs, _ = self.envs.reset(seed=cfg.seed)
         self.next_obs = self.next_obs.astype(np.float32)
         self.episode_return = np.zeros(cfg.num_envs)
         self.episode_step = np.zeros(cfg.num_envs, np.int64)
+        self.eval_curve: list[dict[str, float]] = []
+        """One entry per periodic evaluation so far: `global_step` and the `eval/*` metrics."""
         self._settings_metadata: dict[str, Any] | None = None  # the checkpoints' metadata but `training`
+        self.stop_requested = False
+        """Set by SIGINT / SIGTERM during `train`: the run saves its state after the current iteration and stops."""
+        self.resumed_rows: int | None = None
+        """Rows of metrics.jsonl that the loaded state had seen (None: a fresh run)."""
+        if resume and self.run_dir is not None and state_path(self.run_dir).exists():
+            try:
+                load_state(self, state_path(self.run_dir))
+            except BaseException:
+                self.envs.close()
+                raise
+        tracked = None if tracking is None else {"ppo": cfg.to_dict(), "method": self.hooks.name}
+        self.logger = MetricsLogger(self.run_dir, tensorboard, self.resumed_rows, tracking, tracked)
 
     # -------------------------------------------------------------------------------------------- phase 1: rollout
     def collect_rollout(self) -> RolloutBuffer:
@@ -253,14 +272,17 @@ class Trainer:
     def train(self, progress: bool = True, on_iteration: Callable[[Trainer, dict], None] | None = None) -> TrainResult:
         """Run all iterations; saves the final policy to `run_dir/policy.safetensors` when a run dir is set.
 
-        Ctrl-C stops cleanly after saving the policy in training to `run_dir/checkpoints/interrupted.safetensors`.
-        A NaN or inf in the losses or parameters stops training with an NpscoError; the last good policy is saved to
+        With a run dir, the resumable state (`npsco.ppo.state`) is saved every `state_every` seconds of wall time,
+        between two iterations. Ctrl-C or SIGTERM stops after the current iteration, with its state saved and the
+        policy in training in `run_dir/checkpoints/interrupted.safetensors` (a second Ctrl-C stops at once). A NaN or
+        inf in the losses or parameters stops training with an NpscoError; the last good policy is saved to
         `run_dir/checkpoints/last_good.safetensors`.
         """
         cfg = self.cfg
-        eval_curve: list[dict[str, float]] = []
+        eval_curve = self.eval_curve
         bar = tqdm(
             total=cfg.num_iterations * cfg.batch_size,
+            initial=self.global_step,
             unit="step",
             disable=not progress,
             dynamic_ncols=True,
@@ -270,9 +292,11 @@ class Trainer:
         last_good = self.policy()
         interrupted = False
         start = time.perf_counter()
+        last_save = time.monotonic()
         recent: list[float] = []
+        restore_signals = _stop_on_signals(self)
         try:
-            for it in range(1, cfg.num_iterations + 1):
+            for it in range(self.iteration + 1, cfg.num_iterations + 1):
                 self.iteration = it
                 if cfg.anneal_lr:
                     self.learner.learning_rate = cfg.learning_rate * (1.0 - (it - 1.0) / cfg.num_iterations)
@@ -316,17 +340,27 @@ class Trainer:
                 bar.set_postfix(post, refresh=False)
                 if on_iteration is not None:
                     on_iteration(self, metrics)
+                if self.run_dir is not None and it < cfg.num_iterations:
+                    due = time.monotonic() - last_save >= cfg.state_every
+                    if due or self.stop_requested:
+                        save_state(self, state_path(self.run_dir))
+                        last_save = time.monotonic()
+                if self.stop_requested and it < cfg.num_iterations:
+                    raise KeyboardInterrupt
         except KeyboardInterrupt:
             interrupted = True
             if self.run_dir is not None:
                 last_good.save(self.run_dir / "checkpoints" / "interrupted.safetensors")
         finally:
+            restore_signals()
             bar.close()
             self.logger.close()
             self.envs.close()
         policy = last_good
         if self.run_dir is not None and not interrupted:
             policy.save(self.run_dir / "policy.safetensors")
+            for done_with in (state_path(self.run_dir), self.run_dir / "checkpoints" / "interrupted.safetensors"):
+                done_with.unlink(missing_ok=True)  # the run is complete: nothing to resume
         return TrainResult(policy=policy, eval_curve=eval_curve, metrics=self.logger.rows, interrupted=interrupted)
 
     def _check_finite(self, metrics: dict[str, float], last_good: Policy) -> None:
@@ -339,3 +373,24 @@ class Trainer:
             where = f"; the last good policy is saved at {path}"
         what = f"non-finite {', '.join(bad)}" if bad else "non-finite parameters"
         raise NpscoError(f"training diverged at iteration {self.iteration} ({what}){where}")
+
+
+def _stop_on_signals(trainer: Trainer) -> Callable[[], None]:
+    """Make SIGINT and SIGTERM request a stop after the current iteration (`Trainer.stop_requested`); a second
+    SIGINT interrupts at once. Returns the function that puts the previous handlers back. Only the main thread can
+    handle signals: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if trainer.stop_requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        trainer.stop_requested = True
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore

@@ -6,7 +6,9 @@ The data steps are pure functions of the evaluation rows (`npsco.report.data`: `
 and writes the files:
 
     OUT/report.md, OUT/report.html     the report (the HTML embeds its images, the Markdown links them)
-    OUT/figures/*.png                  the figures; OUT/figures/behaviour/*.png the filmstrips, *.mp4 (or .gif) videos
+    OUT/figures/*.png, .svg, .pdf      the figures; OUT/figures/behaviour/*.png the filmstrips, *.mp4 (or .gif) the
+                                       population videos
+    OUT/TABLE.csv, OUT/TABLE.tex       every table of the report as CSV and as a LaTeX tabular
     OUT/evaluation.csv, .json          every policy once (all runs together) and the statistics of the tables
     OUT/distances_TASK.csv             the action distance between every pair of a task's policies (the heatmap)
 """
@@ -30,7 +32,15 @@ from npsco.evaluation.rows import group_sort_key, rows_to_csv
 from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.manifest import load_manifest
 from npsco.policy import load_policy
-from npsco.report.behaviour import default_clip, default_sampling, episode_frames, filmstrip_image, save_image
+from npsco.report.behaviour import (
+    REPORT_FRAME,
+    Frames,
+    clip_fps,
+    default_frames,
+    episode_frames,
+    filmstrip_image,
+    save_image,
+)
 from npsco.report.data import (
     curve_data,
     fig2_goals,
@@ -45,8 +55,25 @@ from npsco.report.data import (
     tasks_of,
 )
 from npsco.report.distances import task_distances
-from npsco.report.document import Block, Code, Heading, Image, Items, Paragraph, Row, Table, Video, to_html, to_markdown
+from npsco.report.document import (
+    Block,
+    Code,
+    Contents,
+    Details,
+    Heading,
+    Image,
+    Items,
+    Paragraph,
+    Table,
+    Video,
+    csv_text,
+    latex_text,
+    tables,
+    to_html,
+    to_markdown,
+)
 from npsco.report.figures import (
+    body_trajectories_figure,
     distance_heatmap_figure,
     learning_curves_figure,
     maze_trajectories_figure,
@@ -55,12 +82,18 @@ from npsco.report.figures import (
     threshold_ablation_figure,
 )
 from npsco.report.provenance import package_versions, population_command, portable, relative_command, shown
-from npsco.report.video import resolve_format, save_video
+from npsco.report.video import Tile, grid_frames, resolve_format, save_video
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+"""Every figure is written in these formats; the report shows the PNG and links the others."""
 
 
-def _figure(fig: Figure, out: Path, name: str) -> str:
-    save_figure(fig, out / "figures" / name, dpi=110)
-    return f"figures/{name}"
+def _figure(fig: Figure, out: Path, name: str, alt: str, caption: str) -> Image:
+    """Save `fig` as `figures/NAME.png`, `.svg` and `.pdf`; the report's image of it."""
+    paths = [f"figures/{name}.{fmt}" for fmt in FIGURE_FORMATS]
+    for path in paths:
+        save_figure(fig, out / path, dpi=110)
+    return Image(paths[0], alt, caption, also=paths[1:])
 
 
 def _safe(text: str) -> str:
@@ -70,72 +103,128 @@ def _safe(text: str) -> str:
 def behaviour_blocks(
     rows: list[dict], out: Path, seed: int, videos: str | None, limit: int | None, log: Callable[[str], None]
 ) -> list[Block]:
-    """Per policy, one deterministic episode (the maze from the Fig. 2 start): a video (`videos`: `auto`, `mp4` or
-    `gif`; None for none) next to a filmstrip, grouped by task and method. A task that cannot render gets a note."""
-    blocks: list[Block] = []
+    """The Behaviour section: per task (a section), the trajectories of the body (MuJoCo), then per method (a closed
+    section) a population video (`videos`: `auto`, `mp4` or `gif`; None for none) and a filmstrip per policy, all of
+    one deterministic episode per policy (the maze from the Fig. 2 start). A task that cannot render gets a note.
+    Nothing when no policy is rendered (`limit` 0)."""
     chosen = sorted(rows, key=lambda r: (r["task"], group_sort_key(r["group"]), r["name"]))[:limit]
     if not chosen:
-        return [Paragraph("No filmstrips (`--no-filmstrips`, or `--max-filmstrips 0`).")]
+        return []
     video_format = resolve_format(videos) if videos else None
+    blocks: list[Block] = [
+        Heading("Behaviour"),
+        Paragraph(
+            "One deterministic episode per policy, filmed whole: the filmstrip's frames are spread evenly over the "
+            "episode, its first and final state included, and the population video of each method plays the "
+            "episodes of all its policies and the PPO references side by side, in step (a tile that ended stays on "
+            "its last frame). MuJoCo is rendered offscreen by a camera that follows the body at the task's own "
+            "viewing distance and height; the maze by its own renderer (dark line: the path so far)."
+        ),
+    ]
     for task in tasks_of(chosen):
+        task_rows = [r for r in chosen if r["task"] == task]
         try:
-            blocks += _task_behaviour(task, [r for r in chosen if r["task"] == task], out, seed, video_format, log)
+            inner = _task_behaviour(task, task_rows, out, seed, video_format, log)
         except (NpscoError, gym.error.Error, ImportError, RuntimeError, OSError) as e:
             # a task that cannot render (no rgb_array mode, a missing dependency, no OpenGL): the report goes on
             log(f"  no pictures of {task}: {type(e).__name__}: {e}")
-            blocks.append(
-                Paragraph(
-                    f"No pictures of {task}: rendering failed ({type(e).__name__}: "
-                    f"{str(e).splitlines()[0][:200] if str(e) else ''})."
-                )
-            )
+            first = str(e).splitlines()[0][:200] if str(e) else ""
+            inner = [Paragraph(f"No pictures of {task}: rendering failed ({type(e).__name__}: {first}).")]
+        blocks.append(Details(Heading(task, 3), inner, f"{len(task_rows)} policies", open=True))
     if limit is not None and len(rows) > limit:
-        blocks.append(
-            Paragraph(f"Filmstrips of {len(rows) - limit} more policies omitted (`--max-filmstrips {limit}`).")
-        )
+        blocks.append(Paragraph(f"{len(rows) - limit} more policies not filmed (`--max-filmstrips {limit}`)."))
     return blocks
+
+
+def _film(row: dict, seed: int, video: bool, log: Callable[[str], None]) -> Frames:
+    """One deterministic episode of the row's policy, filmed (and, with `video`, its video frames)."""
+    policy = load_policy(row["checkpoint"])
+    start = FIG2_START if row.get("goal_from_right") is not None else None
+    log(f"  filming {row['task']} {row['name']}")
+    return episode_frames(
+        policy, default_frames(policy.metadata["env_id"]), seed=seed, start=start, size=REPORT_FRAME, video=video
+    )
+
+
+def _strip_caption(row: dict, frames: Frames, seed: int) -> str:
+    where = f"from {FIG2_START}" if row.get("goal_from_right") is not None else f"on env seed {seed}"
+    how = "fell" if frames.terminated else "ended" if frames.ended else "cut"
+    return (
+        f"{row['name']} (seed {row['seed']}): steps {', '.join(map(str, frames.steps))} of a deterministic "
+        f"episode {where}, which {how} at step {frames.length}; return {fmt(frames.episode_return)}."
+    )
+
+
+def _tile_label(row: dict) -> str:
+    """A policy's name in a population video's tile: `ref0`, or its place in its chain (`k0`)."""
+    return str(row["name"]).split("/")[-1]
 
 
 def _task_behaviour(
     task: str, rows: list[dict], out: Path, seed: int, video_format: str | None, log: Callable[[str], None]
 ) -> list[Block]:
-    """The filmstrips (and videos, in `video_format`) of one task's policies, grouped by method."""
+    """One task's behaviour pictures: the body's trajectories, then per method its population video and filmstrips."""
+    films = {r["name"]: _film(r, seed, video_format is not None, log) for r in rows}
     blocks: list[Block] = []
+    tracks: dict[str, list[tuple[str, np.ndarray]]] = {}
+    for r in rows:
+        body = films[r["name"]].body
+        if body is not None:
+            tracks.setdefault(r["group"], []).append((_tile_label(r), body))
+    if tracks:
+        fig = body_trajectories_figure(tracks, title=f"{task}: root body (torso) over one episode")
+        caption = (
+            f"{task}: x position (where the policy goes) and height (how it moves up and down) of the body the "
+            "camera follows, over the filmed episode of every policy, one panel per method; a dot marks where the "
+            "episode ended."
+        )
+        blocks.append(_figure(fig, out, f"trajectories_{_safe(task)}", f"trajectories {task}", caption))
+    references = [r for r in rows if r["role"] == "reference"]
     for g in groups_of(rows):
-        blocks.append(Heading(f"{task}: {g}", 3))
-        for r in [r for r in rows if r["group"] == g]:
-            policy = load_policy(r["checkpoint"])
-            env_id = policy.metadata["env_id"]
-            maze = r.get("goal_from_right") is not None
-            start = FIG2_START if maze else None
-            n_frames, every = default_sampling(env_id)
-            clip_every, fps = default_clip(env_id)
-            log(f"  filmstrip{' and video' if video_format else ''} {task} {r['name']}")
-            frames = episode_frames(
-                policy, n_frames, every, seed=seed, start=start, clip_every=clip_every if video_format else None
-            )
-            # the stem keeps its dots (a chain at r0 x 0.5): the suffix is appended, not put in place of a "suffix"
-            stem = out / "figures" / "behaviour" / _safe(f"{task}__{Path(r['run']).name}__{r['name']}")
-            columns = -(-n_frames // 2) if video_format else n_frames  # two rows beside a video: neither is tiny
-            path = save_image(filmstrip_image(frames, columns=columns), stem.with_name(f"{stem.name}.png"))
-            where = f"from {FIG2_START}" if maze else f"env seed {seed}"
-            end = f", episode ended at step {frames.steps[-1]}" if frames.ended else ""
-            caption = (
-                f"{r['name']} (seed {r['seed']}): steps {', '.join(map(str, frames.steps))} of a "
-                f"deterministic episode {where}{end}; return up to step {frames.steps[-1]}: "
-                f"{fmt(frames.episode_return)}."
-            )
-            strip = Image(str(path.relative_to(out)), f"filmstrip of {r['name']}")
-            if video_format:
-                video = save_video(frames.clip, stem, fps=fps, fmt=video_format)
-                caption += (
-                    f" Video: steps 0..{frames.clip_steps[-1]}, every {clip_every} "
-                    f"step{'s' if clip_every > 1 else ''}, {fps:g} frames/s."
-                )
-                blocks.append(Row([Video(str(video.relative_to(out)), f"video of {r['name']}"), strip], caption))
-            else:
-                blocks.append(Image(strip.path, strip.alt, caption))
+        members = [r for r in rows if r["group"] == g]
+        inner: list[Block] = []
+        if video_format:
+            tiled = members if g == "ppo" else references + [r for r in members if r["role"] != "reference"]
+            inner.append(_population_video(task, g, tiled, films, out, video_format))
+        for r in members:
+            stem = _safe(f"{task}__{Path(r['run']).name}__{r['name']}")
+            path = save_image(filmstrip_image(films[r["name"]]), out / "figures" / "behaviour" / f"{stem}.png")
+            caption = _strip_caption(r, films[r["name"]], seed)
+            inner.append(Image(str(path.relative_to(out)), f"filmstrip of {r['name']}", caption))
+        what = "population video and filmstrips" if video_format else "filmstrips"
+        blocks.append(Details(Heading(f"{task}: {g}", 4), inner, f"{len(members)} policies: {what}"))
     return blocks
+
+
+def _population_video(
+    task: str, group: str, rows: list[dict], films: dict[str, Frames], out: Path, video_format: str
+) -> Video:
+    """The episodes of `rows`' policies side by side in one video (`grid_frames`), in `video_format`."""
+    tiles = [
+        Tile(_tile_label(r), films[r["name"]].clip, films[r["name"]].clip_steps, films[r["name"]].ended) for r in rows
+    ]
+    every, fps = films[rows[0]["name"]].clip_every, clip_fps(rows[0]["env"])
+    stem = out / "figures" / "behaviour" / _safe(f"{task}__population__{group}")
+    path = save_video(grid_frames(tiles), stem, fps=fps, fmt=video_format)
+    who = "its policies" if group == "ppo" else "the PPO references (`ref`) and its policies (`k0`, `k1`, ...)"
+    return Video(
+        str(path.relative_to(out)),
+        f"population video {task} {group}",
+        f"{task}, {group}: one deterministic episode of each of {who}, side by side in step: a frame every {every} "
+        f"step{'s' if every > 1 else ''}, {fps:g} frames/s; a tile whose episode ended stays on its last frame "
+        "(red label).",
+    )
+
+
+def eval_intervals(configs: list[dict]) -> str:
+    """The environment steps between two training evaluations of runs (`eval_every` iterations of `num_envs` x
+    `num_steps` steps), each distinct value once (`51200`, `10240 or 51200`); empty when no run says."""
+    steps = {
+        c["ppo"]["eval_every"] * c["ppo"]["num_envs"] * c["ppo"]["num_steps"]
+        for c in configs
+        if c.get("ppo", {}).get("eval_every")
+    }
+    return " or ".join(map(str, sorted(steps)))
 
 
 def distance_blocks(
@@ -146,7 +235,8 @@ def distance_blocks(
     cache: MeasureCache,
     log: Callable[[str], None],
 ) -> list[Block]:
-    """Per task, the heatmap of the action distance between every pair of its policies (and its CSV)."""
+    """Per task (a section), the heatmap of the action distance between every pair of its policies (and its CSV);
+    nothing when no task has two policies."""
     blocks: list[Block] = [
         Heading("Who is near whom: action distances"),
         Paragraph(
@@ -169,14 +259,10 @@ def distance_blocks(
             for a, g, row in zip(d.labels, d.groups, d.matrix, strict=True)
         ]
         atomic_write_text(out / f"{name}.csv", "\n".join(lines) + "\n")
-        blocks.append(
-            Image(
-                _figure(fig, out, f"{name}.png"),
-                f"action distances {task}",
-                f"{task}: action distance between all {len(d.labels)} policies (`{name}.csv`).",
-            )
-        )
-    return blocks
+        caption = f"{task}: action distance between all {len(d.labels)} policies (`{name}.csv`)."
+        image = _figure(fig, out, name, f"action distances {task}", caption)
+        blocks.append(Details(Heading(task, 3), [image], f"{len(d.labels)} policies", open=True))
+    return blocks if len(blocks) > 2 else []
 
 
 def _config(run: str) -> dict:
@@ -237,6 +323,7 @@ def build_report(
     pending += [f"`{shown(r)}`: every policy" for r in untrained]
     if pending:
         blocks.append(Paragraph("Not yet trained (left out): " + "; ".join(pending) + "."))
+    blocks.append(Contents())
 
     blocks += [
         Heading("Table 1: reward, success rate and relative novelty"),
@@ -273,13 +360,15 @@ def build_report(
 
     blocks += distance_blocks(rows, docs, configs, out, cache, log)
 
-    blocks.append(Heading("Fig. 2: Four Reward Maze trajectories"))
     panels = fig2_panels(rows)
     if panels:
         maze_rows = [r for r in rows if r.get("goal_from_right")]
         blocks += [
-            Image(
-                _figure(maze_trajectories_figure(panels), out, "fig2_maze_trajectories.png"),
+            Heading("Fig. 2: Four Reward Maze trajectories"),
+            _figure(
+                maze_trajectories_figure(panels),
+                out,
+                "fig2_maze_trajectories",
                 "Fig. 2",
                 f"One deterministic episode of every policy from {FIG2_START}, near the right "
                 "edge; one panel per method, PPO references included. Regions: top +5, bottom +5, left +10, "
@@ -287,70 +376,66 @@ def build_report(
             ),
             fig2_goals(maze_rows),
         ]
-    else:
-        blocks.append(Paragraph("No Four Reward Maze run among the runs given: nothing to draw."))
 
-    blocks.append(Heading("Fig. 3: relative novelty and reward"))
     data3 = fig3_data(rows)
     if data3:
-        blocks.append(
-            Image(
-                _figure(novelty_reward_figure(data3), out, "fig3_novelty_reward.png"),
+        blocks += [
+            Heading("Fig. 3: relative novelty and reward"),
+            _figure(
+                novelty_reward_figure(data3),
+                out,
+                "fig3_novelty_reward",
                 "Fig. 3",
                 "Each policy is a faint point; each method's mean ± std is a bold marker with error bars. "
                 "Relative novelty as the paper's Fig. 3: novelty / the PPO references' mean novelty (each "
                 "reference's distance to its nearest other reference), so PPO's mean is 1 (dashed line). "
                 "Table 1 also gives it / the mean pairwise distance.",
-            )
-        )
-    else:
-        blocks.append(Paragraph("No relative novelty could be measured (it needs at least 2 PPO references)."))
+            ),
+        ]
 
-    blocks.append(Heading("Fig. 4: threshold ablation"))
     data4 = fig4_data(rows)
     if data4:
-        blocks.append(
-            Image(
-                _figure(threshold_ablation_figure(data4), out, "fig4_threshold_ablation.png"),
+        blocks += [
+            Heading("Fig. 4: threshold ablation"),
+            _figure(
+                threshold_ablation_figure(data4),
+                out,
+                "fig4_threshold_ablation",
                 "Fig. 4",
                 "Returns of chains trained at different multiples of the default threshold r0 (box: "
                 "quartiles and median; whiskers: 1.5 IQR; points: beyond), PPO references in grey.",
-            )
-        )
-    else:
-        blocks.append(
-            Paragraph(
-                "Nothing to ablate: no method was trained at two or more thresholds. Train a "
-                "population with e.g. `--r0-scale 0.5 1 2` and give its run to `npsco report`."
-            )
-        )
+            ),
+        ]
 
-    blocks.append(Heading("Training curves"))
+    curve_blocks: list[Block] = []
     for t in tasks_of(rows):
         curves = curve_data(rows, t)
         if curves:
             fig = learning_curves_figure(curves, ylabel=f"{t}: evaluation return")
-            blocks.append(
-                Image(
-                    _figure(fig, out, f"curves_{_safe(t)}.png"),
-                    f"training curves {t}",
-                    f"{t}: deterministic evaluation return during training, per policy, bold mean per method.",
-                )
+            interval = eval_intervals([configs[r["run"]] for r in rows if r["task"] == t])
+            caption = (
+                f"{t}: deterministic evaluation return during training, each policy a thin line with a dot per "
+                f"evaluation, each method's mean bold in a band of ± one std across its policies"
+                + (f"; an evaluation every {interval} environment steps" if interval else "")
+                + " (`eval_every` iterations: `--set eval_every=N` when training makes denser curves)."
             )
+            image = _figure(fig, out, f"curves_{_safe(t)}", f"training curves {t}", caption)
+            curve_blocks.append(Details(Heading(t, 3), [image], f"{sum(map(len, curves.values()))} curves", True))
+    if curve_blocks:
+        blocks += [Heading("Training curves"), *curve_blocks]
 
-    blocks.append(Heading("Behaviour"))
-    blocks.append(
-        Paragraph(
-            "Frames of one deterministic episode per policy, side by side (appendix D's pictures), "
-            "and a short video of the same episode; MuJoCo rendered offscreen, the maze by its own "
-            "renderer (dark line: the path so far)."
-        )
-    )
     blocks += behaviour_blocks(rows, out, seed, videos, max_filmstrips if filmstrips else 0, log)
 
     blocks += [
         Heading("Per-policy results"),
-        policy_table(rows),
+        *[
+            Details(
+                Heading(f"{t}: every policy", 3),
+                [policy_table([r for r in rows if r["task"] == t], name=f"policies_{_safe(t)}")],
+                f"{sum(r['task'] == t for r in rows)} policies",
+            )
+            for t in tasks_of(rows)
+        ],
         Paragraph(
             "All columns, and the full action-distance and state-diversity matrices, are in "
             "`evaluation.csv` / `evaluation.json` here and in each run's `evaluation/` folder."
@@ -367,21 +452,26 @@ def build_report(
     commands += [d["command"] for d in docs]
     commands.append(command)
     blocks.append(Code("\n".join(commands), "bash"))
+    run_blocks: list[Block] = []
     for d in docs:
         config = dict(configs[d["run"]])
         if config:
             for key in ("refs_from", "ref_checkpoints"):  # borrowed references: shown relative, as every path here
                 if config.get(key):
                     config[key] = shown(config[key]) if isinstance(config[key], str) else list(map(shown, config[key]))
-            blocks += [
+            run_blocks += [
                 Paragraph(f"`{Path(d['run']) / 'config.json'}` (its paths relative):"),
                 Code(json.dumps(config, indent=2), "json"),
             ]
         settings = ", ".join(f"{k} {v}" for k, v in d["settings"].items())
-        blocks.append(Items([f"evaluation of `{d['run']}`: {settings}; fingerprint {d['fingerprint']}"]))
+        run_blocks.append(Items([f"evaluation of `{d['run']}`: {settings}; fingerprint {d['fingerprint']}"]))
+    blocks.append(Details(Heading("Configuration of each run", 3), run_blocks, f"{len(docs)} runs"))
 
     atomic_write_text(out / "evaluation.csv", rows_to_csv(rows))
     atomic_write_json(out / "evaluation.json", {**combined, "versions": versions, "commands": commands})
+    for table in tables(blocks):
+        atomic_write_text(out / f"{table.name}.csv", csv_text(table))
+        atomic_write_text(out / f"{table.name}.tex", latex_text(table))
     atomic_write_text(out / "report.md", to_markdown(blocks))
     atomic_write_text(out / "report.html", to_html(blocks, "npsco report", out))
     return out / "report.md"

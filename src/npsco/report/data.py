@@ -67,7 +67,7 @@ def table1_blocks(stats: dict) -> list[Block]:
     [95% CI] companion."""
     cells = {(s["group"], s["task"]): s for s in stats["per_task"]}
     tasks, groups = tasks_of(stats["per_task"]), groups_of(stats["per_task"])
-    main = Table(header=TABLE1_HEADER, rows=[], align="llrrrrrr")
+    main = Table(header=TABLE1_HEADER, rows=[], align="llrrrrrr", name="table1", nowrap=(0, 1, 3))
     for t in tasks:
         for g in groups:
             c = cells.get((g, t))
@@ -85,7 +85,10 @@ def table1_blocks(stats: dict) -> list[Block]:
                     ]
                 )
     robust = Table(
-        header=["Method", *[f"{t} reward IQM [95% CI]" for t in tasks], "normalised IQM [95% CI]", "policies"], rows=[]
+        header=["Method", *[f"{t} reward IQM [95% CI]" for t in tasks], "normalised IQM [95% CI]", "policies"],
+        rows=[],
+        name="table1_iqm",
+        nowrap=(0,),
     )
     aggregate = {a["group"]: a for a in stats["aggregate"]}
     for g in groups:
@@ -125,6 +128,8 @@ def novelty_table(stats: dict) -> Table:
         ],
         rows=[],
         align="llrrrrr",
+        name="novelty",
+        nowrap=(0, 1),
     )
     for s in stats["per_task"]:
         table.rows.append(
@@ -148,7 +153,9 @@ def goals_text(row: dict) -> str:
     return ", ".join(f"{g} {100 * s:.0f}%" for g, s in reached) or "–"
 
 
-def policy_table(rows: list[dict]) -> Table:
+def policy_table(rows: list[dict], name: str | None = None) -> Table:
+    """Every policy of `rows`: return, novelties, best training evaluation, successes and (maze) goals; `name`: the
+    file stem of its CSV and LaTeX copies."""
     maze = any(r.get("goal_from_right") is not None for r in rows)
     header = [
         "Policy",
@@ -164,7 +171,9 @@ def policy_table(rows: list[dict]) -> Table:
         "success (paper)",
         "success (final)",
     ] + (["goal from (14.5, 8)", "goals (random starts)"] if maze else [])
-    table = Table(header=header, rows=[], align="lllr" + "r" * 6 + "ll" + ("ll" if maze else ""))
+    table = Table(
+        header=header, rows=[], align="lllr" + "r" * 6 + "ll" + ("ll" if maze else ""), name=name, nowrap=(0, 1, 2)
+    )
     yes_no = {True: "yes", False: "no", None: "–"}
     for r in sorted(rows, key=lambda r: (group_sort_key(r["group"]), r["task"], r["name"])):
         line = [
@@ -200,7 +209,13 @@ def fig2_panels(rows: list[dict]) -> dict[str, list[np.ndarray]]:
 
 def fig2_goals(rows: list[dict]) -> Table:
     """Which goal each policy of each group reaches from the Fig. 2 start, and how many distinct goals."""
-    table = Table(header=["Method", "goal of each policy from (14.5, 8)", "distinct goals"], rows=[], align="llr")
+    table = Table(
+        header=["Method", "goal of each policy from (14.5, 8)", "distinct goals"],
+        rows=[],
+        align="llr",
+        name="maze_goals",
+        nowrap=(0,),
+    )
     for g in groups_of(rows):
         goals = [r["goal_from_right"] for r in rows if r["group"] == g and r.get("goal_from_right")]
         if goals:

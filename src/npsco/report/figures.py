@@ -3,7 +3,8 @@
 - ``maze_trajectories_figure``: Fig. 2, trajectories of each method's policies on the Four Reward Maze.
 - ``novelty_reward_figure``: Fig. 3, relative novelty vs reward per task, mean +- std per method.
 - ``threshold_ablation_figure``: Fig. 4, box plots of returns under different novelty thresholds.
-- ``learning_curves_figure``: training curves, one line per policy, bold mean per group.
+- ``learning_curves_figure``: training curves, one line per policy, bold mean per group in a band of +- one std.
+- ``body_trajectories_figure``: the x position and height of a MuJoCo body over an episode, one line per policy.
 - ``filmstrip`` / ``filmstrip_figure``: behaviour pictures (appendix E), frames laid side by side.
 - ``distance_heatmap_figure``: the pairwise action distances between the policies of a task, grouped by method.
 
@@ -162,11 +163,13 @@ def threshold_ablation_figure(data: Mapping[str, Mapping[str, np.ndarray]]) -> F
 def learning_curves_figure(
     curves: Mapping[str, Sequence[tuple[np.ndarray, np.ndarray]]], ylabel: str = "return"
 ) -> Figure:
-    """Training curves: environment steps (x) vs a value (y), one thin line per policy coloured by group.
+    """Training curves: environment steps (x) vs a value (y), one thin line with a dot at each evaluation per policy,
+    coloured by group.
 
     ``curves[group]`` is a sequence of ``(steps, values)`` pairs, steps increasing. Each group's mean curve is drawn
-    bold: the policies are linearly interpolated onto the union of their steps within the range all of them cover
-    (no mean is drawn if they share no range).
+    bold with its markers, in a band of one (population) standard deviation across the group's policies: the policies
+    are linearly interpolated onto the union of their steps within the range all of them cover (no mean is drawn if
+    they share no range). Markers keep a curve of one evaluation visible; a mean of one point has an error bar.
     """
     _require(curves, "groups")
     fig = Figure(figsize=(7.0, 4.0), layout="constrained")
@@ -179,17 +182,72 @@ def learning_curves_figure(
                 raise ValueError(f"{group} curve {k}: steps and values must be non-empty and of equal length")
             if np.any(np.diff(steps) <= 0):
                 raise ValueError(f"{group} curve {k}: steps must be strictly increasing")
-            ax.plot(steps, values, color=colour, alpha=0.35, linewidth=1.0)
+            ax.plot(steps, values, color=colour, alpha=0.35, linewidth=1.0, marker="o", markersize=2.5)
         start = max(steps[0] for steps, _ in pairs)
         end = min(steps[-1] for steps, _ in pairs)
         grid = np.unique(np.concatenate([steps[(steps >= start) & (steps <= end)] for steps, _ in pairs]))
         if grid.size:
-            mean = np.mean([np.interp(grid, steps, values) for steps, values in pairs], axis=0)
-            ax.plot(grid, mean, color=colour, linewidth=2.5, label=f"{group} (n={len(pairs)})")
+            mean, std = mean_std_curve(grid, pairs)
+            label = f"{group} (n={len(pairs)}{', mean ± std' if len(pairs) > 1 else ''})"
+            if len(pairs) > 1 and grid.size > 1:
+                ax.fill_between(grid, mean - std, mean + std, color=colour, alpha=0.18, linewidth=0)
+            elif len(pairs) > 1:
+                ax.errorbar(grid, mean, yerr=std, color=colour, capsize=4, linewidth=1.5)
+            ax.plot(grid, mean, color=colour, linewidth=2.5, marker="o", markersize=4, label=label)
     ax.set_xlabel("environment steps")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return fig
+
+
+def mean_std_curve(grid: np.ndarray, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and population std across curves ``(steps, values)``, each linearly interpolated onto ``grid``."""
+    values = np.array([np.interp(grid, steps, v) for steps, v in pairs])
+    return values.mean(axis=0), values.std(axis=0)
+
+
+def body_trajectories_figure(
+    tracks: Mapping[str, Sequence[tuple[str, np.ndarray]]], title: str | None = None, max_columns: int = 4
+) -> Figure:
+    """Where each policy goes and how high it moves: per group a column of two panels over the steps of one
+    episode, the root body's x position (top) and its height (bottom), one line per policy with a dot where its
+    episode ended.
+
+    ``tracks[group]`` is a sequence of ``(label, positions)``, positions an (T + 1, 3) array of (x, y, z) after the
+    reset and after every step. Columns wrap after ``max_columns`` groups; all x panels share one scale, all height
+    panels another, so that the groups compare at a glance.
+    """
+    _require(tracks, "groups")
+    pair_rows, cols = _grid(len(tracks), max_columns)
+    fig = Figure(figsize=(3.4 * cols, 4.6 * pair_rows + (0.4 if title else 0.0)), layout="constrained")
+    axes = fig.subplots(2 * pair_rows, cols, squeeze=False, sharex=True)
+    for (row, col), ax in np.ndenumerate(axes):
+        if (row, col) != (row % 2, 0):  # x panels share one y scale, height panels another
+            ax.sharey(axes[row % 2, 0])
+        if (row // 2) * cols + col >= len(tracks):
+            ax.set_axis_off()
+    for index, (group, policies) in enumerate(tracks.items()):
+        top, bottom = axes[2 * (index // cols), index % cols], axes[2 * (index // cols) + 1, index % cols]
+        for k, (label, positions) in enumerate(policies):
+            positions = np.asarray(positions, dtype=float)
+            if positions.ndim != 2 or positions.shape[1] != 3 or len(positions) == 0:
+                raise ValueError(f"positions of {label!r} ({group}) must be a non-empty (T + 1, 3) array")
+            steps = np.arange(len(positions))
+            for ax, column in ((top, 0), (bottom, 2)):
+                ax.plot(steps, positions[:, column], color=_colour(k), linewidth=1.2, label=label)
+                ax.plot(steps[-1], positions[-1, column], marker="o", color=_colour(k), markersize=4)
+        top.set_title(group)
+        top.legend(fontsize=7, loc="upper left")
+        top.grid(alpha=0.3)
+        bottom.grid(alpha=0.3)
+        bottom.set_xlabel("step")
+        bottom.tick_params(labelbottom=True)  # steps under every pair, not only the last row
+        if index % cols == 0:
+            top.set_ylabel("x position (m)")
+            bottom.set_ylabel("height (m)")
+    if title:
+        fig.suptitle(title)
     return fig
 
 

@@ -1,0 +1,133 @@
+"""The measurements of the study "novel and good on every task" (benchmarks/results/novel_everywhere/PROTOCOL.md),
+from npsco's own evaluation: every novel policy's return ratio, nearest distance / r0_default, whether it meets the
+paper's criteria, and its state novelty, per setting and task, with mean +- std and IQM [95% bootstrap CI].
+
+    python benchmarks/novel_everywhere/measure.py RUN... --out results.md [--json results.json] [--title TITLE]
+
+Each RUN is a population run directory (or a folder of them, searched for manifest.json); its setting is its folder
+name without a trailing `-s<seed>` (`lagr-s60000` -> `lagr`). Evaluation: `npsco evaluate RUN --episodes 10 --seed 0`
+(reused from RUN/evaluation/ when up to date).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from npsco.evaluation.evaluate import evaluate_runs
+from npsco.evaluation.scoring import metric_summary
+from npsco.io import atomic_write_json, atomic_write_text
+
+COLUMNS = ("return_mean", "return_ratio", "nearest", "nearest_ratio", "meets", "state_novelty", "state_distance")
+
+
+def population_runs(paths: list[str]) -> list[Path]:
+    """The population run directories at or under `paths` (sorted)."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        found += [p] if (p / "manifest.json").exists() else sorted(m.parent for m in p.rglob("manifest.json"))
+    return found
+
+
+def setting_of(run: Path) -> str:
+    return re.sub(r"-s\d+$", "", run.name)
+
+
+def fmt(summary: dict | None, digits: int = 2) -> str:
+    if summary is None:
+        return "-"
+    return (
+        f"{summary['mean']:.{digits}f} +- {summary['std']:.{digits}f}, IQM {summary['iqm']:.{digits}f} "
+        f"[{summary['iqm_ci_low']:.{digits}f}, {summary['iqm_ci_high']:.{digits}f}]"
+    )
+
+
+def measure(runs: list[Path]) -> list[dict]:
+    """One row per novel policy of `runs`: its task, setting, run, name, seed and `COLUMNS`."""
+    docs = evaluate_runs([str(r) for r in runs], episodes=10, seed=0, log=lambda line: None)
+    rows = []
+    for run, doc in zip(runs, docs, strict=True):
+        for p in doc["policies"]:
+            if p["role"] == "novel":
+                rows.append(
+                    {
+                        "task": p["task"],
+                        "setting": setting_of(run),
+                        "run": str(run),
+                        "name": p["name"],
+                        "seed": p["seed"],
+                        **{c: p.get(c) for c in COLUMNS},
+                    }
+                )
+    return rows
+
+
+def report(rows: list[dict], title: str, command: str) -> str:
+    lines = [f"# {title}", "", f"Made by `{command}`.", "", "## Per setting and task", ""]
+    lines += [
+        "| task | setting | n | meet | return / ref. median | nearest / r0 | state novelty (SW) "
+        "| state distance (MMD) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["task"], r["setting"])].append(r)
+    for (task, setting), sel in sorted(groups.items()):
+        meets = sum(bool(r["meets"]) for r in sel)
+        lines.append(
+            f"| {task} | {setting} | {len(sel)} | {meets} | {fmt(metric_summary([r['return_ratio'] for r in sel]))} "
+            f"| {fmt(metric_summary([r['nearest_ratio'] for r in sel]))} "
+            f"| {fmt(metric_summary([r['state_novelty'] for r in sel]))} "
+            f"| {fmt(metric_summary([r['state_distance'] for r in sel]), 3)} |"
+        )
+    lines += ["", "## Per setting, all tasks", "", "| setting | n | meet |", "|---|---|---|"]
+    for setting in sorted({r["setting"] for r in rows}):
+        sel = [r for r in rows if r["setting"] == setting]
+        lines.append(f"| {setting} | {len(sel)} | {sum(bool(r['meets']) for r in sel)} |")
+    lines += [
+        "",
+        "## Every policy",
+        "",
+        "| task | setting | policy | seed | return | return / ref. median | "
+        "nearest / r0 | meets | state novelty | state distance |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["task"], r["setting"], r["run"], r["name"])):
+        lines.append(
+            f"| {r['task']} | {r['setting']} | {Path(r['run']).name}/{r['name']} | {r['seed']} "
+            f"| {r['return_mean']:.1f} | {r['return_ratio']:.3f} | {r['nearest_ratio']:.3f} "
+            f"| {'yes' if r['meets'] else 'no'} "
+            f"| {r['state_novelty']:.3f} | {r['state_distance']:.4f} |"
+        )
+    lines += [
+        "",
+        "Return ratio: deterministic return (10 episodes, seeds 0-9) / the median of the population's "
+        "references' returns in the same evaluation. Nearest / r0: the distance to the nearest policy the "
+        "policy had to avoid / r0_default. Meets: return ratio >= 0.8 and nearest / r0 >= 1. State novelty: "
+        "sliced-Wasserstein distance between visited states to the nearest reference; state distance: MMD to "
+        "the nearest avoided policy. Mean +- std over policies, IQM with a 95% percentile-bootstrap CI.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--out", required=True, help="the Markdown table")
+    parser.add_argument("--json", default=None, help="every row as JSON")
+    parser.add_argument("--title", default="Novel and good on every task")
+    args = parser.parse_args(argv)
+    runs = population_runs(args.runs)
+    rows = measure(runs)
+    command = "python benchmarks/novel_everywhere/measure.py " + " ".join(args.runs) + f" --out {args.out}"
+    atomic_write_text(args.out, report(rows, args.title, command))
+    if args.json:
+        atomic_write_json(args.json, {"command": command, "rows": rows})
+    print(f"{len(rows)} novel policies measured: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
