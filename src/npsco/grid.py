@@ -21,7 +21,6 @@ from npsco.limits import (
     MAX_CHAINS,
     MAX_EPISODES,
     MAX_POLICIES,
-    MAX_SEED,
     MAX_TIMESTEPS,
     MAX_TOML_BYTES,
     check_ppo_sizes,
@@ -60,7 +59,6 @@ _METHOD_FIXED = {"method": "methods list the methods"}
 GRID_LIMITS = {
     "refs": MAX_POLICIES,
     "novel": MAX_POLICIES,
-    "seed": MAX_SEED,
     "steps": MAX_TIMESTEPS,
     "eval_episodes": MAX_EPISODES,
     "threshold_episodes": MAX_EPISODES,
@@ -176,9 +174,9 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
             or value < least
         ):
             raise fail(f"{key!r} must be a whole number >= {least}, got {value!r}")
-        limit = GRID_LIMITS[key]
-        if value is not None and value > limit:
-            raise fail(f"{key!r} = {value:g} is past npsco's limit of {limit:,} (docs/reliability.md)")
+        limit = GRID_LIMITS.get(key)
+        if value is not None and limit is not None and value > limit:
+            raise fail(f"{key!r} = {value:,.0f} is past npsco's limit of {limit:,} (docs/reliability.md)")
     if len(data.get("r0_scales") or []) > MAX_CHAINS:
         raise fail(f"'r0_scales' lists more than npsco's limit of {MAX_CHAINS} threshold multiples")
     if data.get("preset", "default") not in PRESETS:

@@ -1,7 +1,7 @@
 """The sane maxima of what npsco reads and plans: file sizes, JSON/TOML nesting, and the counts a run allocates
-memory or time for (policies, episodes, environments, steps, seeds). A value past its limit is refused with a message
-that names the limit, before anything is read or allocated (docs/reliability.md). Imports nothing from npsco but its
-error type, so that anything may import it."""
+memory or time for (policies, episodes, environments, steps; the seed's range is `PPOConfig.validate`'s). A value past
+its limit is refused with a message that names the limit, before anything is read or allocated
+(docs/reliability.md). Imports nothing from npsco but its error type, so that anything may import it."""
 
 from __future__ import annotations
 
@@ -35,8 +35,6 @@ MAX_TIMESTEPS = 10**11
 """Environment steps of one policy's training (`steps`, `total_timesteps`)."""
 MAX_EPISODE_STEPS = 10**7
 """An episode's time limit (`max_episode_steps`)."""
-MAX_SEED = 2**31 - 1
-"""A base seed; a population derives its policies' seeds from it by adding at most 1000 + `MAX_POLICIES`."""
 MAX_LAYER = 65_536
 """Width of a hidden layer (`actor_hidden`, `critic_hidden`); at most `MAX_LAYERS` of them."""
 MAX_LAYERS = 64
@@ -60,7 +58,6 @@ def check_ppo_sizes(values: dict[str, object], where: str = "ppo") -> None:
         "num_steps": MAX_ROLLOUT_STEPS,
         "total_timesteps": MAX_TIMESTEPS,
         "eval_episodes": MAX_EPISODES,
-        "seed": MAX_SEED,
     }
     try:
         for key, limit in limits.items():

@@ -36,7 +36,6 @@ from npsco.limits import (
     MAX_EPISODES,
     MAX_JSON_BYTES,
     MAX_POLICIES,
-    MAX_SEED,
     check_at_most,
     check_ppo_sizes,
 )
@@ -430,7 +429,6 @@ def check_sizes(config: PopulationConfig) -> None:
     """Refuse a population whose counts are past npsco's limits (`npsco.limits`), before anything is planned."""
     check_at_most("--refs", config.refs, MAX_POLICIES)
     check_at_most("--novel", config.novel, MAX_POLICIES)
-    check_at_most("--seed", config.ppo.seed, MAX_SEED)
     check_at_most("threshold multiples (--r0-scale)", len(config.r0_scales or ()), MAX_CHAINS)
     for name, episodes in (("eval_episodes", config.eval_episodes), ("threshold_episodes", config.threshold_episodes)):
         if episodes is not None:

@@ -16,7 +16,6 @@ import pytest
 
 from npsco.cli import main
 from npsco.errors import NpscoError
-from npsco.locks import FolderLock
 from npsco.ppo.trainer import Trainer
 
 CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -59,6 +58,8 @@ def command_lines(tmp_path: Path, sb3: Path) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("command", ["train", "population", "sweep", "experiment", "import"])
 def test_a_command_on_a_folder_another_process_writes_fails_at_once_naming_it(command, tmp_path, sb3_zip, capsys):
+    from npsco.locks import FolderLock
+
     argv = command_lines(tmp_path, sb3_zip)[command]
     with FolderLock(tmp_path / "out", command="npsco train --out elsewhere"):  # held by this process: another open
         start = time.monotonic()
@@ -105,6 +106,8 @@ def test_two_population_commands_on_one_folder_one_fails_at_once_and_a_killed_ho
 
 
 def test_the_lock_is_released_by_the_end_of_its_process_however_it_ends(tmp_path):
+    from npsco.locks import FolderLock
+
     folder = tmp_path / "run"
     code = (
         "import os, sys, time; from npsco.locks import FolderLock; "

@@ -126,6 +126,22 @@ def make_inputs(root: Path) -> None:
     (root / "extra_tensor.safetensors").write_bytes(_with_header(maze, extra_tensor))
     (root / "extra_entry.safetensors").write_bytes(_with_header(maze, extra_entry))
 
+    # forged and unbounded inputs (docs/reliability.md): manifests, a task id naming a module, a FIFO, a grid
+    def forged_pop(name: str, edit) -> None:
+        shutil.copytree(root / "maze_pop", root / name)
+        manifest = json.loads((root / name / "manifest.json").read_text())
+        (root / name / "manifest.json").write_text(edit(manifest))
+
+    novel = {"name": "ipd/k0", "role": "novel", "method": "ipd", "seed": 1000, "chain": "ipd", "index": 0}
+    forged_pop("outside_pop", lambda m: json.dumps({**m, "members": [*m["members"], {**novel, "path": "../victim"}]}))
+    forged_pop("typed_pop", lambda m: json.dumps({**m, "members": [{**m["members"][0], "path": None}]}))
+    forged_pop("deep_pop", lambda m: '{"members": ' + "[" * 100 + "]" * 100 + "}")
+    forged = load_policy(maze)
+    forged.metadata["env_id"] = "this:Zen"
+    forged.save(root / "forged_task.safetensors")
+    os.mkfifo(root / "fifo.safetensors")
+    atomic_write_text(root / "big_grid.toml", 'tasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo"]\nrefs = 1e9\n')
+
 
 # ------------------------------------------------------------------------------------------------------ the cases
 @dataclass
@@ -268,6 +284,26 @@ CASES = [
         "a checkpoint header with an extra non-tensor entry",
         "evaluate DIR/extra_entry.safetensors",
         "not a valid safetensors checkpoint",
+    ),
+    Case(
+        "a manifest whose member lies outside the run",
+        "evaluate DIR/outside_pop",
+        "its path '../victim' is not where this run keeps it (novel/ipd/k0)",
+    ),
+    Case("a manifest field of the wrong type", "evaluate DIR/typed_pop", "members[0].path must be a string, got null"),
+    Case("a manifest nested too deeply", "evaluate DIR/deep_pop", "nested deeper than 64 levels"),
+    Case(
+        "a checkpoint whose task id names a Python module",
+        "evaluate DIR/forged_task.safetensors",
+        "this:Zen: this task id comes from a checkpoint",
+    ),
+    Case("a FIFO where a checkpoint should be", "evaluate DIR/fifo.safetensors", "a FIFO, not a regular file"),
+    Case("a grid value past npsco's limit", "sweep DIR/big_grid.toml --dry-run", "past npsco's limit of 1,000"),
+    Case(
+        "--refs past npsco's limit",
+        "population --refs 100000 --out DIR/out",
+        "--refs = 100,000 is past npsco's limit of 1,000",
+        creates="out",
     ),
 ]
 

@@ -13,7 +13,6 @@ import pytest
 
 from npsco.cli import main
 from npsco.errors import NpscoError
-from npsco.io import STALE_TEMP, fresh_dir, inside, remove_inside, remove_stale_temps
 from npsco.ppo.trainer import Trainer
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "npsco"
@@ -146,6 +145,8 @@ def test_a_borrowed_reference_is_read_where_it_lies_and_never_trained(planned_ru
 
 # ---------------------------------------------------------------------------------------------- the delete function
 def test_inside_refuses_paths_outside_the_folder_and_through_links(tmp_path):
+    from npsco.io import inside
+
     root = tmp_path / "run"
     (root / "refs" / "ref0").mkdir(parents=True)
     (tmp_path / "elsewhere").mkdir()
@@ -162,6 +163,8 @@ def test_inside_refuses_paths_outside_the_folder_and_through_links(tmp_path):
 
 
 def test_remove_inside_deletes_files_and_folders_but_never_follows_a_link(tmp_path):
+    from npsco.io import remove_inside
+
     root = tmp_path / "run"
     (root / "a" / "b").mkdir(parents=True)
     (root / "a" / "b" / "f").write_text("x")
@@ -179,6 +182,8 @@ def test_remove_inside_deletes_files_and_folders_but_never_follows_a_link(tmp_pa
 
 
 def test_fresh_dir_empties_the_folder_in_place_keeping_its_lock_file(tmp_path):
+    from npsco.io import fresh_dir
+
     out = tmp_path / "run"
     (out / "checkpoints").mkdir(parents=True)
     for name in ("config.json", "policy.safetensors", "checkpoints/last.safetensors", ".npsco.lock"):
@@ -190,6 +195,8 @@ def test_fresh_dir_empties_the_folder_in_place_keeping_its_lock_file(tmp_path):
 
 
 def test_stale_temp_files_of_killed_atomic_writes_are_removed(tmp_path):
+    from npsco.io import STALE_TEMP, remove_stale_temps
+
     (tmp_path / ".manifest.json.k2j_8x0q.tmp").write_text("{")
     (tmp_path / ".sweep.json.abcdefgh.tmp").write_text("{")
     (tmp_path / "notes.tmp").write_text("mine")
@@ -199,14 +206,15 @@ def test_stale_temp_files_of_killed_atomic_writes_are_removed(tmp_path):
     assert STALE_TEMP.match(".policy.safetensors.abc_1234.tmp")
 
 
-# Deletions in src/ go through npsco.io.remove_inside alone. The report's two temp files of other helpers (report/*,
-# which this change does not touch) are the known exceptions until they call remove_inside too.
+# Deletions in src/ go through npsco.io.remove_inside alone. Three deletions in modules that this change leaves to
+# their owners (report/, ppo/) are the known exceptions until they call remove_inside too.
 DELETERS = {"rmtree", "unlink", "remove", "rmdir", "removedirs"}
 DELETE_EXCEPTIONS = {
     "io.py:remove_inside: shutil.rmtree(target)",
     "io.py:remove_inside: target.unlink()",
     "report/video.py:save_video: temp.unlink(missing_ok=True)",
     "report/figures.py:save_figure: temp.unlink(missing_ok=True)",
+    "ppo/trainer.py:Trainer.train: done_with.unlink(missing_ok=True)",
 }
 
 

@@ -53,27 +53,33 @@ def start_sweep(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     return proc, out
 
 
+def stop(proc: subprocess.Popen, family: set[int], process_tree) -> None:
+    """Whatever the test found, nothing it started goes on running."""
+    if proc.poll() is None:
+        proc.kill()
+    for pid in process_tree.alive(family | process_tree.descendants(proc.pid)):
+        os.kill(pid, signal.SIGKILL)
+    proc.wait()
+
+
 def test_sigkill_of_the_sweep_leaves_no_process_of_it_alive(tmp_path, process_tree):
     proc, _ = start_sweep(tmp_path)
+    family = process_tree.descendants(proc.pid)  # workers, forkserver, resource tracker
     try:
-        family = process_tree.descendants(proc.pid)  # workers, forkserver, resource tracker
         assert len(family) >= 4, family
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         survivors = process_tree.wait_gone(family, 30)
         assert survivors == set(), {p: Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in survivors}
-        proc.stdout.read()  # the pipe ends: no survivor holds it open (`| tee` ends too)
+        assert proc.stdout.read() is not None  # the pipe ends: no survivor holds it open (`| tee` ends too)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for pid in process_tree.alive(process_tree.descendants(proc.pid)):
-            os.kill(pid, signal.SIGKILL)
+        stop(proc, family, process_tree)
 
 
 def test_sigterm_records_interrupted_and_stops_the_workers(tmp_path, process_tree):
     proc, out = start_sweep(tmp_path)
+    family = process_tree.descendants(proc.pid)
     try:
-        family = process_tree.descendants(proc.pid)
         proc.send_signal(signal.SIGTERM)
         output = proc.communicate(timeout=120)[0].decode()
         assert proc.returncode == 130, output
@@ -81,8 +87,7 @@ def test_sigterm_records_interrupted_and_stops_the_workers(tmp_path, process_tre
         assert json.loads((out / "sweep.json").read_text())["status"] == "interrupted"
         assert process_tree.wait_gone(family, 30) == set()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc, family, process_tree)
 
 
 def fail_with_oserror(*args):

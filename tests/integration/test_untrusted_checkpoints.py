@@ -20,13 +20,20 @@ CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP
 ZEN = "Beautiful is better than ugly"
 
 
+def forged(maze_policies, action: tuple[float, float], env_id: str, **metadata) -> Policy:
+    """A maze policy whose metadata names `env_id` as its task."""
+    policy = maze_policies.const(action, **metadata)
+    policy.metadata["env_id"] = env_id
+    return policy
+
+
 @pytest.fixture
 def forged_run(planned_run, maze_policies, tmp_path) -> Path:
     """A maze population run whose two references' checkpoints say their task is `this:Zen`."""
     out = tmp_path / "run"
     planned_run(out)
     for i in range(2):
-        maze_policies.const((-1.0, 0.5 * i), env_id="this:Zen", seed=i).save(out / f"refs/ref{i}/policy.safetensors")
+        forged(maze_policies, (-1.0, 0.5 * i), "this:Zen", seed=i).save(out / f"refs/ref{i}/policy.safetensors")
     return out
 
 
@@ -52,7 +59,7 @@ def refused_without_importing(argv: list[str], capsys) -> str:
     ],
 )
 def test_a_task_id_from_a_checkpoint_is_never_imported(command, forged_run, maze_policies, tmp_path, capsys):
-    lone = maze_policies.const((0.5, 0.5), env_id="this:Zen").save(tmp_path / "lone" / "forged.safetensors")
+    lone = forged(maze_policies, (0.5, 0.5), "this:Zen").save(tmp_path / "lone" / "forged.safetensors")
     words = command.replace("RUN", str(forged_run)).replace("REPORT", str(tmp_path / "report"))
     err = refused_without_importing(words.replace("LONE", str(lone)).split(), capsys)
     assert "this:Zen: this task id comes from a checkpoint" in err, err
@@ -60,8 +67,8 @@ def test_a_task_id_from_a_checkpoint_is_never_imported(command, forged_run, maze
 
 def test_a_checkpoint_cannot_call_a_function_of_a_loaded_module(forged_run, maze_policies, tmp_path):
     """`os:abort` would end the process, `tempfile:mkdtemp` create a folder: neither is called (run as a child)."""
-    maze_policies.const((-1.0, 0.0), env_id="os:abort").save(forged_run / "refs/ref0/policy.safetensors")
-    lone = maze_policies.const((0.5, 0.5), env_id="tempfile:mkdtemp").save(tmp_path / "lone" / "policy.safetensors")
+    forged(maze_policies, (-1.0, 0.0), "os:abort").save(forged_run / "refs/ref0/policy.safetensors")
+    lone = forged(maze_policies, (0.5, 0.5), "tempfile:mkdtemp").save(tmp_path / "lone" / "policy.safetensors")
     temp = tmp_path / "tmp"
     temp.mkdir()
     for argv in (["evaluate", str(forged_run)], ["evaluate", str(lone)]):

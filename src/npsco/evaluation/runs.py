@@ -10,7 +10,8 @@ from pathlib import Path
 
 from npsco.errors import NpscoError
 from npsco.filecheck import POPULATION_CONFIG, THRESHOLD, Fields, problem, read_checked
-from npsco.io import read_json
+from npsco.io import read_bytes, read_json
+from npsco.limits import MAX_JSON_BYTES
 from npsco.manifest import Member, check_borrowed, load_manifest, read_members
 from npsco.task_ids import trust_task
 
@@ -78,7 +79,7 @@ def run_fingerprint(info: RunInfo, episodes: int, seed: int, format_version: int
         "format_version": format_version,
         "episodes": episodes,
         "seed": seed,
-        "manifest": (info.path / "manifest.json").read_text(encoding="utf-8"),
+        "manifest": read_bytes(info.path / "manifest.json", MAX_JSON_BYTES).decode("utf-8", errors="replace"),
         "checkpoints": [[str(info.checkpoint(m)), *_stat(info.checkpoint(m))] for m in info.members],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
