@@ -43,7 +43,7 @@ class NoveltyMethod(Method):
         self.tracker: NoveltyTracker | None = None
         # the iteration's statistics: per step u, the threshold, where the constraint applies; u at episode ends
         self._u_steps: list[np.ndarray] = []
-        self._threshold_steps: list[np.ndarray] = []
+        self._threshold_steps: list[np.ndarray | float] = []
         self._constrained_steps: list[np.ndarray] = []
         self._episode_u: list[float] = []
         self._last_u = np.zeros(0)
@@ -84,7 +84,7 @@ class NoveltyMethod(Method):
         self.last_threshold = self.threshold(step.episode_step)
         # per step only keep u, the threshold and where the constraint applies; the statistics come once per iteration
         self._u_steps.append(u)
-        self._threshold_steps.append(np.broadcast_to(self.last_threshold, u.shape))
+        self._threshold_steps.append(self.last_threshold)  # a number, or one per env (broadcast once per iteration)
         self._constrained_steps.append(self.constrained)
         self._last_u = u
         return d, u
@@ -108,9 +108,7 @@ class NoveltyMethod(Method):
         u = self.tracker.run(d, steps.done)
         self._u_steps = list(u)
         self._constrained_steps = list(steps.episode_step > self.t_start)
-        self._threshold_steps = [
-            np.broadcast_to(self.threshold(e), row.shape) for e, row in zip(steps.episode_step, u, strict=True)
-        ]
+        self._threshold_steps = [self.threshold(e) for e in steps.episode_step]
         self._episode_u = u[steps.done].tolist()
         return d, u, ref_actions
 
@@ -125,7 +123,12 @@ class NoveltyMethod(Method):
         u = np.stack(self._u_steps) if self._u_steps else np.zeros((0, 0))
         mask = np.stack(self._constrained_steps) if self._u_steps else np.zeros(u.shape, bool)
         active = u[mask]
-        below = (u < np.stack(self._threshold_steps))[mask] if self._u_steps else active
+        steps = self._threshold_steps
+        if all(isinstance(th, float) for th in steps):  # a constant per step (the common case): no broadcast per step
+            thresholds = np.array(steps, np.float64).reshape(-1, 1)
+        else:
+            thresholds = np.stack([np.broadcast_to(th, u.shape[1:]) for th in steps]) if steps else np.zeros(u.shape)
+        below = (u < thresholds)[mask] if self._u_steps else active
         out = {
             "novelty/running_mean": float(u.mean()) if u.size else 0.0,
             "novelty/running_min": float(active.min()) if active.size else float("nan"),
