@@ -63,6 +63,40 @@ class Chain:
         return self.name
 
 
+CANDIDATE_SEED_STRIDE = 100_000
+"""Candidate c of a slot trains with the slot's seed + c x CANDIDATE_SEED_STRIDE (seeds no other slot uses)."""
+
+
+@dataclass
+class Candidate:
+    """One candidate trained for a slot of a chain (`--candidates C`), as the manifest records it."""
+
+    index: int
+    """c: 0 is the slot's own seed and folder."""
+    seed: int
+    path: str
+    """Its run directory, relative to the population directory: the slot's (`novel/CHAIN/kK`) for c = 0,
+    `novel/CHAIN/kK-cC` for the others."""
+    status: str = "pending"
+    """`pending`, `training` or `done`."""
+    final_eval: dict[str, Any] | None = None
+    """Its deterministic evaluation after training (`npsco.evaluation.Episodes.summary()`)."""
+    eval_curve: list[list[float]] = field(default_factory=list)
+    wall_seconds: float | None = None
+    nearest: float | None = None
+    """Its distance to the nearest policy it had to avoid, on its final evaluation's states."""
+    meets: bool | None = None
+    """It meets the criteria (`npsco.selection.meets_criteria`)."""
+    kept: bool = False
+    """It is the slot's policy; the others are dropped (kept on disk, recorded here)."""
+
+    @classmethod
+    def of_slot(cls, member: Member, index: int) -> Candidate:
+        """Candidate `index` of the slot `member` (before training)."""
+        path = member.path if index == 0 else f"{member.path}-c{index}"
+        return cls(index=index, seed=member.seed + CANDIDATE_SEED_STRIDE * index, path=path)
+
+
 @dataclass
 class Member:
     """One policy of a population, as recorded in the manifest."""
@@ -92,6 +126,9 @@ class Member:
     wall_seconds: float | None = None
     sha256: str | None = None
     """Borrowed references: the checkpoint's hash when borrowed, checked at every load (`check_borrowed`)."""
+    candidates: list[Candidate] = field(default_factory=list)
+    """With `--candidates C` > 1: every candidate trained for this slot; the kept one's seed, path and evaluation are
+    the member's own."""
 
     @property
     def checkpoint(self) -> str:
@@ -114,6 +151,7 @@ class Member:
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in record.items() if k in known}
         kwargs["chain"] = Chain.parse(kwargs["chain"]) if kwargs.get("chain") else None
+        kwargs["candidates"] = [Candidate(**c) for c in kwargs.get("candidates") or []]
         return cls(**kwargs)
 
 

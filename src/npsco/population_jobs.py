@@ -21,7 +21,7 @@ import numpy as np
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.io import atomic_write_json, read_json
-from npsco.manifest import Chain, Member, check_borrowed
+from npsco.manifest import Candidate, Chain, Member, check_borrowed
 from npsco.methods import METHODS, make_method
 from npsco.methods.base import Method, MethodContext
 from npsco.novelty.references import ReferenceSet
@@ -31,6 +31,7 @@ from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
 from npsco.ppo.state import state_path
 from npsco.ppo.trainer import Trainer
+from npsco.selection import meets_criteria
 
 FINAL_EVAL_SEED = 10_000
 """Seed of a member's final evaluation (episode i on an env seeded 10000 + i): episodes training never saw."""
@@ -209,6 +210,41 @@ class PopulationSnapshot(PopulationMembers):
         member.status = "done"
         return member
 
+    def train_candidate(self, member: Member, index: int, progress: bool = False) -> Candidate:
+        """Train candidate `index` of the slot `member` (its own seed and folder, `Candidate.of_slot`), evaluate it,
+        and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
+        final evaluation's episodes (`FINAL_EVAL_SEED`)."""
+        candidate = Candidate.of_slot(member, index)
+        trained = self.train(dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress)
+        policy = load_policy(self.out / trained.checkpoint)
+        episodes = run_episodes(
+            policy,
+            self.config.final_episodes,
+            seed=FINAL_EVAL_SEED,
+            max_episode_steps=self.config.ppo.max_episode_steps,
+            record_states=True,
+        )
+        states = np.concatenate(episodes.states)
+        prior = prior_members(self.members, member)
+        avoided = ReferenceSet([self.policy(m) for m in prior], [m.name for m in prior])
+        nearest = float(avoided.distances(states, policy.mean_action(states)).mean(axis=0).min())
+        baseline = self.reference_median()
+        assert trained.final_eval is not None and trained.threshold is not None  # trained novel members have both
+        return dataclasses.replace(
+            candidate,
+            status="done",
+            final_eval=trained.final_eval,
+            eval_curve=trained.eval_curve,
+            wall_seconds=trained.wall_seconds,
+            nearest=nearest,
+            meets=meets_criteria(trained.final_eval["return_mean"], baseline, nearest, trained.threshold),
+        )
+
+    def reference_median(self) -> float:
+        """The median final return of the references (the criteria's yardstick)."""
+        returns = [m.final_eval["return_mean"] for m in self.members if m.role == "reference" and m.final_eval]
+        return float(np.median(returns))
+
     def compute_threshold(self) -> float:
         """The default r0 from the trained references (the mean pairwise distance); writes `threshold.json`."""
         refs = [m for m in self.members if m.role == "reference"]
@@ -237,6 +273,20 @@ def train_member_job(
     """Job: train the member `name` of the population at `out` and evaluate it; returns its manifest record."""
     snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
     return snapshot.train(snapshot.member(name), progress).to_dict()
+
+
+def train_candidate_job(
+    out: str,
+    config: PopulationConfig,
+    members: list[dict[str, Any]],
+    r0_default: float | None,
+    name: str,
+    index: int,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Job: train candidate `index` of the member `name` and measure it; returns its manifest record."""
+    snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
+    return dataclasses.asdict(snapshot.train_candidate(snapshot.member(name), index, progress))
 
 
 def threshold_job(out: str, config: PopulationConfig, members: list[dict[str, Any]]) -> float:
