@@ -5,7 +5,6 @@ the manifest records every candidate, the kept one is the member, and evaluation
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
