@@ -61,6 +61,13 @@ def main() -> None:
     p.add_argument("--refs", type=int, default=5, help="PPO references R (default 5)")
     p.add_argument("--novel", type=int, default=5, help="novel policies K per method (default 5)")
     p.add_argument("--steps", type=float, default=None, help="steps per policy (default: the maze preset's)")
+    p.add_argument(
+        "--r0-scale",
+        type=float,
+        default=None,
+        help="every method's threshold as this multiple of the references' mean pairwise distance "
+        "(default: each method's own default multiple, as `npsco population`)",
+    )
     p.add_argument("--runs", default="runs/bench/maze_methods", help="population run directories")
     p.add_argument(
         "--results", default="benchmarks/results/maze_methods/maze_methods", help="results path without extension"
@@ -70,13 +77,14 @@ def main() -> None:
     ppo = apply_overrides(preset(MAZE_ID), [f"total_timesteps={int(args.steps)}"] if args.steps else [])
     runs = Path(args.runs)
     steps = f" --steps {int(args.steps)}" if args.steps else ""
+    scale = f" --r0-scale {args.r0_scale:g}" if args.r0_scale else ""
     results = {
         "command": "".join(f"{k}={os.environ[k]} " for k in THREAD_VARS if k in os.environ)
         + "python "
         + " ".join(sys.argv),
         "equivalent_cli": [f"npsco population --method ppo --refs {args.refs} --novel 0{steps} --out {runs}/refs"]
         + [
-            f"npsco population --method {m} --refs-from {runs}/refs --novel {args.novel}{steps} --out {runs}/{m}"
+            f"npsco population --method {m} --refs-from {runs}/refs --novel {args.novel}{steps}{scale} --out {runs}/{m}"
             for m in args.methods
         ],
         "machine": f"{platform.machine()}, python {platform.python_version()}, 1 process, shared with other jobs",
@@ -103,7 +111,14 @@ def main() -> None:
         config = MethodConfig.of(name)
         pop = Population(
             runs / name,
-            PopulationConfig(ppo=ppo, method=config, refs=args.refs, novel=args.novel, refs_from=str(runs / "refs")),
+            PopulationConfig(
+                ppo=ppo,
+                method=config,
+                refs=args.refs,
+                novel=args.novel,
+                refs_from=str(runs / "refs"),
+                r0_scales=None if args.r0_scale is None else (args.r0_scale,),
+            ),
             progress=False,
             log=_log,
         )

@@ -255,6 +255,7 @@ def population_config(args: argparse.Namespace) -> PopulationConfig:
         refs_from=args.refs_from,
         ref_checkpoints=args.ref_checkpoints,
         env_package=args.env_package,
+        candidates=args.candidates,
     )
 
 
@@ -262,7 +263,7 @@ def population_config(args: argparse.Namespace) -> PopulationConfig:
 def cmd_population(args: argparse.Namespace) -> int:
     from npsco.population import train_population  # lazy: torch
 
-    train_population(population_config(args), args.out, progress=not args.no_progress)
+    train_population(population_config(args), args.out, progress=not args.no_progress, workers=args.workers)
     return 0
 
 

@@ -221,6 +221,21 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--refs", type=int, default=5, help="number of PPO references R (default 5; paper 10)")
     pp.add_argument("--novel", type=int, default=5, help="number of novel policies K per chain (default 5; paper 10)")
     pp.add_argument(
+        "--candidates",
+        type=int,
+        default=1,
+        metavar="C",
+        help="candidates trained per novel policy: the first that meets the criteria (return >= 0.8 x the "
+        "references' median, distance >= r0) is kept, else the closest; the others are recorded as dropped (default 1)",
+    )
+    pp.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="train independent policies (references, chains, spare candidates) at the same time on a local "
+        "process pool of this many workers (default 1: one after another in this process)",
+    )
+    pp.add_argument(
         "--seed",
         type=int,
         default=0,

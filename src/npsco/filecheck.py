@@ -172,6 +172,23 @@ MEMBER = Fields(
         "eval_curve": ListOf(ListOf(float)),
         "wall_seconds": (float, None),
         "sha256": (str, None),
+        "candidates": ListOf(
+            Fields(
+                {
+                    "index": int,
+                    "seed": int,
+                    "path": str,
+                    "status": OneOf(("pending", "training", "done")),
+                    "final_eval": (FINAL_EVAL, None),
+                    "eval_curve": ListOf(ListOf(float)),
+                    "wall_seconds": (float, None),
+                    "nearest": (float, None),
+                    "meets": (bool, None),
+                    "kept": bool,
+                },
+                required=("index", "seed", "path"),
+            )
+        ),
     },
     required=("name", "role", "method", "seed", "path"),
 )

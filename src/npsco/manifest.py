@@ -71,6 +71,40 @@ class Chain:
         return self.name
 
 
+CANDIDATE_SEED_STRIDE = 100_000
+"""Candidate c of a slot trains with the slot's seed + c x CANDIDATE_SEED_STRIDE (seeds no other slot uses)."""
+
+
+@dataclass
+class Candidate:
+    """One candidate trained for a slot of a chain (`--candidates C`), as the manifest records it."""
+
+    index: int
+    """c: 0 is the slot's own seed and folder."""
+    seed: int
+    path: str
+    """Its run directory, relative to the population directory: the slot's (`novel/CHAIN/kK`) for c = 0,
+    `novel/CHAIN/kK-cC` for the others."""
+    status: str = "pending"
+    """`pending`, `training` or `done`."""
+    final_eval: dict[str, Any] | None = None
+    """Its deterministic evaluation after training (`npsco.evaluation.Episodes.summary()`)."""
+    eval_curve: list[list[float]] = field(default_factory=list)
+    wall_seconds: float | None = None
+    nearest: float | None = None
+    """Its distance to the nearest policy it had to avoid, on its final evaluation's states."""
+    meets: bool | None = None
+    """It meets the criteria (`npsco.selection.meets_criteria`)."""
+    kept: bool = False
+    """It is the slot's policy; the others are dropped (kept on disk, recorded here)."""
+
+    @classmethod
+    def of_slot(cls, member: Member, index: int) -> Candidate:
+        """Candidate `index` of the slot `member` (before training)."""
+        path = member.path if index == 0 else f"{member.path}-c{index}"
+        return cls(index=index, seed=member.seed + CANDIDATE_SEED_STRIDE * index, path=path)
+
+
 @dataclass
 class Member:
     """One policy of a population, as recorded in the manifest."""
@@ -100,6 +134,9 @@ class Member:
     wall_seconds: float | None = None
     sha256: str | None = None
     """Borrowed references: the checkpoint's hash when borrowed, checked at every load (`check_borrowed`)."""
+    candidates: list[Candidate] = field(default_factory=list)
+    """With `--candidates C` > 1: every candidate trained for this slot; the kept one's seed, path and evaluation are
+    the member's own."""
 
     @property
     def checkpoint(self) -> str:
@@ -122,6 +159,10 @@ class Member:
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in record.items() if k in known}
         kwargs["chain"] = Chain.parse(kwargs["chain"]) if kwargs.get("chain") else None
+        fields = {f.name for f in dataclasses.fields(Candidate)}
+        kwargs["candidates"] = [
+            Candidate(**{k: v for k, v in c.items() if k in fields}) for c in kwargs.get("candidates") or []
+        ]
         return cls(**kwargs)
 
 
@@ -160,10 +201,13 @@ def read_members(manifest: dict[str, Any]) -> list[Member]:
     return [Member.from_dict(m) for m in manifest.get("members", [])]
 
 
-def layout_path(member: Member) -> str:
+def layout_path(member: Member, candidate: int = 0) -> str:
     """Where the layout puts a member's run directory, relative to the population directory: `refs/ref{i}` for the
-    reference named `ref{i}`, `novel/{chain}/k{k}` for the k-th novel policy of a chain. An NpscoError for a member
-    that has no place in the layout (a name, chain or index no npsco writes)."""
+    reference named `ref{i}`, `novel/{chain}/k{k}` for the k-th novel policy of a chain, `novel/{chain}/k{k}-c{c}`
+    for its candidate c > 0 (`Candidate.of_slot`). An NpscoError for a member that has no place in the layout (a
+    name, chain or index no npsco writes)."""
+    if candidate:
+        return f"{layout_path(member)}-c{candidate}"
     if member.role == "reference":
         if not re.fullmatch(r"ref(0|[1-9][0-9]*)", member.name):
             raise NpscoError(f"reference {member.name!r}: a reference is named ref0, ref1, ...")
@@ -188,7 +232,8 @@ def is_borrowed(member: Member) -> bool:
 def check_layout(members: list[Member], manifest: str | Path) -> None:
     """Refuse (one line naming the manifest and the member) a manifest whose members are not where the layout puts
     them (`layout_path`): the i-th reference is `ref{i}` in `refs/ref{i}`, unless it is borrowed (`is_borrowed`),
-    which must then be done; a novel policy lies in `novel/{chain}/k{k}`; no two members have one name."""
+    which must then be done; a novel policy lies in `novel/{chain}/k{k}`, or in the folder of the candidate it kept,
+    and each of its candidates in its own; no two members have one name."""
     seen: set[str] = set()
     refs = [m for m in members if m.role == "reference"]
     for m in members:
@@ -205,8 +250,11 @@ def check_layout(members: list[Member], manifest: str | Path) -> None:
                         f"a borrowed reference (trained elsewhere, at {m.path!r}) is never trained here, but its "
                         f"status is {m.status!r}"
                     )
-            elif m.path != expected:
+            elif m.path not in [expected] + [layout_path(m, c.index) for c in m.candidates if c.kept]:
                 raise NpscoError(f"its path {m.path!r} is not where this run keeps it ({expected})")
+            for c in m.candidates:
+                if c.index < 0 or c.path != layout_path(m, c.index):
+                    raise NpscoError(f"its candidate {c.index} is not where this run keeps it ({c.path!r})")
         except NpscoError as e:
             raise NpscoError(
                 f"{manifest}: member {m.name!r}: {e}; the manifest was edited or damaged: restore it, or train the "

@@ -23,6 +23,7 @@ The configuration is `npsco.population_config.PopulationConfig`; the jobs are in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,20 +42,33 @@ from npsco.limits import (
 )
 from npsco.locks import FolderLock
 from npsco.logger import read_metrics
-from npsco.manifest import MANIFEST_FORMAT, Chain, Member, check_borrowed, load_manifest, read_members
-from npsco.parallel import Executor, InlineExecutor, Job, LogView, Scheduler, View
+from npsco.manifest import (
+    CANDIDATE_SEED_STRIDE,
+    MANIFEST_FORMAT,
+    Candidate,
+    Chain,
+    Member,
+    check_borrowed,
+    layout_path,
+    load_manifest,
+    read_members,
+)
+from npsco.parallel import Executor, InlineExecutor, Job, LogView, Scheduler, View, make_executor
 from npsco.policy import load_policy, resolve_checkpoint
 from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
 from npsco.population_jobs import (
     FINAL_EVAL_SEED,
     PopulationMembers,
+    PopulationSnapshot,
     chains_of,
     prior_members,
     threshold_job,
     threshold_of,
+    train_candidate_job,
     train_member_job,
 )
 from npsco.ppo.state import read_state, state_path
+from npsco.selection import Trained, choose
 from npsco.tasks import task_name
 
 NOVEL_SEED_OFFSET = 1000
@@ -68,10 +82,15 @@ def default_population_dir(config: PopulationConfig) -> Path:
 
 
 def train_population(
-    config: PopulationConfig, out: str | Path | None = None, progress: bool = True, log: Callable[[str], None] = print
+    config: PopulationConfig,
+    out: str | Path | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    workers: int = 1,
 ) -> list[Member]:
     """`npsco population`: train (or resume) the population of `config` in `out` (default `default_population_dir`),
-    one policy after another, and log a line per policy at the end."""
+    one policy after another (or `workers` at a time on a local process pool), and log a line per policy at the
+    end."""
     out = Path(out) if out else default_population_dir(config)
     pop = Population(out, config, progress=progress, log=log)
     refs = "borrowed" if config.refs_from or config.ref_checkpoints else config.refs
@@ -79,7 +98,11 @@ def train_population(
         f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per "
         f"chain, {config.ppo.budget()} steps each"
     )
-    members = pop.run()
+    if workers == 1:
+        members = pop.run()
+    else:
+        with make_executor("local", workers) as executor:
+            members = pop.run(executor)
     log("\n".join(summary_lines(members)))
     log(f"manifest: {out / 'manifest.json'}")
     return members
@@ -222,10 +245,15 @@ class Population(PopulationMembers):
                 problem = "this run's configuration plans no such policy"
             else:
                 p = planned[m.name]
-                found, want = (m.role, m.path, m.seed, m.chain, m.index), (p.role, p.path, p.seed, p.chain, p.index)
-                if found == want:
+                # a slot of --candidates C may hold the candidate it kept: candidate c's folder and seed
+                places = [(layout_path(p, c), p.seed + CANDIDATE_SEED_STRIDE * c) for c in range(cfg.candidates)]
+                seeds_ok = all(c.seed == p.seed + CANDIDATE_SEED_STRIDE * c.index for c in m.candidates)
+                if (m.role, m.chain, m.index) == (p.role, p.chain, p.index) and (m.path, m.seed) in places and seeds_ok:
                     continue
-                problem = f"recorded as (role, path, seed, chain, k) = {found}, the plan has {want}"
+                problem = (
+                    f"recorded with path {m.path!r} and seed {m.seed} (or candidates of other seeds), where this "
+                    f"run's plan has {p.path!r} and seed {p.seed}"
+                )
             raise NpscoError(
                 f"{self.manifest_path}: member {m.name!r}: {problem}; the manifest was edited or damaged: restore it, "
                 "or train the population again in another --out"
@@ -401,15 +429,36 @@ class Population(PopulationMembers):
                 key=f"{out}:threshold", fn=threshold_job, args=(out, self.config, members), label="threshold", group=out
             )
             return [] if job.key in busy else [job]
+        spare: list[Job] = []  # candidates started only when a worker would otherwise wait
         for chain in self.chains():
             nxt = next((m for m in novel if m.chain == chain and m.status != "done"), None)
-            if nxt is not None:
+            if nxt is None:
+                continue
+            if self.config.candidates == 1:
                 jobs.append(train(nxt))
-        return [j for j in jobs if j.key not in busy]
+                continue
+            started = {c.index for c in nxt.candidates}
+            waiting = [c for c in range(self.config.candidates) if c not in started]
+            needed = all(c.status == "done" and not c.meets for c in nxt.candidates)  # the next one is not spare
+            for i, c in enumerate(waiting):
+                job = Job(
+                    key=f"{out}:{nxt.name}#c{c}",
+                    fn=train_candidate_job,
+                    label=f"{nxt.name}#c{c}",
+                    steps=steps,
+                    group=out,
+                    args=(out, self.config, members, self.r0_default, nxt.name, c, self.jobs_show_progress),
+                )
+                (jobs if needed and i == 0 else spare).append(job)
+        return [j for j in jobs + spare if j.key not in busy]
 
     def started(self, job: Job) -> None:
         if job.label != "threshold":
-            self.member(job.label).status = "training"
+            name, _, index = job.label.partition("#c")
+            member = self.member(name)
+            member.status = "training"
+            if index:
+                member.candidates.append(dataclasses.replace(Candidate.of_slot(member, int(index)), status="training"))
             self.save_manifest()
 
     def finished(self, job: Job, result: Any) -> str:
@@ -418,11 +467,45 @@ class Population(PopulationMembers):
             self.r0_default = float(result)
             self.save_manifest()
             return f"r0 = {self.r0_default:.4f}"
+        if "#c" in job.label:
+            return self._candidate_finished(self.member(job.label.partition("#c")[0]), Candidate(**result))
         member = Member.from_dict(result)
         self.members[self.members.index(self.member(member.name))] = member
         self.save_manifest()
         ev = member.final_eval or {}
         return f"return {ev.get('return_mean', float('nan')):.2f} +- {ev.get('return_std', float('nan')):.2f}"
+
+    def _candidate_finished(self, member: Member, candidate: Candidate) -> str:
+        """Record a trained candidate of `member`'s slot; keep one when the choice is made (`npsco.selection`)."""
+        member.candidates = [c for c in member.candidates if c.index != candidate.index] + [candidate]
+        member.candidates.sort(key=lambda c: c.index)
+        assert candidate.final_eval is not None and candidate.nearest is not None  # a trained candidate's numbers
+        what = (
+            f"candidate {candidate.index}: return {candidate.final_eval['return_mean']:.2f}, nearest "
+            f"{candidate.nearest:.4f} ({'meets' if candidate.meets else 'does not meet'} the criteria)"
+        )
+        if member.status == "done":  # a spare candidate that finished after the choice: recorded, dropped
+            self.save_manifest()
+            return what + "; the slot was already chosen: dropped"
+        trained = [
+            Trained(c.index, c.final_eval["return_mean"], c.nearest)
+            for c in member.candidates
+            if c.final_eval is not None and c.nearest is not None
+        ]
+        snapshot = PopulationSnapshot(self.out, self.config, self.members, self.r0_default)
+        kept = choose(trained, self.config.candidates, snapshot.reference_median(), self.threshold_for(member))
+        if kept is not None:
+            chosen = next(c for c in member.candidates if c.index == kept)
+            for c in member.candidates:
+                c.kept = c.index == kept
+            member.seed, member.path, member.final_eval = chosen.seed, chosen.path, chosen.final_eval
+            member.eval_curve, member.wall_seconds = chosen.eval_curve, chosen.wall_seconds
+            member.references = [m.name for m in prior_members(self.members, member)]
+            member.threshold = self.threshold_for(member)
+            member.status = "done"
+            what += f"; kept candidate {kept} of {len(trained)} trained"
+        self.save_manifest()
+        return what
 
 
 def check_sizes(config: PopulationConfig) -> None:
@@ -458,7 +541,12 @@ class PopulationLog:
                 metric = "" if metric == "deterministic" else f", {metric} metric"
                 log(f"r0 (mean pairwise distance of the references{metric}) = {pop.r0_default:.4f}")
         elif kind == "start":
-            member = pop.member(job.label)
+            name, _, candidate = job.label.partition("#c")
+            member = pop.member(name)
+            seed, path = member.seed, member.path
+            if candidate:
+                cand = Candidate.of_slot(member, int(candidate))
+                seed, path = cand.seed, cand.path
             if member.role == "reference":
                 what = "reference PPO"
             elif pop.config.method.method == "ppo":
@@ -468,10 +556,13 @@ class PopulationLog:
                     f"novel {member.method} (vs {len(prior_members(pop.members, member))} policies, "
                     f"r0={pop.threshold_for(member):.4g})"
                 )
-            log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}, seed {member.seed}")
-            saved = state_path(pop.out / member.path)
+            which = f", candidate {candidate} of {pop.config.candidates}" if candidate else ""
+            log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}{which}, seed {seed}")
+            saved = state_path(pop.out / path)
             if saved.exists():
                 log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
+        elif "#c" in job.label:
+            log(f"    {detail}")
         else:
             final = pop.member(job.label).final_eval
             assert final is not None  # a trained member is evaluated

@@ -19,6 +19,9 @@ from npsco.ppo.config import PPOConfig
 from npsco.settings import differences, ppo_settings
 from npsco.tasks import default_distance_episodes, default_eval_episodes
 
+MAX_CANDIDATES = 20
+"""The most candidates per slot (the IPD authors' code trained up to 15)."""
+
 
 @dataclass
 class PopulationConfig:
@@ -46,6 +49,10 @@ class PopulationConfig:
     """Deterministic episodes per reference for the threshold (None: 50 on the maze, 5 on MuJoCo)."""
     eval_episodes: int | None = None
     """Deterministic episodes of each policy's final evaluation (None: 100 on the maze, 10 otherwise)."""
+    candidates: int = 1
+    """Candidates trained for each novel policy (slot) of a chain: the first that meets the criteria is kept, else
+    the one closest to meeting them (`npsco.selection`); the others are recorded in the manifest as dropped. 1: no
+    selection, as the paper."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +65,7 @@ class PopulationConfig:
             "ref_checkpoints": list(self.ref_checkpoints),
             "threshold_episodes": self.threshold_episodes,
             "eval_episodes": self.eval_episodes,
+            "candidates": self.candidates,
         }
 
     def validate(self) -> PopulationConfig:
@@ -68,6 +76,10 @@ class PopulationConfig:
         self.method.validate()
         if self.refs < 0 or self.novel < 0:
             raise NpscoError("--refs and --novel must be >= 0")
+        if not 1 <= self.candidates <= MAX_CANDIDATES:
+            raise NpscoError(f"--candidates must be between 1 and {MAX_CANDIDATES}, got {self.candidates}")
+        if self.candidates > 1 and self.method.method == "ppo":
+            raise NpscoError("--candidates selects novel policies by the criteria; plain PPO seeds have none")
         if self.refs_from and self.ref_checkpoints:
             raise NpscoError("--refs-from and --ref-checkpoints are alternatives; give one")
         borrowed = bool(self.refs_from or self.ref_checkpoints)
@@ -115,6 +127,7 @@ def population_settings(
     refs_from: str | None = None,
     ref_checkpoints: Sequence[str] = (),
     env_package: str | None = None,
+    candidates: int = 1,
 ) -> PopulationConfig:
     """The configuration of `npsco population`'s options: the PPO settings as `npsco.settings.ppo_settings` makes
     them, the method's from `--r0`, `--t-start`, `--ipd-rule`, then the `--mset` `method_overrides` (later win)."""
@@ -131,6 +144,7 @@ def population_settings(
         r0_scales=None if r0_scales is None else tuple(r0_scales),
         refs_from=refs_from,
         ref_checkpoints=tuple(ref_checkpoints),
+        candidates=candidates,
     )
 
 

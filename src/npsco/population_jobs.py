@@ -21,7 +21,7 @@ from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import THRESHOLD, read_checked
 from npsco.io import atomic_write_json, inside, remove_inside
-from npsco.manifest import Chain, Member, check_borrowed, is_borrowed, layout_path
+from npsco.manifest import Candidate, Chain, Member, check_borrowed, is_borrowed, layout_path
 from npsco.methods import METHODS, make_method
 from npsco.methods.base import Method, MethodContext
 from npsco.novelty.references import ReferenceSet
@@ -31,6 +31,7 @@ from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
 from npsco.ppo.state import state_path
 from npsco.ppo.trainer import Trainer
+from npsco.selection import meets_criteria
 from npsco.task_ids import trust_task
 
 FINAL_EVAL_SEED = 10_000
@@ -173,14 +174,15 @@ class PopulationSnapshot(PopulationMembers):
             )
         return np.asarray(threshold["profile"], np.float64)
 
-    def train(self, member: Member, progress: bool = False) -> Member:
+    def train(self, member: Member, progress: bool = False, candidate: int = 0) -> Member:
         """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVAL_SEED`); returns
         it done. An interrupted earlier attempt continues from its saved training state (`npsco.ppo.state`), or
-        restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM."""
-        if is_borrowed(member) or member.path != layout_path(member):
+        restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM.
+        `candidate` c > 0: the member is its slot's candidate c, in that candidate's folder."""
+        if is_borrowed(member) or member.path != layout_path(member, candidate):
             raise NpscoError(f"{self.out}: {member.name} is not a policy of this run to train (path {member.path!r})")
         # its folder where the layout puts it, inside the run, through no symbolic link (npsco.io.inside)
-        run_dir = inside(self.out, layout_path(member))
+        run_dir = inside(self.out, layout_path(member, candidate))
         method = None if member.role == "reference" else self.method_for(member)
         resume = state_path(run_dir).exists()
         if not resume:  # an attempt that saved no state: restart it from scratch, same seed
@@ -213,6 +215,41 @@ class PopulationSnapshot(PopulationMembers):
         member.status = "done"
         return member
 
+    def train_candidate(self, member: Member, index: int, progress: bool = False) -> Candidate:
+        """Train candidate `index` of the slot `member` (its own seed and folder, `Candidate.of_slot`), evaluate it,
+        and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
+        final evaluation's episodes (`FINAL_EVAL_SEED`)."""
+        candidate = Candidate.of_slot(member, index)
+        trained = self.train(dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index)
+        policy = load_policy(self.out / trained.checkpoint)
+        episodes = run_episodes(
+            policy,
+            self.config.final_episodes,
+            seed=FINAL_EVAL_SEED,
+            max_episode_steps=self.config.ppo.max_episode_steps,
+            record_states=True,
+        )
+        states = np.concatenate(episodes.states)
+        prior = prior_members(self.members, member)
+        avoided = ReferenceSet([self.policy(m) for m in prior], [m.name for m in prior])
+        nearest = float(avoided.distances(states, policy.mean_action(states)).mean(axis=0).min())
+        baseline = self.reference_median()
+        assert trained.final_eval is not None and trained.threshold is not None  # trained novel members have both
+        return dataclasses.replace(
+            candidate,
+            status="done",
+            final_eval=trained.final_eval,
+            eval_curve=trained.eval_curve,
+            wall_seconds=trained.wall_seconds,
+            nearest=nearest,
+            meets=meets_criteria(trained.final_eval["return_mean"], baseline, nearest, trained.threshold),
+        )
+
+    def reference_median(self) -> float:
+        """The median final return of the references (the criteria's yardstick)."""
+        returns = [m.final_eval["return_mean"] for m in self.members if m.role == "reference" and m.final_eval]
+        return float(np.median(returns))
+
     def compute_threshold(self) -> float:
         """The default r0 from the trained references (the mean pairwise distance); writes `threshold.json`."""
         refs = [m for m in self.members if m.role == "reference"]
@@ -242,6 +279,21 @@ def train_member_job(
     trust_task(config.ppo.env_id)  # the run's own task, which its references' checkpoints name too (npsco.task_ids)
     snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
     return snapshot.train(snapshot.member(name), progress).to_dict()
+
+
+def train_candidate_job(
+    out: str,
+    config: PopulationConfig,
+    members: list[dict[str, Any]],
+    r0_default: float | None,
+    name: str,
+    index: int,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Job: train candidate `index` of the member `name` and measure it; returns its manifest record."""
+    trust_task(config.ppo.env_id)
+    snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
+    return dataclasses.asdict(snapshot.train_candidate(snapshot.member(name), index, progress))
 
 
 def threshold_job(out: str, config: PopulationConfig, members: list[dict[str, Any]]) -> float:

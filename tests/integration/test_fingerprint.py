@@ -62,7 +62,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "maze-wsr": {
         "checkpoint": "b7c3da06234e564d40e70f0e556d3dbe594379396f377c014a4ae0fd36b95566",
-        "metrics": "0933ad5cb5e4674438ee00f07b5196e2efe68f32664c7abe3d9b419900a66078"
+        "metrics": "6ba0c7034fb24cdfa05a2f8d16d2ec736fd1c01a890539d01223ec824fbd1c51"
     },
     "maze-tnb": {
         "checkpoint": "c452aff55afdda34e878e0d584c5888088a79af1a6a2db3f9e3aa18588d83b82",
@@ -70,11 +70,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "maze-ctnb": {
         "checkpoint": "52f678a17a7679958d723c24dd259fe489536c117030cf3973c3795196b54f71",
-        "metrics": "f49a79743cc83449b4042b6fe46446edda61c9e0c422002b5e3360be75e9000c"
+        "metrics": "8994dce70dff7b91cc9e6189099d7feb519c886d564be55d1dc84bf30a70128d"
     },
     "maze-cpo": {
-        "checkpoint": "9c2ab79437050b5ec58c3f2fc0b536269ab17bd589e7063178ece56dd5a5d825",
-        "metrics": "6f9b70b670e7ec799c4f73e5118274e70a6256e4b2245c9f14e70e9ef23f6cd8"
+        "checkpoint": "2c00c0b8e4f7aa10f9f77567839d7edf72e7dc267465ca996f6d11376fd9e129",
+        "metrics": "e2a355c09c0480b740267385fc853ab62fdefc1a98927f91e5b4098f6ed9b2c3"
     },
     "hopper-ppo": {
         "checkpoint": "4d620bde898a19651ef5264865b27c5f1502e08127f09a614b73d4047030688c",

@@ -266,12 +266,12 @@ def test_cpo_step_equals_the_torch_step(r0, cases, knobs, novel_trainer):
 def test_cpo_update_equals_the_torch_update(novel_trainer, learner_state):
     tr = novel_trainer("cpo", r0=0.3)
     batch = rollout_batch(tr)
-    collected = tr.hooks._cost_sum, tr.hooks._cost_n, {k: list(v) for k, v in tr.hooks._nearest.items()}
+    collected = tr.hooks._cost_sum, tr.hooks._cost_n, {k: v.copy() for k, v in tr.hooks._nearest.items()}
     center = tr.hooks.cost_center
 
     def update():
         tr.hooks._cost_sum, tr.hooks._cost_n = collected[:2]  # (the update resets what the rollout collected)
-        tr.hooks._nearest = {k: list(v) for k, v in collected[2].items()}
+        tr.hooks._nearest = {k: v.copy() for k, v in collected[2].items()}
         tr.hooks.cost_center = center
         return tr.hooks.update(tr.learner, batch)
 

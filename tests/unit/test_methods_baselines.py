@@ -101,10 +101,10 @@ def test_wsr_shapes_on_exact_numbers():
 def test_wsr_trains_on_task_reward_plus_bonus_but_reports_the_task_return(shape, u, bonus, tiny_trainer):
     trainer = tiny_trainer("wsr", num_steps=128, wsr_shape=shape)  # maze default weight 10; 100-step episodes
     method = trainer.hooks
-    method.tracker.update = lambda obs, action, std: (None, np.full(obs.shape[0], u))  # a known running novelty
+    method.tracker.run = lambda d, done: np.full(done.shape, u)  # a known running novelty
     task_rewards = []
-    on_step = method.on_step
-    method.on_step = lambda step: (task_rewards.append(step.reward.copy()), on_step(step))[1]
+    shape_rollout = method.shape_rollout
+    method.shape_rollout = lambda steps: (task_rewards.extend(steps.reward.copy()), shape_rollout(steps))[1]
 
     buf = trainer.collect_rollout()
     np.testing.assert_allclose(buf.rewards["task"], np.array(task_rewards) + bonus, rtol=1e-6)

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from npsco.envs import mujoco_warnings
 from npsco.envs.envpool_backend import EnvPoolVectorEnv, check_envpool_task, import_envpool
 from npsco.envs.maze import FourRewardMazeVec
 from npsco.errors import NpscoError
@@ -139,6 +140,7 @@ def make_env(
     a side (the maze's `render_size`, MuJoCo's `width` and `height`); a task that takes neither renders at its own
     size."""
     check_env_id(env_id)
+    mujoco_warnings.install()
     kwargs: dict[str, Any] = {"render_mode": render_mode}
     if env_id == MAZE_ID:
         if max_episode_steps is not None:

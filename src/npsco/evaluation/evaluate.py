@@ -111,6 +111,8 @@ def evaluate_run(
                 novelty=novelty_against(actions, i, ref_idx),
                 state_novelty=novelty_against(states, i, ref_idx),
                 nearest=novelty_against(actions, i, avoided[i]) if m.role == "novel" else None,
+                candidates=len(m.candidates) or None,
+                candidate=next((c.index for c in m.candidates if c.kept), None),
                 state_distance=novelty_against(mmd, i, avoided[i]) if m.role == "novel" and mmd is not None else None,
                 checkpoint=str(info.checkpoint(m)),
                 eval_curve=[list(map(float, p)) for p in m.eval_curve],

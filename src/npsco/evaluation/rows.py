@@ -68,6 +68,10 @@ class EvaluationRow:
     """Return / the median return of the run's references (the success baseline)."""
     meets: bool | None = None
     """A novel policy meets the paper's criteria: return_ratio >= 0.8 and nearest_ratio >= 1 (`meets_criteria`)."""
+    candidates: int | None = None
+    """With `--candidates`: how many candidates were trained for the policy's slot (the others were dropped)."""
+    candidate: int | None = None
+    """With `--candidates`: which of them this policy is (0: the slot's own seed)."""
     success: bool | None = None
     success_final: bool | None = None
     best_training_eval: float | None = None

@@ -56,7 +56,7 @@ from npsco.errors import NpscoError
 from npsco.methods.constrained import conjugate_gradient, cpo_step, set_flat_params
 from npsco.methods.cpo_problem import CPOProblem, DirectCost, NumpyCPOProblem, TrustRegionProblem
 from npsco.methods.novelty import NoveltyMethod
-from npsco.ppo.hooks import StepInfo, StepOutcome, TrainingSetup
+from npsco.ppo.hooks import RolloutShaping, RolloutSteps, TrainingSetup
 from npsco.ppo.learner import Learner
 from npsco.ppo.rollout import Batch
 
@@ -119,22 +119,26 @@ class CPO(NoveltyMethod):
 
     def _reset_batch(self) -> None:
         self._cost_sum, self._cost_n = 0.0, 0
-        self._nearest: dict[str, list[np.ndarray]] = {"actions": [], "std": [], "executed": []}
+        self._nearest: dict[str, np.ndarray] = {}
 
-    def on_step(self, step: StepInfo) -> StepOutcome:
-        d, _ = self.novelty(step)
-        cost = novelty_cost(d, self.r0)
-        self._cost_sum += float(cost.sum())
-        self._cost_n += cost.size
+    def shape_rollout(self, steps: RolloutSteps) -> RolloutShaping:
+        d, _, ref_actions = self.rollout_novelty(steps)
+        assert ref_actions is not None and self.references.std is not None  # keeps_reference_actions; references
+        T, N, M = d.shape
+        cost = novelty_cost(d.reshape(T * N, M), self.r0).reshape(T, N)
+        self._cost_sum, self._cost_n = float(cost.sum()), cost.size
         # what the direct term needs: the nearest reference's action (and std) at s_t, and a_t if it is compared
-        nearest = d.argmin(axis=1)
-        assert self.tracker is not None and self.tracker.reference_actions is not None  # keeps_reference_actions
-        self._nearest["actions"].append(self.tracker.reference_actions[nearest, np.arange(len(nearest))])
-        assert self.references.std is not None  # a CPO run has references
-        self._nearest["std"].append(self.references.std[nearest])
-        self._nearest["executed"].append(step.action)
-        center = self.cost_center if self.cost_center is not None else self._cost_sum / self._cost_n
-        return StepOutcome(streams={"cost": cost - np.float32(center)})
+        nearest = d.argmin(axis=2)
+        self._nearest = {
+            "actions": np.take_along_axis(ref_actions, nearest[..., None, None], axis=2)[:, :, 0].reshape(T * N, -1),
+            "std": self.references.std[nearest].reshape(T * N, -1),
+            "executed": steps.action.reshape(T * N, -1),
+        }
+        if self.cost_center is not None:
+            center: np.ndarray | float = self.cost_center
+        else:  # during the first batch: the mean of its costs up to and including each step
+            center = (np.cumsum(cost.sum(axis=1)) / (N * np.arange(1, T + 1)))[:, None]
+        return RolloutShaping(streams={"cost": (cost - center).astype(np.float32)})
 
     def state(self) -> dict[str, Any]:
         return {**super().state(), "cost_center": self.cost_center}
@@ -163,7 +167,7 @@ class CPO(NoveltyMethod):
         With `novelty_action=mean`, d compares the policy's clipped mean action at s_t (a function of theta); with
         `sample`, the executed a_t (a constant, so only the std of `wasserstein2` depends on theta). At theta_old it
         equals J_C."""
-        nearest = {k: np.concatenate(v) for k, v in self._nearest.items()}  # (T N, A), in the batch's order
+        nearest = self._nearest  # (T N, A) each, in the batch's order
         return DirectCost(
             self.r0,
             nearest["actions"],

@@ -42,7 +42,7 @@ from npsco.methods.novelty import NoveltyMethod
 from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance, witness
-from npsco.ppo.hooks import StepInfo, StepOutcome, TrainingSetup
+from npsco.ppo.hooks import RolloutShaping, RolloutSteps, TrainingSetup
 from npsco.ppo.learner import Learner
 from npsco.ppo.rollout import Batch, RolloutSummary
 
@@ -178,27 +178,25 @@ class Lagrangian(NoveltyMethod):
         self._reset_rollout()
 
     def _reset_rollout(self) -> None:
-        self.step_in_rollout = 0
         self._distance_sum = np.zeros(len(self.references))
         self._embedding_sum = np.zeros(self.states.embeddings.shape[1]) if self.states is not None else None
         self._steps = 0
 
     # --------------------------------------------------------------------------------------------- the rollout
-    def on_step(self, step: StepInfo) -> StepOutcome:
-        n = step.obs.shape[0]
+    def shape_rollout(self, steps: RolloutSteps) -> RolloutShaping:
+        T, N = steps.reward.shape
         if self.state_mode:
             assert self.states is not None and self._embedding_sum is not None
-            phi = self.states.embed(step.obs)
+            phi = self.states.embed(steps.obs.reshape(T * N, -1))
             self._embedding_sum += phi.sum(0)
-            self._steps += n
-            return StepOutcome(streams={"novelty": self._state_reward(phi)})
-        d, _ = self.novelty(step)
-        assert self.tracker is not None and self.tracker.reference_actions is not None  # keeps_reference_actions
-        self.ref_actions[self.step_in_rollout] = self.tracker.reference_actions.transpose(1, 0, 2)
-        self.step_in_rollout += 1
-        self._distance_sum += d.sum(0)
-        self._steps += n
-        return StepOutcome()
+            self._steps += T * N
+            return RolloutShaping(streams={"novelty": self._state_reward(phi).reshape(T, N)})
+        d, _, ref_actions = self.rollout_novelty(steps)
+        assert ref_actions is not None  # keeps_reference_actions
+        self.ref_actions = ref_actions
+        self._distance_sum += d.reshape(T * N, -1).sum(0)
+        self._steps += T * N
+        return RolloutShaping()
 
     def _state_reward(self, phi: np.ndarray) -> np.ndarray:
         """The novelty stream's reward at these states: the multipliers' mix of the distances' witnesses."""

@@ -29,7 +29,7 @@ from npsco.errors import NpscoError
 from npsco.methods.novelty import NoveltyMethod
 from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
-from npsco.ppo.hooks import StepInfo, StepOutcome
+from npsco.ppo.hooks import RolloutShaping, RolloutSteps
 from npsco.ppo.rollout import RolloutSummary
 
 
@@ -87,17 +87,23 @@ class RSPO(NoveltyMethod):
     def threshold(self, episode_step: np.ndarray) -> np.ndarray | float:
         return self.switch_threshold
 
-    def on_step(self, step: StepInfo) -> StepOutcome:
-        _, u = self.novelty(step)
-        assert self.tracker is not None and self.tracker.reference_actions is not None  # keeps_reference_actions
-        intrinsic = intrinsic_reward(step.action, self.tracker.reference_actions, self.r0, self.options.rspo_weight)
+    def shape_rollout(self, steps: RolloutSteps) -> RolloutShaping:
+        _, u, ref_actions = self.rollout_novelty(steps)
+        assert ref_actions is not None  # keeps_reference_actions
+        T, N, M, A = ref_actions.shape
+        intrinsic = intrinsic_reward(
+            steps.action.reshape(T * N, A),
+            ref_actions.reshape(T * N, M, A).transpose(1, 0, 2),
+            self.r0,
+            self.options.rspo_weight,
+        ).reshape(T, N)
         reward, switched = switched_reward(
-            step.reward, intrinsic, u, step.episode_step, self.switch_threshold, self.t_start
+            steps.reward, intrinsic, u, steps.episode_step, self.switch_threshold, self.t_start
         )
         self._switched += int(switched.sum())
-        self._active += int(self.constrained.sum())
+        self._active += int((steps.episode_step > self.t_start).sum())
         self._intrinsic += float(intrinsic[switched].sum())
-        return StepOutcome(train_reward=reward)
+        return RolloutShaping(train_reward=reward)
 
     def state(self) -> dict[str, Any]:
         return {**super().state(), "switch_threshold": self.switch_threshold, "calibrated": self.calibrated}

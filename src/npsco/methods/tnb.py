@@ -28,7 +28,7 @@ from npsco.errors import NpscoError
 from npsco.methods.constrained import TNB_RULES, bisector, bisector_np, flat_grad
 from npsco.methods.novelty import NoveltyMethod
 from npsco.ppo.fast_update import Minibatch, NumpyLearner, Stats, mean_stats
-from npsco.ppo.hooks import StepInfo, StepOutcome, TrainingSetup
+from npsco.ppo.hooks import RolloutShaping, RolloutSteps, TrainingSetup
 from npsco.ppo.learner import Learner
 from npsco.ppo.maths import normalize_advantages, policy_loss
 from npsco.ppo.numpy_nets import clipped_surrogate, gaussian_entropy, logprob_backward, normalized
@@ -93,9 +93,9 @@ class TNB(NoveltyMethod):
     Options = TNBOptions
     streams = ("novelty",)
 
-    def on_step(self, step: StepInfo) -> StepOutcome:
-        _, u = self.novelty(step)
-        return StepOutcome(streams={"novelty": (u - self.r0).astype(np.float32)})
+    def shape_rollout(self, steps: RolloutSteps) -> RolloutShaping:
+        _, u, _ = self.rollout_novelty(steps)
+        return RolloutShaping(streams={"novelty": (u - self.r0).astype(np.float32)})
 
     def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
         fast = learner.numpy_learner()
@@ -187,10 +187,11 @@ class CTNB(TNB):
         super().bind(setup)
         self._margin_sum, self._active_steps = 0.0, 0
 
-    def on_step(self, step: StepInfo) -> StepOutcome:
-        out = super().on_step(step)
-        self._margin_sum += float(out.streams["novelty"][self.constrained].sum())
-        self._active_steps += int(self.constrained.sum())
+    def shape_rollout(self, steps: RolloutSteps) -> RolloutShaping:
+        out = super().shape_rollout(steps)
+        constrained = steps.episode_step > self.t_start
+        self._margin_sum = float(out.streams["novelty"][constrained].sum())
+        self._active_steps = int(constrained.sum())
         return out
 
     def update(self, learner: Learner, batch: Batch) -> dict[str, float]:

@@ -18,7 +18,7 @@ from npsco.errors import NpscoError
 from npsco.methods.novelty import NoveltyMethod
 from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
-from npsco.ppo.hooks import StepInfo, StepOutcome
+from npsco.ppo.hooks import RolloutShaping, RolloutSteps
 from npsco.ppo.rollout import RolloutSummary
 from npsco.tasks import task_family
 
@@ -69,12 +69,12 @@ class WSR(NoveltyMethod):
         self.weight = options.wsr_weight if options.wsr_weight is not None else default_wsr_weight(env_id)
         self._bonus_sum, self._bonus_n = 0.0, 0
 
-    def on_step(self, step: StepInfo) -> StepOutcome:
-        _, u = self.novelty(step)
+    def shape_rollout(self, steps: RolloutSteps) -> RolloutShaping:
+        _, u, _ = self.rollout_novelty(steps)
         bonus = self.weight * wsr_shape(u, self.shape)
         self._bonus_sum += float(bonus.sum())
         self._bonus_n += bonus.size
-        return StepOutcome(train_reward=step.reward + bonus)
+        return RolloutShaping(train_reward=steps.reward + bonus)
 
     def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
         out = super().iteration_metrics(rollout)

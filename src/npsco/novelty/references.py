@@ -271,6 +271,22 @@ class NoveltyTracker:
         # min_j (sum_j / count) = (min_j sum_j) / count: division by a positive count is monotonic (and exact per value)
         return d, np.minimum.reduce(self._sums, axis=0) / self.counts
 
+    def run(self, d: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """`update` for a whole rollout at once, from its per-state distances `d` (T, N, M) (computed for every state
+        in one call) and episode ends `done` (T, N): the running novelty u (T, N); an episode that ended at step t is
+        forgotten after it, and the episodes still running carry into the next rollout, as step by step."""
+        u = np.empty(d.shape[:2])
+        for t in range(d.shape[0]):
+            if self.discount != 1.0:
+                self._sums *= self.discount
+                self.counts *= self.discount
+            self._sums += d[t].T
+            self.counts += 1
+            u[t] = np.minimum.reduce(self._sums, axis=0) / self.counts
+            if done[t].any():
+                self.reset(done[t])
+        return u
+
     def reset(self, mask: np.ndarray) -> None:
         """Forget the episodes of the masked envs (they ended)."""
         self._sums[:, mask] = 0.0

@@ -3,9 +3,10 @@
 (`npsco.methods`) overrides the hooks it needs.
 
 The trainer calls, in this order: `bind` once; then per iteration `begin_iteration`, `on_step` after every vector
-step of the rollout (and `end_episodes` after a step that ended episodes), `update` with the `Learner` and the batch,
-and `iteration_metrics`. Hooks never see the trainer: a step shaper sees steps, an update rule sees the learner (the
-agent, its optimiser and PPO's minibatch epochs) and the batch.
+step of the rollout (and `end_episodes` after a step that ended episodes), `shape_rollout` with the whole rollout,
+`update` with the `Learner` and the batch, and `iteration_metrics`. Hooks never see the trainer: a step shaper sees
+steps (one by one, or a whole rollout), an update rule sees the learner (the agent, its optimiser and PPO's
+minibatch epochs) and the batch.
 """
 
 from __future__ import annotations
@@ -64,6 +65,53 @@ class StepInfo:
 
 
 @dataclass
+class RolloutSteps:
+    """Every step of a rollout, for hooks that shape the rewards once the rollout is over (`Hooks.shape_rollout`):
+    the `StepInfo` fields as (T, N, ...) arrays, in the order of the steps."""
+
+    obs: np.ndarray
+    """Raw observations s_t, (T, N, obs_dim)."""
+    mean_action: np.ndarray
+    """The policy's deterministic action at s_t, clipped to the action bounds, (T, N, A)."""
+    action: np.ndarray
+    """The executed action at s_t, (T, N, A)."""
+    reward: np.ndarray
+    """Task reward, (T, N)."""
+    terminated: np.ndarray
+    """The env terminated the episode at step t, (T, N)."""
+    done: np.ndarray
+    """The episode ended at step t (terminated or truncated), (T, N)."""
+    episode_step: np.ndarray
+    """Steps taken in the episode including step t (1 at its first step), (T, N)."""
+    action_std: np.ndarray
+    """The policy's action standard deviation during the rollout, (A,)."""
+
+    @classmethod
+    def empty(cls, steps: int, envs: int, obs_dim: int, action_dim: int) -> RolloutSteps:
+        T, N = steps, envs
+        return cls(
+            obs=np.zeros((T, N, obs_dim), np.float32),
+            mean_action=np.zeros((T, N, action_dim), np.float32),
+            action=np.zeros((T, N, action_dim), np.float32),
+            reward=np.zeros((T, N), np.float64),
+            terminated=np.zeros((T, N), bool),
+            done=np.zeros((T, N), bool),
+            episode_step=np.zeros((T, N), np.int64),
+            action_std=np.zeros(action_dim, np.float32),
+        )
+
+
+@dataclass
+class RolloutShaping:
+    """What `Hooks.shape_rollout` answers for a whole rollout. Every field is optional."""
+
+    train_reward: np.ndarray | None = None
+    """Replaces the task reward for training only, (T, N); the reported return stays the task reward."""
+    streams: dict[str, np.ndarray] = field(default_factory=dict)
+    """Rewards of the extra streams, (T, N) each."""
+
+
+@dataclass
 class StepOutcome:
     """The hooks' answer to a step. Every field is optional."""
 
@@ -84,7 +132,11 @@ class Hooks:
     """Extra reward streams; the trainer gives each a critic and its own advantages in the batch."""
     on_step: Callable[[StepInfo], StepOutcome | None] | None = None
     """Called after every vectorised env step, before episode ends are handled; None (plain PPO) skips building
-    the `StepInfo` every step."""
+    the `StepInfo` every step. Only hooks that must act during the rollout need it (IPD ends episodes)."""
+    shape_rollout: Callable[[RolloutSteps], RolloutShaping] | None = None
+    """Called once a rollout is collected, with all its steps: the training rewards and the streams' rewards of the
+    whole rollout at once (a novelty reward computed for T x N states in one batched call instead of T small ones).
+    None: the task reward trains as it is."""
 
     def bind(self, setup: TrainingSetup) -> None:
         """Called once when the trainer has built its envs and agent."""

@@ -29,7 +29,7 @@ from npsco.logger import MetricsLogger, Tracking
 from npsco.policy import Policy, mlp_forward, space_metadata
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
 from npsco.ppo.config import PPOConfig
-from npsco.ppo.hooks import Hooks, StepInfo, StepOutcome, TrainingSetup
+from npsco.ppo.hooks import Hooks, RolloutSteps, StepInfo, StepOutcome, TrainingSetup
 from npsco.ppo.learner import Learner
 from npsco.ppo.maths import compute_gae, explained_variance
 from npsco.ppo.rollout import Batch, RewardScaler, RolloutBuffer
@@ -139,6 +139,10 @@ class Trainer:
         std = np.exp(log_std)
         hooks = self.hooks
         on_step = hooks.on_step  # None for plain PPO: no StepInfo (nor clipped mean) to build every step
+        shape = hooks.shape_rollout  # hooks that shape the rewards after the rollout, all at once
+        steps = RolloutSteps.empty(T, N, agent.obs_dim, agent.action_dim) if shape is not None else None
+        if steps is not None:
+            steps.action_std[:] = std
         no_outcome = StepOutcome()
         act_low, act_high = self.act_low, self.act_high
         for t in range(T):
@@ -186,10 +190,16 @@ class Trainer:
                 summary.forced_ends += int(forced.sum())
             done = terminated | truncated
 
-            train_reward = out.train_reward if out.train_reward is not None else reward
-            buf.rewards["task"][t] = self.reward_scaler(np.asarray(train_reward, np.float64), done)
-            for s in hooks.streams:
-                buf.rewards[s][t] = out.streams[s]
+            if steps is None:
+                train_reward = out.train_reward if out.train_reward is not None else reward
+                buf.rewards["task"][t] = self.reward_scaler(np.asarray(train_reward, np.float64), done)
+                for s in hooks.streams:
+                    buf.rewards[s][t] = out.streams[s]
+            else:  # what shape_rollout sees of this step
+                steps.obs[t], steps.action[t] = raw_obs, env_action
+                steps.mean_action[t] = np.minimum(np.maximum(mean, act_low), act_high)
+                steps.reward[t], steps.terminated[t], steps.done[t] = reward, terminated, done
+                steps.episode_step[t] = self.episode_step
             buf.terminated[t], buf.done[t] = terminated, done
 
             if truncated.any():  # bootstrap from the value of the final observation on time-limit truncation
@@ -207,6 +217,13 @@ class Trainer:
             self.next_obs = next_obs
             self.global_step += N
 
+        if steps is not None and shape is not None:
+            shaped = shape(steps)
+            train = shaped.train_reward if shaped.train_reward is not None else steps.reward
+            for t in range(T):  # the reward scaler's running statistics, step after step as above
+                buf.rewards["task"][t] = self.reward_scaler(np.asarray(train[t], np.float64), buf.done[t])
+            for s in hooks.streams:
+                buf.rewards[s] = shaped.streams[s].astype(np.float32)
         last = agent.obs_rms.normalize(self.next_obs)  # V(s_{t+1}) for steps that did not end an episode
         for s in self.streams:
             following = np.concatenate([buf.values[s][1:], mlp_forward(critics[s], last)[:, 0][None]], axis=0)

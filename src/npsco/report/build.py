@@ -216,6 +216,39 @@ def _population_video(
     )
 
 
+def criteria_blocks(rows: list[dict]) -> list[Block]:
+    """The paper's criteria for every novel policy (return >= 0.8 x the references' median, distance to the nearest
+    policy it had to avoid >= r0_default), and which candidate each is when its slot trained several."""
+    novel = [r for r in rows if r.get("meets") is not None]
+    if not novel:
+        return []
+    header = ["task", "group", "policy", "return / median", "nearest / r0", "meets", "candidate"]
+    body = [
+        [
+            r["task"],
+            r["group"],
+            r["name"],
+            f"{r['return_ratio']:.2f}",
+            f"{r['nearest_ratio']:.2f}",
+            "yes" if r["meets"] else "no",
+            f"{r['candidate']} of {r['candidates']}" if r.get("candidates") else "",
+        ]
+        for r in novel
+    ]
+    met = sum(bool(r["meets"]) for r in novel)
+    return [
+        Heading("The paper's criteria, per novel policy"),
+        Paragraph(
+            f"{met} of {len(novel)} novel policies meet both criteria: a deterministic return of at least 0.8 x the "
+            "median of their run's references, and a distance to the nearest policy they had to avoid (the "
+            "references and the earlier policies of their chain) of at least r0_default, the paper's threshold. "
+            "Candidate: with `--candidates`, which of the slot's candidates was kept (the others are in the "
+            "manifest)."
+        ),
+        Table(header, body),
+    ]
+
+
 def eval_intervals(configs: list[dict]) -> str:
     """The environment steps between two training evaluations of runs (`eval_every` iterations of `num_envs` x
     `num_steps` steps), each distinct value once (`51200`, `10240 or 51200`); empty when no run says."""
@@ -357,6 +390,7 @@ def build_report(
         ),
         novelty_table(stats),
     ]
+    blocks += criteria_blocks(rows)
 
     blocks += distance_blocks(rows, docs, configs, out, cache, log)
 
