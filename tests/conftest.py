@@ -1,13 +1,15 @@
 """Helpers shared by the test files, as fixtures; and a test-session hook: the closing summary names the tests marked
 slow and how each ended, so that a CI log shows that they ran (pytest's dots do not name tests)."""
 
+import ast
 import dataclasses
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -296,6 +298,58 @@ def planned_run(maze_policies) -> Callable[..., list[str]]:
         return argv
 
     return make
+
+
+@pytest.fixture(scope="session")
+def module_calls() -> Callable[[ast.AST], list[SimpleNamespace]]:
+    """`module_calls(tree)`: every call in a module's syntax tree, as `scope` (the function or `Class.method` it is
+    in), `owner` (`os` in `os.open(...)`, else None), `name` (`open`) and `text` (the call as source)."""
+
+    def calls(tree: ast.AST) -> list[SimpleNamespace]:
+        found = []
+
+        def visit(node: ast.AST, scope: list[str]) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    visit(child, [*scope, child.name])
+                    continue
+                if isinstance(child, ast.Call):
+                    f = child.func
+                    owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                    found.append(
+                        SimpleNamespace(
+                            scope=".".join(scope), owner=owner, name=name, call=child, text=ast.unparse(child)
+                        )
+                    )
+                visit(child, scope)
+
+        visit(tree, [])
+        return found
+
+    return calls
+
+
+@pytest.fixture
+def children() -> Iterator[SimpleNamespace]:
+    """Child processes that never outlive the test: `start(args, **popen_kwargs)` starts `python ARGS` in `env` (one
+    BLAS thread, MUJOCO_GL=egl: on a loaded 2-core machine OpenBLAS threads make the PPO update ~100x slower); any
+    still running at the end of the test is killed."""
+    env = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    started: list[subprocess.Popen] = []
+
+    def start(args: list[str], **kwargs) -> subprocess.Popen:
+        started.append(subprocess.Popen([sys.executable, *args], env=env, **kwargs))
+        return started[-1]
+
+    yield SimpleNamespace(start=start, env=env)
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,6 @@ from npsco.errors import NpscoError
 MIB = 2**20
 MAX_JSON_BYTES, MAX_CHECKPOINT_BYTES, MAX_IMPORT_BYTES = 64 * MIB, 512 * MIB, 512 * MIB  # npsco.limits
 MAX_NESTING = 64
-CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 GRID = {"tasks": ["npsco/FourRewardMaze-v0"], "methods": ["ppo", "ipd"], "refs": 2, "novel": 1, "steps": 1024}
 
 
@@ -37,7 +36,7 @@ def one_line(capsys, argv: list[str], *fragments: str) -> str:
     return err
 
 
-def limited_child(argv: list[str]) -> subprocess.CompletedProcess:
+def limited_child(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     """`npsco ARGV` in a child process with 2 GiB of address space and a minute: a file read without bounds ends it
     (MemoryError or the timeout) instead of the machine."""
 
@@ -48,7 +47,7 @@ def limited_child(argv: list[str]) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "npsco.cli", *argv],
         capture_output=True,
         text=True,
-        env=CHILD_ENV,
+        env=env,
         timeout=120,
         preexec_fn=limit,
     )
@@ -109,7 +108,7 @@ def test_an_oversized_file_is_refused_before_it_is_read(what, planned_run, tmp_p
 
 @pytest.mark.parametrize("target", ["refs/ref0/policy.safetensors", "manifest.json", "config.json"])
 @pytest.mark.parametrize("special", ["/dev/zero", "a FIFO"])
-def test_special_files_in_a_run_are_refused_before_they_are_read(special, target, planned_run, tmp_path):
+def test_special_files_in_a_run_are_refused_before_they_are_read(special, target, planned_run, tmp_path, children):
     out = tmp_path / "run"
     planned_run(out)
     (out / target).unlink()
@@ -117,7 +116,7 @@ def test_special_files_in_a_run_are_refused_before_they_are_read(special, target
         os.mkfifo(out / target)
     else:
         os.symlink(special, out / target)
-    child = limited_child(["evaluate", str(out)])
+    child = limited_child(["evaluate", str(out)], children.env)
     kind = "a FIFO" if special == "a FIFO" else "a character device"
     assert child.returncode == 2, child.stderr
     assert child.stderr.count("\n") == 1 and f"{kind}, not a regular file; refused" in child.stderr, child.stderr

@@ -18,7 +18,6 @@ from npsco.cli import main
 from npsco.errors import NpscoError
 from npsco.ppo.trainer import Trainer
 
-CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 GRID = """
 name = "locked"
 tasks = ["npsco/FourRewardMaze-v0"]
@@ -37,7 +36,7 @@ def holder(path: Path) -> tuple[int, str]:
 def wait_for(condition, seconds: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
-        assert proc is None or proc.poll() is None, proc.communicate()[0] if proc else ""
+        assert proc is None or proc.poll() is None, "the first command ended"
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
 
@@ -72,31 +71,24 @@ def test_a_command_on_a_folder_another_process_writes_fails_at_once_naming_it(co
 
 
 def test_two_population_commands_on_one_folder_one_fails_at_once_and_a_killed_holder_blocks_nothing(
-    tmp_path, capsys, monkeypatch
+    tmp_path, capsys, monkeypatch, children
 ):
     out = tmp_path / "pop"
     argv = ["population", "--method", "ppo", "--refs", "1", "--novel", "0", "--steps", "2000000", "--no-progress"]
     argv += ["--out", str(out)]
-    first = subprocess.Popen(
-        [sys.executable, "-m", "npsco.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=CHILD_ENV
+    first = children.start(["-m", "npsco.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wait_for(lambda: (out / "refs" / "ref0" / "metrics.jsonl").exists(), 240, first)  # it holds the lock
+    assert holder(out / ".npsco.lock") == (first.pid, "npsco " + " ".join(argv))
+    manifest = (out / "manifest.json").read_bytes()
+    second = subprocess.run(
+        [sys.executable, "-m", "npsco.cli", *argv], capture_output=True, text=True, env=children.env, timeout=240
     )
-    try:
-        wait_for(lambda: (out / "refs" / "ref0" / "metrics.jsonl").exists(), 240, first)  # it holds the lock
-        assert holder(out / ".npsco.lock") == (first.pid, "npsco " + " ".join(argv))
-        manifest = (out / "manifest.json").read_bytes()
-        second = subprocess.run(
-            [sys.executable, "-m", "npsco.cli", *argv], capture_output=True, text=True, env=CHILD_ENV, timeout=240
-        )
-        assert second.returncode == 2, second.stderr
-        assert second.stderr.count("\n") == 1 and f"(pid {first.pid}: npsco population" in second.stderr
-        assert (out / "manifest.json").read_bytes() == manifest  # the second wrote nothing
-        assert first.poll() is None  # and the first goes on
-        first.send_signal(signal.SIGKILL)
-        first.wait()
-    finally:
-        if first.poll() is None:
-            first.kill()
-        first.communicate()
+    assert second.returncode == 2, second.stderr
+    assert second.stderr.count("\n") == 1 and f"(pid {first.pid}: npsco population" in second.stderr
+    assert (out / "manifest.json").read_bytes() == manifest  # the second wrote nothing
+    assert first.poll() is None  # and the first goes on
+    first.send_signal(signal.SIGKILL)
+    first.wait()
     # the killed process's lock is gone with it: the same command resumes (here, up to where it would train)
     started = []
     monkeypatch.setattr(Trainer, "train", lambda self, **kwargs: started.append(self.run_dir) or 1 / 0)
@@ -105,7 +97,7 @@ def test_two_population_commands_on_one_folder_one_fails_at_once_and_a_killed_ho
     assert started == [out / "refs" / "ref0"]
 
 
-def test_the_lock_is_released_by_the_end_of_its_process_however_it_ends(tmp_path):
+def test_the_lock_is_released_by_the_end_of_its_process_however_it_ends(tmp_path, children):
     from npsco.locks import FolderLock
 
     folder = tmp_path / "run"
@@ -113,17 +105,12 @@ def test_the_lock_is_released_by_the_end_of_its_process_however_it_ends(tmp_path
         "import os, sys, time; from npsco.locks import FolderLock; "
         f"lock = FolderLock({str(folder)!r}, command='child').acquire(); print('held', flush=True); time.sleep(600)"
     )
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=CHILD_ENV)
-    try:
-        assert child.stdout.readline().strip() == "held"
-        with pytest.raises(NpscoError, match=rf"pid {child.pid}: child\)"):
-            FolderLock(folder).acquire()
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.communicate()
+    child = children.start(["-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "held"
+    with pytest.raises(NpscoError, match=rf"pid {child.pid}: child\)"):
+        FolderLock(folder).acquire()
+    child.send_signal(signal.SIGKILL)
+    child.wait()
     lock = FolderLock(folder, command="me").acquire()
     assert holder(folder / ".npsco.lock") == (os.getpid(), "me")
     lock.release()

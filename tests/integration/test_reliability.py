@@ -467,44 +467,29 @@ def _mode(call: ast.Call) -> str:
     return "r" if mode is None else mode.value if isinstance(mode, ast.Constant) else "?"
 
 
-def _write_calls(tree: ast.AST) -> list[str]:
-    """'function: call' for every call in the module that may write a file."""
-    found = []
-
-    def visit(node, scope):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                visit(child, [*scope, child.name])
-                continue
-            if isinstance(child, ast.Call):
-                f = child.func
-                owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
-                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-                writes = (
-                    (name == "open" and owner is None and set(_mode(child)) & set("wax+?"))
-                    or (name == "open" and owner == "os" and "O_RDONLY" not in ast.unparse(child))
-                    or (owner, name) in _MODULE_WRITERS
-                    or name in _METHOD_WRITERS
-                )
-                if writes:
-                    found.append(f"{'.'.join(scope)}: {ast.unparse(child)}")
-            visit(child, scope)
-
-    visit(tree, [])
-    return found
+def _write_calls(calls) -> list[str]:
+    """'function: call' for every call of `module_calls` that may write a file."""
+    return [
+        f"{c.scope}: {c.text}"
+        for c in calls
+        if (c.name == "open" and c.owner is None and set(_mode(c.call)) & set("wax+?"))
+        or (c.name == "open" and c.owner == "os" and "O_RDONLY" not in c.text)
+        or (c.owner, c.name) in _MODULE_WRITERS
+        or c.name in _METHOD_WRITERS
+    ]
 
 
-def test_every_file_write_in_the_package_goes_through_npsco_io_or_is_allowed():
+def test_every_file_write_in_the_package_goes_through_npsco_io_or_is_allowed(module_calls):
     found = [
         f"{path.relative_to(SRC)}:{call}"
         for path in sorted(SRC.rglob("*.py"))
-        for call in _write_calls(ast.parse(path.read_text(encoding="utf-8")))
+        for call in _write_calls(module_calls(ast.parse(path.read_text(encoding="utf-8"))))
     ]
     assert set(WRITERS_ALLOWED) <= set(found), "the scan no longer sees the allowed writers: it is broken"
     assert [c for c in found if c not in WRITERS_ALLOWED] == [], "write these files with npsco.io"
 
 
-def test_the_write_scan_sees_plain_writes():
+def test_the_write_scan_sees_plain_writes(module_calls):
     code = """
 def f(run, fig, rows):
     (run / "config.json").write_text("{}")
@@ -513,7 +498,7 @@ def f(run, fig, rows):
     fig.savefig(run / "a.png")
     open(run / "x").read()
 """
-    assert _write_calls(ast.parse(code)) == [
+    assert _write_calls(module_calls(ast.parse(code))) == [
         "f: (run / 'config.json').write_text('{}')",
         "f: open(run / 'm.json', 'w')",
         "f: json.dump(rows, fh)",

@@ -9,10 +9,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,7 +23,6 @@ from npsco.errors import NpscoError
 from npsco.parallel import InlineExecutor, Job, LocalExecutor, Scheduler
 from npsco.sweep import Sweep, parse_grid
 
-CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 LONG_GRID = """
 name = "long"
 tasks = ["npsco/FourRewardMaze-v0"]
@@ -34,60 +34,44 @@ steps = 20000000
 SHORT = {"tasks": ["npsco/FourRewardMaze-v0"], "methods": ["ppo"], "refs": 2, "novel": 0, "steps": 1024}
 
 
-def start_sweep(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    """`npsco sweep` of two long references on two workers, once both train (their metrics files exist)."""
+@pytest.fixture
+def running_sweep(tmp_path, children, process_tree) -> Iterator[SimpleNamespace]:
+    """`npsco sweep` of two long references on two workers, once both train (their metrics files exist): `proc`,
+    `out`, and `family`, its processes (workers, forkserver, resource tracker). None of them outlives the test."""
     grid, out = tmp_path / "long.toml", tmp_path / "sweep"
     grid.write_text(LONG_GRID)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "npsco.cli", "sweep", str(grid), "--workers", "2", "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=CHILD_ENV,
-    )
+    argv = ["-m", "npsco.cli", "sweep", str(grid), "--workers", "2", "--out", str(out)]
+    proc = children.start(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     refs = out / "FourRewardMaze-v0" / "ppo" / "refs"
     deadline = time.monotonic() + 300
     while not all((refs / f"ref{i}" / "metrics.jsonl").exists() for i in range(2)):
-        assert proc.poll() is None, proc.communicate()[0]
+        assert proc.poll() is None, "the sweep ended"
         assert time.monotonic() < deadline, "the workers did not start"
         time.sleep(0.1)
-    return proc, out
-
-
-def stop(proc: subprocess.Popen, family: set[int], process_tree) -> None:
-    """Whatever the test found, nothing it started goes on running."""
-    if proc.poll() is None:
-        proc.kill()
-    for pid in process_tree.alive(family | process_tree.descendants(proc.pid)):
-        os.kill(pid, signal.SIGKILL)
-    proc.wait()
-
-
-def test_sigkill_of_the_sweep_leaves_no_process_of_it_alive(tmp_path, process_tree):
-    proc, _ = start_sweep(tmp_path)
-    family = process_tree.descendants(proc.pid)  # workers, forkserver, resource tracker
-    try:
-        assert len(family) >= 4, family
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        survivors = process_tree.wait_gone(family, 30)
-        assert survivors == set(), {p: Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in survivors}
-        assert proc.stdout.read() is not None  # the pipe ends: no survivor holds it open (`| tee` ends too)
-    finally:
-        stop(proc, family, process_tree)
-
-
-def test_sigterm_records_interrupted_and_stops_the_workers(tmp_path, process_tree):
-    proc, out = start_sweep(tmp_path)
     family = process_tree.descendants(proc.pid)
-    try:
-        proc.send_signal(signal.SIGTERM)
-        output = proc.communicate(timeout=120)[0].decode()
-        assert proc.returncode == 130, output
-        assert "npsco sweep: interrupted" in output and "Traceback" not in output, output
-        assert json.loads((out / "sweep.json").read_text())["status"] == "interrupted"
-        assert process_tree.wait_gone(family, 30) == set()
-    finally:
-        stop(proc, family, process_tree)
+    yield SimpleNamespace(proc=proc, out=out, family=family)
+    for pid in process_tree.alive(family):  # what the sweep left, if the test failed
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_sigkill_of_the_sweep_leaves_no_process_of_it_alive(running_sweep, process_tree):
+    proc, family = running_sweep.proc, running_sweep.family
+    assert len(family) >= 4, family
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    survivors = process_tree.wait_gone(family, 30)
+    assert survivors == set(), {p: Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in survivors}
+    assert proc.stdout.read() is not None  # the pipe ends: no survivor holds it open (`| tee` ends too)
+
+
+def test_sigterm_records_interrupted_and_stops_the_workers(running_sweep, process_tree):
+    proc = running_sweep.proc
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 130, output
+    assert "npsco sweep: interrupted" in output and "Traceback" not in output, output
+    assert json.loads((running_sweep.out / "sweep.json").read_text())["status"] == "interrupted"
+    assert process_tree.wait_gone(running_sweep.family, 30) == set()
 
 
 def fail_with_oserror(*args):

@@ -4,19 +4,15 @@ config.json or the command line only."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
 import pytest
 
 from npsco.cli import main
-from npsco.policy import Policy, load_policy, space_metadata
+from npsco.policy import Policy, load_policy
 
-CHILD_ENV = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 ZEN = "Beautiful is better than ugly"
 
 
@@ -65,7 +61,7 @@ def test_a_task_id_from_a_checkpoint_is_never_imported(command, forged_run, maze
     assert "this:Zen: this task id comes from a checkpoint" in err, err
 
 
-def test_a_checkpoint_cannot_call_a_function_of_a_loaded_module(forged_run, maze_policies, tmp_path):
+def test_a_checkpoint_cannot_call_a_function_of_a_loaded_module(forged_run, maze_policies, tmp_path, children):
     """`os:abort` would end the process, `tempfile:mkdtemp` create a folder: neither is called (run as a child)."""
     forged(maze_policies, (-1.0, 0.0), "os:abort").save(forged_run / "refs/ref0/policy.safetensors")
     lone = forged(maze_policies, (0.5, 0.5), "tempfile:mkdtemp").save(tmp_path / "lone" / "policy.safetensors")
@@ -76,35 +72,18 @@ def test_a_checkpoint_cannot_call_a_function_of_a_loaded_module(forged_run, maze
             [sys.executable, "-m", "npsco.cli", *argv],
             capture_output=True,
             text=True,
-            env={**CHILD_ENV, "TMPDIR": str(temp)},
+            env={**children.env, "TMPDIR": str(temp)},
             timeout=300,
         )
         assert proc.returncode == 2, (proc.returncode, proc.stderr)
         assert "comes from a checkpoint" in proc.stderr and list(temp.iterdir()) == []
 
 
-def test_a_module_task_is_made_when_the_command_line_names_it(tmp_path, capsys):
+def test_a_module_task_is_made_when_the_command_line_names_it(tmp_path, capsys, constant_policy):
     """The same id given with --env is the user's choice: the policy is evaluated on it."""
     env_id = "gymnasium.envs.classic_control.pendulum:PendulumEnv"
-    obs, act = gym.spaces.Box(-8.0, 8.0, (3,), np.float32), gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
-    policy = Policy(
-        weights=[(np.zeros((1, 3), np.float32), np.zeros(1, np.float32))],
-        log_std=np.zeros(1, np.float32),
-        obs_mean=np.zeros(3, np.float32),
-        obs_var=np.ones(3, np.float32),
-        obs_clip=10.0,
-        norm_obs=False,
-        action_low=act.low,
-        action_high=act.high,
-        metadata={
-            "env_id": env_id,
-            "observation_space": space_metadata(obs),
-            "action_space": space_metadata(act),
-            "method": "ppo",
-            "seed": 0,
-            "config": {"max_episode_steps": 20},
-        },
-    )
+    policy = constant_policy("Pendulum-v1", 0.0)
+    policy.metadata.update(env_id=env_id, config={"max_episode_steps": 20})
     path = policy.save(tmp_path / "pendulum.safetensors")
     assert main(["evaluate", str(path), "--episodes", "2"]) == 2
     assert "comes from a checkpoint" in capsys.readouterr().err
