@@ -1,10 +1,15 @@
 """Helpers shared by the test files, as fixtures; and a test-session hook: the closing summary names the tests marked
 slow and how each ended, so that a CI log shows that they ran (pytest's dots do not name tests)."""
 
+import ast
 import dataclasses
 import importlib.util
+import json
+import os
+import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -246,6 +251,155 @@ def timing() -> SimpleNamespace:
     return SimpleNamespace(
         keys=keys, removed=lambda rows: [{k: v for k, v in r.items() if k not in keys} for r in rows]
     )
+
+
+@pytest.fixture
+def planned_run(maze_policies) -> Callable[..., list[str]]:
+    """`planned_run(out)`: a maze population run directory as `npsco population` leaves it after its two PPO
+    references were trained (hand-made constant policies, marked done) and before its novel policy `ipd/k0` (absolute
+    r0 0.3) starts; returns the command line that resumes it. Nothing trains."""
+    from npsco.cli import population_config
+    from npsco.cli_parser import build_parser
+    from npsco.population import Population
+
+    def make(out: Path) -> list[str]:
+        argv = [
+            "population",
+            "--method",
+            "ipd",
+            "--refs",
+            "2",
+            "--novel",
+            "1",
+            "--r0",
+            "0.3",
+            "--steps",
+            "1024",
+            "--set",
+            "num_steps=32",
+            "--set",
+            "update_epochs=1",
+            "--set",
+            "eval_episodes=2",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+        args = build_parser().parse_args(argv)
+        args.steps = int(args.steps)  # as `npsco.cli.main` reads it
+        pop = Population(out, population_config(args), progress=False, log=lambda _: None)
+        pop.open()
+        pop.close()
+        manifest = json.loads((out / "manifest.json").read_text())
+        for i, m in enumerate(manifest["members"][:2]):
+            maze_policies.const((-1.0, 0.5 * i), seed=m["seed"]).save(out / m["path"] / "policy.safetensors")
+            m.update(status="done", final_eval={"episodes": 2, "return_mean": 1.0, "return_std": 0.0})
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        return argv
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def module_calls() -> Callable[[ast.AST], list[SimpleNamespace]]:
+    """`module_calls(tree)`: every call in a module's syntax tree, as `scope` (the function or `Class.method` it is
+    in), `owner` (`os` in `os.open(...)`, else None), `name` (`open`) and `text` (the call as source)."""
+
+    def calls(tree: ast.AST) -> list[SimpleNamespace]:
+        found = []
+
+        def visit(node: ast.AST, scope: list[str]) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    visit(child, [*scope, child.name])
+                    continue
+                if isinstance(child, ast.Call):
+                    f = child.func
+                    owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                    found.append(
+                        SimpleNamespace(
+                            scope=".".join(scope), owner=owner, name=name, call=child, text=ast.unparse(child)
+                        )
+                    )
+                visit(child, scope)
+
+        visit(tree, [])
+        return found
+
+    return calls
+
+
+@pytest.fixture
+def children() -> Iterator[SimpleNamespace]:
+    """Child processes that never outlive the test: `start(args, **popen_kwargs)` starts `python ARGS` in `env` (one
+    BLAS thread, MUJOCO_GL=egl: on a loaded 2-core machine OpenBLAS threads make the PPO update ~100x slower); any
+    still running at the end of the test is killed."""
+    env = {**os.environ, "MUJOCO_GL": "egl", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    started: list[subprocess.Popen] = []
+
+    def start(args: list[str], **kwargs) -> subprocess.Popen:
+        started.append(subprocess.Popen([sys.executable, *args], env=env, **kwargs))
+        return started[-1]
+
+    yield SimpleNamespace(start=start, env=env)
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.fixture(scope="session")
+def sb3_zip(tmp_path_factory) -> Path:
+    """An untrained Stable-Baselines3 PPO model of Pendulum-v1 saved with `model.save()` (skips without SB3)."""
+    sb3 = pytest.importorskip("stable_baselines3", reason="stable-baselines3 (the dev extra) builds the model")
+    out = tmp_path_factory.mktemp("sb3") / "pendulum_ppo.zip"
+    sb3.PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu").save(out)
+    return out
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process, from /proc."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text()
+            except OSError:  # ended meanwhile
+                continue
+            state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]  # the command name may hold spaces
+            found[int(name)] = (int(ppid), state)
+    return found
+
+
+@pytest.fixture
+def process_tree() -> SimpleNamespace:
+    """/proc without psutil: `descendants(pid)` (every process below pid, now), `alive(pids)` (those still running:
+    not ended, not zombies), `wait_gone(pids, seconds)` (those still running after up to `seconds`)."""
+
+    def descendants(pid: int) -> set[int]:
+        table, found, todo = _processes(), set(), [pid]
+        while todo:
+            parent = todo.pop()
+            kids = {p for p, (ppid, _) in table.items() if ppid == parent}
+            todo += sorted(kids - found)
+            found |= kids
+        return found
+
+    def alive(pids: set[int]) -> set[int]:
+        table = _processes()
+        return {p for p in pids if p in table and table[p][1] not in "ZX"}
+
+    def wait_gone(pids: set[int], seconds: float) -> set[int]:
+        deadline = time.monotonic() + seconds
+        while alive(pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return alive(pids)
+
+    return SimpleNamespace(descendants=descendants, alive=alive, wait_gone=wait_gone)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -1,6 +1,6 @@
 """The `npsco` command: the arguments parsed (`npsco.cli_parser`), then one function per command that calls into the
-library. Errors the user can fix print one line and exit 2 (`--debug` for a traceback); Ctrl-C exits 130 after saving
-what was in training.
+library. Errors the user can fix print one line and exit 2 (`--debug` for a traceback), a full disk too; Ctrl-C and
+SIGTERM exit 130 after saving what was in training.
 
 Each command imports the library modules that load torch, gymnasium, scipy, numba or matplotlib inside its function
 ("lazy", the comment names what it spares): `npsco --help` and every command load only their own (torch alone takes
@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from npsco.cli_parser import build_parser
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_json
+from npsco.io import atomic_write_json, disk_full_message, is_disk_full
 from npsco.manifest import policy_files, population_dirs
+from npsco.task_ids import trust_task
 from npsco.tasks import MAZE_ID, default_distance_episodes
 
 if TYPE_CHECKING:  # annotations only: the module loads gymnasium
@@ -66,7 +70,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if len(args.targets) > 1:
         raise NpscoError("give one checkpoint, or one or more population run directories")
     from npsco.evaluation.episodes import evaluate_checkpoint  # lazy: gymnasium
+    from npsco.evaluation.runs import trust_configured_task  # lazy: gymnasium (npsco.evaluation loads it)
 
+    trust_configured_task(args.targets[0])  # the task its run's config.json names (the checkpoint's own is not enough)
     summary, out = evaluate_checkpoint(args.targets[0], args.episodes, args.seed, args.out)
     line = (
         f"{summary['env_id']}: return {summary['return_mean']:.2f} +- {summary['return_std']:.2f} over "
@@ -133,10 +139,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------------------ render
 @command("render")
 def cmd_render(args: argparse.Namespace) -> int:
+    from npsco.evaluation.runs import trust_configured_task  # lazy: gymnasium (npsco.evaluation loads it)
     from npsco.policy import load_policy, resolve_checkpoint  # lazy: gymnasium
     from npsco.report.behaviour import episode_frames, filmstrip_image, save_animation, save_image  # lazy: gymnasium
 
     path = resolve_checkpoint(args.checkpoint)
+    trust_configured_task(path)
     policy = load_policy(path)
     start = tuple(args.start) if args.start else None
     if start is not None and policy.metadata["env_id"] != MAZE_ID:
@@ -277,9 +285,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 @command("threshold")
 def cmd_threshold(args: argparse.Namespace) -> int:
+    from npsco.evaluation.runs import trust_configured_task  # lazy: gymnasium (npsco.evaluation loads it)
     from npsco.novelty.threshold import default_threshold  # lazy: gymnasium
     from npsco.policy import load_policy  # lazy: gymnasium
 
+    for item in args.policies:
+        trust_configured_task(item)
     paths, names = policy_files(args.policies)
     policies = [load_policy(p) for p in paths]
     episodes = args.episodes or default_distance_episodes(policies[0].metadata["env_id"])
@@ -295,21 +306,49 @@ def cmd_threshold(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trust_command_line_tasks(args: argparse.Namespace) -> None:
+    """The tasks the command line names (`--env`, with `--env-package`) may import what they name, also where a
+    checkpoint names them (`npsco.task_ids`)."""
+    envs = getattr(args, "env", None)
+    if not envs:
+        return
+    from npsco.envs.make import with_package  # lazy: gymnasium
+
+    for env in [envs] if isinstance(envs, str) else envs:
+        trust_task(with_package(env, getattr(args, "env_package", None)))
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM as Ctrl-C: what is in training is saved, a sweep records `interrupted`, workers are stopped."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "steps", None) is not None:
         args.steps = int(args.steps)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
+        _trust_command_line_tasks(args)
         return COMMANDS[args.command](args)
     except NpscoError as e:
         if args.debug:
             raise
         print(f"npsco {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        if args.debug or not is_disk_full(e):
+            raise
+        print(f"npsco {args.command}: error: {disk_full_message(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"npsco {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if main_thread and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,6 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
         "records the task as PKG:ENV_ID. --env also takes module:Class (see docs/environments.md)"
     )
 
+    TASK_OF_CHECKPOINT_HELP = (
+        "the task of a checkpoint whose task id names a Python module (module:Class, PKG:ID) and that lies in no run "
+        "whose config.json names it: a checkpoint's own metadata never chooses code to run (docs/reliability.md)"
+    )
+
     p = argparse.ArgumentParser(
         prog="npsco", description="Novel policy seeking with constrained optimization (IPD on PPO)."
     )
@@ -77,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "folder for one combined evaluation.csv/.json (default: RUN/evaluation/)",
     )
     e.add_argument("--force", action="store_true", help="runs: re-evaluate even when RUN/evaluation/ is up to date")
+    e.add_argument("--env", default=None, metavar="ENV_ID", help=TASK_OF_CHECKPOINT_HELP)
 
     r = sub.add_parser(
         "report",
@@ -124,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--seed", type=int, default=0, help="seed of the episode's environment")
     rd.add_argument("--size", type=int, default=None, help="frame side in pixels (default: maze 160, MuJoCo 240)")
     rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
+    rd.add_argument("--env", default=None, metavar="ENV_ID", help=TASK_OF_CHECKPOINT_HELP)
 
     ex = sub.add_parser(
         "export",
@@ -334,4 +341,5 @@ def build_parser() -> argparse.ArgumentParser:
         "--mset metric=wasserstein2)",
     )
     th.add_argument("--out", default=None, help="write the matrix and r0 as JSON here")
+    th.add_argument("--env", default=None, metavar="ENV_ID", help=TASK_OF_CHECKPOINT_HELP)
     return p

@@ -16,6 +16,15 @@ from typing import Any
 
 from npsco.envs.make import with_package
 from npsco.errors import NpscoError
+from npsco.io import check_nesting, read_bytes
+from npsco.limits import (
+    MAX_CHAINS,
+    MAX_EPISODES,
+    MAX_POLICIES,
+    MAX_TIMESTEPS,
+    MAX_TOML_BYTES,
+    check_ppo_sizes,
+)
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
 from npsco.methods.settings import MethodConfig
 from npsco.population_config import PopulationConfig
@@ -47,6 +56,14 @@ _PPO_FIXED = {
     "seed": "seeds are set per policy from the grid's base `seed` S: references S..S+R-1, novel S+1000+k",
 }
 _METHOD_FIXED = {"method": "methods list the methods"}
+GRID_LIMITS = {
+    "refs": MAX_POLICIES,
+    "novel": MAX_POLICIES,
+    "steps": MAX_TIMESTEPS,
+    "eval_episodes": MAX_EPISODES,
+    "threshold_episodes": MAX_EPISODES,
+}
+"""The largest value of each count of a grid (`npsco.limits`): a grid past them is refused before it is planned."""
 
 
 @dataclass
@@ -114,12 +131,14 @@ class PopulationSpec:
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid file; every problem is a one-line NpscoError naming the file."""
     path = Path(path)
+    raw = read_bytes(path, MAX_TOML_BYTES)  # a regular file of a sane size (a FIFO would block)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NpscoError(f"{path}: file not found") from None
+        data = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise NpscoError(f"{path}: nested too deeply; refused") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise NpscoError(f"{path}: not valid TOML ({e})") from None
+    check_nesting(data, str(path))
     return parse_grid(data, path.stem, where=str(path))
 
 
@@ -155,6 +174,11 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
             or value < least
         ):
             raise fail(f"{key!r} must be a whole number >= {least}, got {value!r}")
+        limit = GRID_LIMITS.get(key)
+        if value is not None and limit is not None and value > limit:
+            raise fail(f"{key!r} = {value:,.0f} is past npsco's limit of {limit:,} (docs/reliability.md)")
+    if len(data.get("r0_scales") or []) > MAX_CHAINS:
+        raise fail(f"'r0_scales' lists more than npsco's limit of {MAX_CHAINS} threshold multiples")
     if data.get("preset", "default") not in PRESETS:
         raise fail(f"unknown preset {data['preset']!r}; choose one of {', '.join(PRESETS)}")
     for key in ("ppo", "task", "method"):
@@ -264,6 +288,7 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
         }
         with checked(f"task {env!r}"):  # as `npsco population` checks it: the task made once, the env backend
             ppo = ppo_settings(env, grid.preset, grid.seed, None if steps is None else int(steps), values=sets)
+            check_ppo_sizes(ppo.to_dict())
         refs_path = f"{task_name(env)}/ppo"
         refs_config = PopulationConfig(
             ppo=ppo,

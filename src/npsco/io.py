@@ -1,18 +1,36 @@
-"""Crash-safe file writing: every file a later step depends on is written to a temporary file, flushed, fsynced and
-renamed over the target, so an interrupted run never leaves a half-written file that could be read as valid."""
+"""Files of a run directory, written, read and deleted safely (docs/reliability.md).
+
+- Writing: every file a later step depends on is written to a temporary file, flushed, fsynced and renamed over the
+  target, so an interrupted run never leaves a half-written file that could be read as valid.
+- Reading: regular files only (a FIFO, device or socket is refused before it is opened for reading), sizes and JSON
+  nesting bounded (`npsco.limits`), so that a file someone else wrote cannot hang npsco or exhaust its memory.
+- Deleting: `remove_inside` is the one function in npsco that deletes files: only inside a given folder, never through
+  a symbolic link.
+"""
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import hashlib
+import io
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
+from npsco.limits import MAX_JSON_BYTES, MAX_NESTING
+
+LOCK_FILE = ".npsco.lock"
+"""The lock file of a folder npsco writes (`npsco.locks`); it stays when the folder is emptied."""
+TRASH_PREFIX = ".npsco-trash-"
+"""A folder's entries on their way out (`fresh_dir`)."""
+STALE_TEMP = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+"""The temporary file of an atomic write (`.NAME.XXXXXXXX.tmp`): one left behind was cut short by a kill."""
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -28,6 +46,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+# --------------------------------------------------------------------------------------------------------- writing
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` atomically (temp file in the same folder, fsync, rename)."""
     path = Path(path)
@@ -41,8 +60,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        remove_inside(path.parent, tmp)
         raise
     _fsync_dir(path.parent)
 
@@ -57,34 +75,171 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n")
 
 
+def is_disk_full(e: BaseException) -> bool:
+    """Whether `e` says that the disk (or the user's quota) is full."""
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full_message(e: OSError) -> str:
+    """One line for a full disk: what happened, what was kept, what to do."""
+    where = f" while writing {e.filename}" if e.filename else ""
+    return (
+        f"the disk is full{where}: every file npsco wrote before is whole (files are replaced atomically) and "
+        "finished policies are kept; free some space and run the same command again to resume"
+    )
+
+
+# --------------------------------------------------------------------------------------------------------- reading
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, for a message."""
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+
+
+def read_bytes(path: str | os.PathLike, limit: int) -> bytes:
+    """The bytes of the regular file `path` (a symbolic link to one is fine), at most `limit` of them. A FIFO, device
+    or socket is refused before it is opened for reading (a FIFO would block, /dev/zero never ends), a larger file
+    before it is read; a one-line NpscoError names the file."""
+    with _open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise NpscoError(f"{path}: {size:,} bytes, past npsco's limit of {limit:,} for this file; refused")
+        data = f.read(limit + 1)  # a file that grows while it is read stops at the limit too
+    if len(data) > limit:
+        raise NpscoError(f"{path}: more than {limit:,} bytes, past npsco's limit for this file; refused")
+    return data
+
+
+def _open_regular(path: str | os.PathLike) -> io.BufferedReader:
+    """`path` opened for reading if it is a regular file (a symbolic link to one is fine), else a one-line
+    NpscoError; opening does not wait on a FIFO (O_NONBLOCK), and the type is checked on the open file itself."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        raise NpscoError(f"{path}: file not found") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NpscoError(f"{path}: {_kind(mode)}, not a regular file; refused")
+    return open(fd, "rb")  # noqa: SIM115  (the caller's `with` closes it)
+
+
 def file_sha256(path: str | os.PathLike) -> str:
-    """The SHA-256 of a file's bytes, in hex."""
-    with open(path, "rb") as f:
+    """The SHA-256 of a regular file's bytes, in hex (a FIFO or device is refused, as by `read_bytes`)."""
+    with _open_regular(path) as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """Read a JSON file, turning a missing or malformed file into an NpscoError that names it."""
-    path = Path(path)
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def check_nesting(obj: Any, where: str, limit: int = MAX_NESTING) -> None:
+    """Refuse a parsed JSON or TOML document nested deeper than `limit` levels (walked without recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            raise NpscoError(f"{where}: nested deeper than {limit} levels; refused")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def parse_json(raw: bytes | str, where: str) -> Any:
+    """A JSON document, refused in one line (naming `where`) when it is not valid JSON, holds NaN or infinity (npsco
+    never writes them), or is nested deeper than `MAX_NESTING` levels."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        raise NpscoError(f"{where}: nested deeper than {MAX_NESTING} levels; refused") from None
+    except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
+        raise NpscoError(f"{where}: not valid JSON ({e})") from None
+    check_nesting(obj, where)
+    return obj
+
+
+def read_json(path: str | os.PathLike, limit: int = MAX_JSON_BYTES) -> Any:
+    """Read a JSON file (`read_bytes`, `parse_json`), turning a missing, special, oversized, malformed or too deeply
+    nested file into an NpscoError that names it."""
+    return parse_json(read_bytes(path, limit), str(path))
+
+
+# -------------------------------------------------------------------------------------------------------- deleting
+def inside(root: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """`path` (relative to the folder `root`, or absolute) checked to lie strictly inside `root` and to pass through
+    no symbolic link below it: every part of it that exists is a real folder or file. Returns it as `root / ...`;
+    an NpscoError otherwise (npsco writes and deletes in a run directory only through paths checked so)."""
+    root = Path(root)
+    given = Path(path)
+    target = given if given.is_absolute() else root / given
+    relative = Path(os.path.relpath(os.path.abspath(target), os.path.abspath(root)))
+    if relative == Path(".") or relative.parts[0] == os.pardir:
+        raise NpscoError(f"{str(path)!r}: not inside the folder {root}; refused")
+    current = root
+    for part in relative.parts:
+        current = current / part
+        if current.is_symlink():
+            raise NpscoError(
+                f"{current}: a symbolic link inside {root}; npsco writes and deletes only real folders and files there"
+            )
+    return current
+
+
+def remove_inside(root: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Delete the file or folder `path` inside the folder `root` (checked by `inside`), if it exists: the one function
+    in npsco that deletes. A folder goes with everything in it; a symbolic link within it is removed, never followed
+    (`shutil.rmtree`'s guarantee)."""
+    target = inside(root, path)
+    try:
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
     except FileNotFoundError:
-        raise NpscoError(f"{path}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise NpscoError(f"{path}: not valid JSON ({e})") from None
+        pass
+
+
+def run_entries(folder: str | os.PathLike) -> list[str]:
+    """The names in `folder`, but for npsco's own lock file and trash (what tells whether a folder is empty)."""
+    return sorted(
+        e.name for e in os.scandir(Path(folder)) if e.name != LOCK_FILE and not e.name.startswith(TRASH_PREFIX)
+    )
+
+
+def remove_stale_temps(folder: str | os.PathLike) -> list[str]:
+    """Delete the temporary files that killed atomic writes left in `folder` (not below it); returns their names.
+    Only while holding the folder's lock (`npsco.locks`): another writer's temporary file is not stale."""
+    stale = [e.name for e in os.scandir(Path(folder)) if STALE_TEMP.match(e.name) and e.is_file(follow_symlinks=False)]
+    for name in stale:
+        remove_inside(folder, name)
+    return stale
 
 
 def fresh_dir(path: str | os.PathLike) -> Path:
-    """Make `path` an empty folder. An existing one is first renamed aside (one atomic step), then deleted: a kill at
-    any moment leaves either the old folder whole or none, never part of the old files beside new ones. Leftovers of
-    an earlier kill during the deletion (`.NAME.old-*` beside it) are deleted too."""
+    """Make the folder `path` empty but for its lock file (`LOCK_FILE`); the folder itself stays, and with it the lock
+    held on it. Its entries are first moved into a trash folder inside it, `policy.safetensors` first and
+    `config.json` last, then the trash is deleted: a kill at any moment leaves the old run without its policy (never
+    a policy beside a config.json it was not trained with), or an empty folder. The trash of an earlier kill goes
+    too."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        trash = path.with_name(f".{path.name}.old-{os.getpid()}")
-        os.rename(path, trash)
-        _fsync_dir(path.parent)
-    for stale in path.parent.glob(f".{path.name}.old-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    path.mkdir()
+    path.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(path):
+        if entry.name.startswith(TRASH_PREFIX):
+            remove_inside(path, entry.name)
+    names = sorted(run_entries(path), key=lambda n: (n != "policy.safetensors", n == "config.json", n))
+    if names:
+        trash = path / f"{TRASH_PREFIX}{os.getpid()}"
+        trash.mkdir()
+        for name in names:
+            os.rename(path / name, trash / name)
+        _fsync_dir(path)
+        remove_inside(path, trash.name)
     return path

@@ -4,21 +4,29 @@ run directories a sweep directory holds (`population_dirs`).
 
 The manifest's format is unchanged by these types: a member is stored as its fields, its chain by name (`ipd`,
 `ipd-r0x0.5`). Imports no torch, so that evaluation and the report read runs without the training code.
+
+A member's run directory comes from its place in the layout (`layout_path`: `refs/ref{i}`, `novel/{chain}/k{k}`),
+never from the file alone: a manifest whose recorded paths differ is refused (`check_layout`). The one exception is a
+borrowed reference, trained in another run and only read from there (its SHA-256 checked at every load).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.io import file_sha256, read_json
+from npsco.filecheck import MANIFEST, SWEEP, read_checked
+from npsco.io import file_sha256
 
 MANIFEST_FORMAT = "npsco-population"
 CHAIN_SCALE_MARK = "-r0x"
 """Between a chain's method and its threshold multiple in its name: `ipd-r0x0.5`."""
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+"""What a chain's name (a folder name in `novel/`) may be."""
 
 
 @dataclass(frozen=True)
@@ -151,20 +159,25 @@ class Member:
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in record.items() if k in known}
         kwargs["chain"] = Chain.parse(kwargs["chain"]) if kwargs.get("chain") else None
-        kwargs["candidates"] = [Candidate(**c) for c in kwargs.get("candidates") or []]
+        fields = {f.name for f in dataclasses.fields(Candidate)}
+        kwargs["candidates"] = [
+            Candidate(**{k: v for k, v in c.items() if k in fields}) for c in kwargs.get("candidates") or []
+        ]
         return cls(**kwargs)
 
 
 def load_manifest(run: str | Path) -> dict[str, Any]:
-    """The manifest of a population run directory, with a one-line error if `run` is not one."""
+    """The manifest of a population run directory, every field type-checked (`npsco.filecheck.MANIFEST`) and its
+    members where the layout puts them (`check_layout`); a one-line error if `run` is not one."""
     path = Path(run)
     if not path.is_dir():
         raise NpscoError(f"{run}: no such run directory")
     if not (path / "manifest.json").exists():
         raise NpscoError(f"{run}: not a population run directory (no manifest.json)")
-    manifest = read_json(path / "manifest.json")
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+    manifest = read_checked(path / "manifest.json", MANIFEST)
+    if manifest.get("format") != MANIFEST_FORMAT:
         raise NpscoError(f"{run}/manifest.json: not an npsco population manifest")
+    check_layout(read_members(manifest), path / "manifest.json")
     return manifest
 
 
@@ -173,7 +186,10 @@ def population_dirs(path: str | Path) -> list[Path]:
     ones that exist), or `path` itself when it is a population run directory. For `npsco report SWEEP_DIR`."""
     path = Path(path)
     if (path / "sweep.json").exists():
-        rows = read_json(path / "sweep.json").get("populations", [])
+        rows = read_checked(path / "sweep.json", SWEEP).get("populations", [])
+        for r in rows:
+            if Path(r["path"]).is_absolute() or ".." in Path(r["path"]).parts:
+                raise NpscoError(f"{path / 'sweep.json'}: population path {r['path']!r} is not inside the sweep folder")
         return [path / r["path"] for r in rows if (path / r["path"] / "manifest.json").exists()]
     if (path / "manifest.json").exists():
         return [path]
@@ -183,6 +199,67 @@ def population_dirs(path: str | Path) -> list[Path]:
 def read_members(manifest: dict[str, Any]) -> list[Member]:
     """The members of a manifest, in its order."""
     return [Member.from_dict(m) for m in manifest.get("members", [])]
+
+
+def layout_path(member: Member, candidate: int = 0) -> str:
+    """Where the layout puts a member's run directory, relative to the population directory: `refs/ref{i}` for the
+    reference named `ref{i}`, `novel/{chain}/k{k}` for the k-th novel policy of a chain, `novel/{chain}/k{k}-c{c}`
+    for its candidate c > 0 (`Candidate.of_slot`). An NpscoError for a member that has no place in the layout (a
+    name, chain or index no npsco writes)."""
+    if candidate:
+        return f"{layout_path(member)}-c{candidate}"
+    if member.role == "reference":
+        if not re.fullmatch(r"ref(0|[1-9][0-9]*)", member.name):
+            raise NpscoError(f"reference {member.name!r}: a reference is named ref0, ref1, ...")
+        return f"refs/{member.name}"
+    chain, k = member.chain, member.index
+    if k is None:  # a manifest without indices: k as its name says
+        named = re.fullmatch(r".+/k(0|[1-9][0-9]*)", member.name)
+        k = int(named.group(1)) if named else None
+    if chain is None or k is None or k < 0 or not PLAIN_NAME.fullmatch(chain.name):
+        raise NpscoError(f"novel policy {member.name!r}: its chain and index (k) must name a folder novel/CHAIN/kK")
+    if member.name != f"{chain.name}/k{k}":
+        raise NpscoError(f"novel policy {member.name!r}: chain {chain.name} and index {k} make it {chain.name}/k{k}")
+    return f"novel/{chain.name}/k{k}"
+
+
+def is_borrowed(member: Member) -> bool:
+    """Whether `member` is a reference trained in another run (`--refs-from`, `--ref-checkpoints`, a sweep's method
+    run): recorded with that run's path, done, and only ever read."""
+    return member.role == "reference" and (member.sha256 is not None or member.path != f"refs/{member.name}")
+
+
+def check_layout(members: list[Member], manifest: str | Path) -> None:
+    """Refuse (one line naming the manifest and the member) a manifest whose members are not where the layout puts
+    them (`layout_path`): the i-th reference is `ref{i}` in `refs/ref{i}`, unless it is borrowed (`is_borrowed`),
+    which must then be done; a novel policy lies in `novel/{chain}/k{k}`, or in the folder of the candidate it kept,
+    and each of its candidates in its own; no two members have one name."""
+    seen: set[str] = set()
+    refs = [m for m in members if m.role == "reference"]
+    for m in members:
+        try:
+            if m.name in seen:
+                raise NpscoError("listed twice")
+            seen.add(m.name)
+            expected = layout_path(m)
+            if m.role == "reference" and m.name != f"ref{refs.index(m)}":
+                raise NpscoError(f"the reference at place {refs.index(m)} must be named ref{refs.index(m)}")
+            if is_borrowed(m):
+                if m.status != "done":
+                    raise NpscoError(
+                        f"a borrowed reference (trained elsewhere, at {m.path!r}) is never trained here, but its "
+                        f"status is {m.status!r}"
+                    )
+            elif m.path not in [expected] + [layout_path(m, c.index) for c in m.candidates if c.kept]:
+                raise NpscoError(f"its path {m.path!r} is not where this run keeps it ({expected})")
+            for c in m.candidates:
+                if c.index < 0 or c.path != layout_path(m, c.index):
+                    raise NpscoError(f"its candidate {c.index} is not where this run keeps it ({c.path!r})")
+        except NpscoError as e:
+            raise NpscoError(
+                f"{manifest}: member {m.name!r}: {e}; the manifest was edited or damaged: restore it, or train the "
+                "population again in another --out"
+            ) from None
 
 
 def trained_references(run: str | Path) -> list[tuple[str, Path]]:

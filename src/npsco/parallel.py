@@ -9,20 +9,28 @@ executors:
 - `LocalExecutor` (default for sweeps): a `concurrent.futures.ProcessPoolExecutor` on this machine, `forkserver`
   context (the server imports torch and npsco once; each job then runs in a freshly forked process, one job per
   process), with `torch.set_num_threads(1)` in every worker. A worker that dies (killed, out of memory) breaks the
-  pool: the pool is rebuilt and the jobs it held are submitted again.
+  pool: the pool is rebuilt and the jobs it held are submitted again. Workers die with the process that scheduled
+  them, however it ends (SIGKILL included: `_die_with`), and are killed when it stops on an error or an interrupt.
 - `RayExecutor`: Ray tasks (`num_cpus=1`, one task per worker process, Ray's own `max_retries` for dead workers), on
   an existing cluster (`address`) or a local Ray instance started with `num_cpus=workers`.
 
 `Scheduler.run(source, view)` keeps at most `executor.workers` jobs in flight: it asks the source which jobs are ready,
-submits them, and hands every result back to the source (which records it) until nothing is ready or running.
+submits them, and hands every result back to the source (which records it) until nothing is ready or running. A job
+that fails, whatever it raises, ends the run with a one-line NpscoError naming the job (`failure_message`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
+import select
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -31,6 +39,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from npsco.errors import NpscoError
+from npsco.io import disk_full_message, is_disk_full
 from npsco.methods.registry import METHODS
 
 MAX_RETRIES = 2
@@ -73,11 +82,56 @@ class Job:
     """The population it belongs to (for the progress view)."""
 
 
-def _init_worker() -> None:
+PR_SET_PDEATHSIG = 1
+"""Linux `prctl` option: the signal the kernel sends a process when its parent dies."""
+RAY_WORKER_DEATHS = ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "ActorDiedError")
+"""Ray's errors for a task whose worker process (or node) died, after Ray's own retries."""
+
+
+def _init_worker(parent: int) -> None:
+    """A worker process's setup: die with the scheduling process `parent`, one BLAS and torch thread."""
+    _die_with(parent)
     os.environ.update(SINGLE_THREAD_ENV)  # in effect where numpy/torch are not loaded yet (spawn)
     import torch  # here: after the variables above, and only in worker processes
 
     torch.set_num_threads(1)
+
+
+def _die_with(parent: int) -> None:
+    """End this process (SIGKILL) as soon as the process `parent` ends, however it ends: a daemon thread waits on a
+    pidfd of it (Linux >= 5.3), or checks every second that it lives. A worker's own parent is the forkserver, which
+    lives as long as any worker does, so the worker watches the scheduling process itself; on Linux it also asks the
+    kernel for SIGKILL when the forkserver dies (`PR_SET_PDEATHSIG`)."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    try:
+        pidfd: int | None = os.pidfd_open(parent)
+    except ProcessLookupError:  # the scheduling process is already gone
+        os.kill(os.getpid(), signal.SIGKILL)
+        pidfd = None
+    except (AttributeError, OSError):  # no pidfd on this platform: poll
+        pidfd = None
+
+    def watch() -> None:
+        if pidfd is not None:
+            select.select([pidfd], [], [])  # readable when the process has ended
+        else:
+            while _alive(parent):
+                time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="npsco-watch-parent", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's (the pid was reused)
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -183,7 +237,11 @@ class LocalExecutor(Executor):
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=self._context, initializer=_init_worker, max_tasks_per_child=1
+            max_workers=self.workers,
+            mp_context=self._context,
+            initializer=_init_worker,
+            initargs=(os.getpid(),),
+            max_tasks_per_child=1,
         )
 
     def describe(self) -> str:
@@ -208,7 +266,27 @@ class LocalExecutor(Executor):
         self._generation_of.pop(future, None)
 
     def close(self, cancel: bool = False) -> None:
-        self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
+        """Wait for the running jobs; with `cancel` (an error or an interrupt), kill their workers instead: no worker
+        outlives the command, and nothing waits for one at exit."""
+        if not cancel:
+            self._pool.shutdown(wait=True)
+            return
+        # The standard library has no public way to stop running jobs: the pool's workers are its `_processes`. The
+        # pool shuts down in a thread while this one kills every worker, replacements included, until it is done: a
+        # worker killed while it held the pool's queue lock leaves the others waiting for it, and the shutdown too.
+        processes = getattr(self._pool, "_processes", None) or {}
+        stopping = threading.Thread(target=self._pool.shutdown, kwargs={"cancel_futures": True}, daemon=True)
+        stopping.start()
+        killed: set[int] = set()
+        while True:
+            for pid, process in list(processes.items()):
+                if pid not in killed:  # once each: a pid is not killed again after it may have been reused
+                    killed.add(pid)
+                    with contextlib.suppress(OSError, ValueError):  # already ended
+                        process.kill()
+            if not stopping.is_alive():
+                return
+            stopping.join(0.1)
 
 
 class RayExecutor(Executor):
@@ -290,10 +368,23 @@ def make_executor(backend: str = "local", workers: int | None = None, address: s
 
 
 def error_message(exc: BaseException) -> str:
-    """The first line of what went wrong in a worker (unwrapping Ray's task error)."""
+    """One line of what went wrong in a job (unwrapping Ray's task error): an NpscoError's message; a full disk said
+    so (`npsco.io.disk_full_message`); a worker that Ray could not keep alive; else the exception's type and first
+    line."""
     cause = getattr(exc, "cause", None) or exc
     text = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {text[0] if text else ''}" if not isinstance(cause, NpscoError) else text[0]
+    first = text[0] if text else ""
+    if isinstance(cause, NpscoError):
+        return first
+    if is_disk_full(cause):
+        assert isinstance(cause, OSError)
+        return disk_full_message(cause)
+    if type(cause).__name__ in RAY_WORKER_DEATHS:
+        return (
+            f"its worker process died ({type(cause).__name__}, after Ray's {MAX_RETRIES} retries); finished policies "
+            "are kept: run the same command again to resume"
+        )
+    return f"{type(cause).__name__}: {first}"
 
 
 class Source(Protocol):
@@ -363,9 +454,12 @@ class Scheduler:
                 view.tick()
         if failed is not None:
             job, exc = failed
+            if isinstance(exc, KeyboardInterrupt):  # Ctrl-C reached the worker too: an interrupt, not a failure
+                raise exc
+            message = f"{job.label or job.key}: {error_message(exc)}"
             if isinstance(exc, NpscoError) or isinstance(getattr(exc, "cause", None), NpscoError):
-                raise NpscoError(f"{job.label or job.key}: {error_message(exc)}") from None
-            raise exc
+                raise NpscoError(message) from None
+            raise NpscoError(message) from exc  # one line; `npsco --debug` shows the worker's traceback
 
 
 class LogView:

@@ -21,7 +21,9 @@ from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_bytes
+from npsco.io import atomic_write_bytes, check_nesting, read_bytes
+from npsco.limits import MAX_CHECKPOINT_BYTES, MAX_EPISODE_STEPS, check_at_most
+from npsco.task_ids import CheckpointTaskId
 
 FORMAT = "npsco-policy"
 FORMAT_VERSIONS = (1, 2)
@@ -209,19 +211,25 @@ def load_policy(path: str | os.PathLike) -> Policy:
 
     `path` is a `.safetensors` checkpoint written by npsco, or a folder holding `policy.safetensors`. The returned
     policy takes raw observations: `mean_action(obs)`, `act(obs, deterministic=False)`, `action_std`, `metadata`.
+    A file that is not a regular one, or larger than `npsco.limits.MAX_CHECKPOINT_BYTES`, is refused before it is
+    read. The task id of its metadata is a `npsco.task_ids.CheckpointTaskId`: it never chooses code to run.
     """
     p = resolve_checkpoint(path)
-    raw = p.read_bytes()
+    raw = read_bytes(p, MAX_CHECKPOINT_BYTES)
     try:
         tensors = load_safetensors(raw)
         header_len = int.from_bytes(raw[:8], "little")
         header = json.loads(raw[8 : 8 + header_len])
     except Exception as e:  # noqa: BLE001  (any parse failure of an untrusted file is a refusal, never a crash)
         raise NpscoError(f"{p}: not a valid safetensors checkpoint ({type(e).__name__}: {str(e)[:120]})") from None
+    text = header.get("__metadata__", {}).get("npsco") if isinstance(header, dict) else None
     try:
-        meta = json.loads(header.get("__metadata__", {}).get("npsco", ""))
-    except (json.JSONDecodeError, AttributeError):
+        meta = json.loads(text) if isinstance(text, str) else None
+    except RecursionError:
+        raise NpscoError(f"{p}: checkpoint metadata nested too deeply; refused") from None
+    except ValueError:  # not JSON: no npsco metadata
         meta = None
+    check_nesting(meta, f"{p}: checkpoint metadata")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise NpscoError(f"{p}: not an npsco policy checkpoint (no 'npsco' metadata of format {FORMAT!r})")
     missing = [k for k in REQUIRED_METADATA if k not in meta]
@@ -232,6 +240,17 @@ def load_policy(path: str | os.PathLike) -> Policy:
             f"{p}: checkpoint format version {meta['format_version']} is not supported (this npsco reads "
             f"{' and '.join(map(str, FORMAT_VERSIONS))})"
         )
+    if not isinstance(meta["env_id"], str) or not meta["env_id"]:
+        raise NpscoError(f"{p}: checkpoint metadata env_id must be a task id (a string), got {meta['env_id']!r}")
+    meta["env_id"] = CheckpointTaskId(meta["env_id"])
+    config = meta.get("config")
+    if config is not None and not isinstance(config, dict):
+        raise NpscoError(f"{p}: checkpoint metadata config must be an object, got {type(config).__name__}")
+    if config and config.get("max_episode_steps") is not None:
+        try:
+            check_at_most("config.max_episode_steps", config["max_episode_steps"], MAX_EPISODE_STEPS, least=1)
+        except NpscoError as e:
+            raise NpscoError(f"{p}: checkpoint metadata {e}") from None
     return _policy_from_tensors(p, tensors, meta)
 
 

@@ -13,6 +13,11 @@ Everything lands in one run directory, described by `manifest.json` (written ato
 Running the same command again resumes: finished policies are never trained again; a policy whose training was
 interrupted restarts from scratch with the same seed, so the result is the one an uninterrupted run gives.
 
+One process writes a run directory at a time: it holds the folder's lock (`npsco.locks`) from `open` to `close`. The
+manifest read back is checked against the plan of this configuration: every member where the layout puts it, with
+the plan's seed (`npsco.manifest.check_layout`, `Population._check_plan`), so that no path or seed in a file decides
+where npsco writes or deletes.
+
 The configuration is `npsco.population_config.PopulationConfig`; the jobs are in `npsco.population_jobs`.
 """
 
@@ -25,9 +30,29 @@ from typing import Any
 
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
-from npsco.io import atomic_write_json, file_sha256, read_json
+from npsco.filecheck import POPULATION_CONFIG, read_checked
+from npsco.io import atomic_write_json, file_sha256, remove_stale_temps, run_entries
+from npsco.limits import (
+    MAX_CHAINS,
+    MAX_EPISODES,
+    MAX_JSON_BYTES,
+    MAX_POLICIES,
+    check_at_most,
+    check_ppo_sizes,
+)
+from npsco.locks import FolderLock
 from npsco.logger import read_metrics
-from npsco.manifest import MANIFEST_FORMAT, Candidate, Chain, Member, check_borrowed, read_members
+from npsco.manifest import (
+    CANDIDATE_SEED_STRIDE,
+    MANIFEST_FORMAT,
+    Candidate,
+    Chain,
+    Member,
+    check_borrowed,
+    layout_path,
+    load_manifest,
+    read_members,
+)
 from npsco.parallel import Executor, InlineExecutor, Job, LogView, Scheduler, View, make_executor
 from npsco.policy import load_policy, resolve_checkpoint
 from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
@@ -95,10 +120,12 @@ class Population(PopulationMembers):
         self, out: str | Path, config: PopulationConfig, progress: bool = True, log: Callable[[str], None] = print
     ):
         self.out, self.config, self.progress, self.log = Path(out), config.validate(), progress, log
+        check_sizes(self.config)
         self.manifest_path = self.out / "manifest.json"
         self.members: list[Member] = []
         self.r0_default: float | None = None
         self.jobs_show_progress = False  # training jobs draw progress bars: set by `run` (one job at a time only)
+        self._lock = FolderLock(self.out)
 
     # ------------------------------------------------------------------------------------------------- manifest
     def save_manifest(self) -> None:
@@ -115,60 +142,122 @@ class Population(PopulationMembers):
         )
 
     def open(self) -> None:
-        """Create the run directory, or check that an existing one has the same configuration and load it."""
-        config = self.config.to_dict()
+        """Create the run directory, or check that an existing one has the same configuration and load it; from then
+        on hold its lock until `close`. Everything is checked before anything is written: a refused configuration or
+        plan leaves no run directory behind, and an existing one as it was."""
+        new = self._check_folder()
+        plan = self._plan() if new else None  # before writing anything: a refused plan leaves no run directory behind
+        self._lock.acquire()  # fails at once, naming the holder, if another process writes this run
+        try:
+            remove_stale_temps(self.out)  # what a killed write left (no other writer: we hold the lock)
+            if self._check_folder():  # again, under the lock: another process may have written it meanwhile
+                self.members = plan if plan is not None else self._plan()
+                atomic_write_json(self.out / "config.json", self.config.to_dict())
+            else:
+                self._resume()
+            if not self.members:
+                self.members = self._plan()
+            self.save_manifest()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the run directory's lock (the end of the process does too)."""
+        self._lock.release()
+
+    def _check_folder(self) -> bool:
+        """True when `out` holds no run yet; refuses a folder that is not a population run directory, or a run of
+        another configuration (reads only)."""
         if (self.out / "config.json").exists():
-            stored = read_json(self.out / "config.json")
-            differences = configuration_differences(stored, config)
-            # the one difference allowed: a larger --novel (the run grows, nothing done is retrained)
-            grows = (
-                bool(differences)
-                and isinstance(stored.get("novel"), int)
-                and config["novel"] > stored["novel"]
-                and same_configuration({**stored, "novel": config["novel"]}, config)
+            self._grows()
+            return False
+        if self.out.exists() and run_entries(self.out):
+            raise NpscoError(f"{self.out} exists and is not a population run directory; choose another --out")
+        return True
+
+    def _grows(self) -> bool:
+        """Whether the run's config.json is this configuration with a smaller --novel (the run grows; nothing done is
+        retrained); refuses any other difference."""
+        config = self.config.to_dict()
+        stored = read_checked(self.out / "config.json", POPULATION_CONFIG)
+        differences = configuration_differences(stored, config)
+        grows = (
+            bool(differences)
+            and isinstance(stored.get("novel"), int)
+            and config["novel"] > stored["novel"]
+            and same_configuration({**stored, "novel": config["novel"]}, config)
+        )
+        if differences and not grows:
+            old_default = stored.get("r0_scales") == [1.0] and config["r0_scales"] != [1.0]
+            hint = (
+                " (an earlier npsco's default threshold multiple was 1: add --r0-scale 1 to resume a run made with it)"
+                if old_default
+                else ""
             )
-            if differences and not grows:
-                old_default = stored.get("r0_scales") == [1.0] and config["r0_scales"] != [1.0]
-                hint = (
-                    " (an earlier npsco's default threshold multiple was 1: add --r0-scale 1 to resume a run made "
+            method = config["method"]
+            if "tnb_rule" in method and (stored.get("method") or {}).get("tnb_rule") == "safe" != method["tnb_rule"]:
+                hint += (
+                    " (an earlier npsco's default tnb_rule was safe: add --mset tnb_rule=safe to resume a run made "
                     "with it)"
-                    if old_default
-                    else ""
                 )
-                method = config["method"]
-                if (
-                    "tnb_rule" in method
-                    and (stored.get("method") or {}).get("tnb_rule") == "safe" != method["tnb_rule"]
-                ):
-                    hint += (
-                        " (an earlier npsco's default tnb_rule was safe: add --mset tnb_rule=safe to resume a run "
-                        "made with it)"
-                    )
-                raise NpscoError(
-                    f"{self.out} holds a population with a different configuration: "
-                    + "; ".join(differences[:6])
-                    + ("; ..." if len(differences) > 6 else "")
-                    + f"{hint}. Give the same settings to resume it, or use another --out (or delete it "
-                    "to start over)"
+            raise NpscoError(
+                f"{self.out} holds a population with a different configuration: "
+                + "; ".join(differences[:6])
+                + ("; ..." if len(differences) > 6 else "")
+                + f"{hint}. Give the same settings to resume it, or use another --out (or delete it to start over)"
+            )
+        return grows
+
+    def _resume(self) -> None:
+        """Load an existing run of this configuration (a larger --novel grows it)."""
+        grows = self._grows()
+        data = load_manifest(self.out) if self.manifest_path.exists() else {"members": [], "r0_default": None}
+        self.members = read_members(data)
+        self.r0_default = data.get("r0_default")
+        self._check_plan()
+        if self.members and self._novel_names() != [m.name for m in self._novel_members()]:
+            # a larger --novel, or a manifest that a kill left behind config.json: the members the plan has
+            self._grow(sum(m.role == "novel" for m in self.members) // max(1, len(self.chains())))
+        if grows:
+            # the manifest with the new members first: a kill before config.json is written leaves them pending
+            self.save_manifest()
+            atomic_write_json(self.out / "config.json", self.config.to_dict())
+
+    def _check_plan(self) -> None:
+        """Refuse a manifest whose members are not those this configuration plans: each where the layout puts it
+        (`npsco.manifest.check_layout`, done by `load_manifest`), with the plan's seed; references are borrowed only
+        when the configuration borrows them. A novel policy the plan does not have may only be one not yet trained
+        (left by a kill while the run grew; it is dropped)."""
+        cfg = self.config
+        borrowing = bool(cfg.refs_from or cfg.ref_checkpoints)
+        own = [] if borrowing else self._own_references()
+        planned = {m.name: m for m in own + self._novel_members()}
+        for m in self.members:
+            if m.role == "reference" and borrowing:
+                if m.status != "done":
+                    problem = "a borrowed reference is never trained here, but it is not done"
+                else:
+                    continue
+            elif m.name not in planned:
+                if m.role == "novel" and m.status != "done":
+                    continue
+                problem = "this run's configuration plans no such policy"
+            else:
+                p = planned[m.name]
+                # a slot of --candidates C may hold the candidate it kept: candidate c's folder and seed
+                places = [(layout_path(p, c), p.seed + CANDIDATE_SEED_STRIDE * c) for c in range(cfg.candidates)]
+                seeds_ok = all(c.seed == p.seed + CANDIDATE_SEED_STRIDE * c.index for c in m.candidates)
+                if (m.role, m.chain, m.index) == (p.role, p.chain, p.index) and (m.path, m.seed) in places and seeds_ok:
+                    continue
+                problem = (
+                    f"recorded with path {m.path!r} and seed {m.seed} (or candidates of other seeds), where this "
+                    f"run's plan has {p.path!r} and seed {p.seed}"
                 )
-            data = read_json(self.manifest_path) if self.manifest_path.exists() else {"members": []}
-            self.members = read_members(data)
-            self.r0_default = data.get("r0_default")
-            if self.members and self._novel_names() != [m.name for m in self._novel_members()]:
-                # a larger --novel, or a manifest that a kill left behind config.json: the members the plan has
-                self._grow(sum(m.role == "novel" for m in self.members) // max(1, len(self.chains())))
-            if grows:
-                # the manifest with the new members first: a kill before config.json is written leaves them pending
-                self.save_manifest()
-                atomic_write_json(self.out / "config.json", config)
-        else:
-            if self.out.exists() and any(self.out.iterdir()):
-                raise NpscoError(f"{self.out} exists and is not a population run directory; choose another --out")
-            self.members = self._plan()  # before writing anything: a refused plan leaves no run directory behind
-            atomic_write_json(self.out / "config.json", config)
-        if not self.members:
-            self.members = self._plan()
-        self.save_manifest()
+            raise NpscoError(
+                f"{self.manifest_path}: member {m.name!r}: {problem}; the manifest was edited or damaged: restore it, "
+                "or train the population again in another --out"
+            )
 
     def _plan(self) -> list[Member]:
         cfg = self.config
@@ -178,11 +267,16 @@ class Population(PopulationMembers):
         elif cfg.ref_checkpoints:
             members += self._checkpoint_references(cfg.ref_checkpoints)
         else:
-            members += [
-                Member(name=f"ref{i}", role="reference", method="ppo", seed=cfg.ppo.seed + i, path=f"refs/ref{i}")
-                for i in range(cfg.refs)
-            ]
+            members += self._own_references()
         return members + self._novel_members()
+
+    def _own_references(self) -> list[Member]:
+        """The R PPO references this run trains itself (seeds S..S+R-1)."""
+        seed = self.config.ppo.seed
+        return [
+            Member(name=f"ref{i}", role="reference", method="ppo", seed=seed + i, path=f"refs/ref{i}")
+            for i in range(self.config.refs)
+        ]
 
     def _novel_members(self) -> list[Member]:
         seed0 = self.config.ppo.seed + NOVEL_SEED_OFFSET
@@ -218,7 +312,7 @@ class Population(PopulationMembers):
         path = other / "manifest.json"
         if not path.exists():
             raise NpscoError(f"--refs-from {other}: no population manifest there")
-        data = read_json(path)
+        data = load_manifest(other)
         if data.get("env_id") != self.config.ppo.env_id:
             raise NpscoError(
                 f"--refs-from {other}: its references were trained on {data.get('env_id')}, "
@@ -246,28 +340,34 @@ class Population(PopulationMembers):
                 raise NpscoError(
                     f"--ref-checkpoints {p}: trained on {policy.metadata['env_id']}, not {self.config.ppo.env_id}"
                 )
+            seed = policy.metadata.get("seed", i)
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                raise NpscoError(f"--ref-checkpoints {p}: its metadata's seed must be a whole number, got {seed!r}")
             metrics = ckpt.parent / "metrics.jsonl"
+            # the eval curve beside it, when it is a plain file of a sane size (a FIFO would block, /dev/zero not end)
+            readable = metrics.is_file() and metrics.stat().st_size <= MAX_JSON_BYTES
             curve = (
                 [
                     [r["global_step"], r["eval/return_mean"]]
                     for r in read_metrics(metrics)
                     if r.get("eval/return_mean") is not None
                 ]
-                if metrics.exists()
+                if readable
                 else []
             )
             final = run_episodes(
                 policy,
                 self.config.final_episodes,
                 seed=FINAL_EVAL_SEED,
+                env_id=self.config.ppo.env_id,  # the run's task, never the checkpoint's (npsco.task_ids)
                 max_episode_steps=self.config.ppo.max_episode_steps,
             )
             members.append(
                 Member(
                     name=f"ref{i}",
                     role="reference",
-                    method=policy.metadata.get("method", "ppo"),
-                    seed=int(policy.metadata.get("seed", i)),
+                    method=str(policy.metadata.get("method", "ppo")),
+                    seed=seed,
                     path=str(ckpt.parent),
                     status="done",
                     final_eval=final.summary(),
@@ -292,13 +392,16 @@ class Population(PopulationMembers):
         one job runs at a time, of `npsco.parallel.LogView` otherwise)."""
         executor = executor or InlineExecutor()
         self.open()
-        if all(m.status == "done" for m in self.members):
-            self.log(f"{self.out}: every policy is already trained")
+        try:
+            if all(m.status == "done" for m in self.members):
+                self.log(f"{self.out}: every policy is already trained")
+                return self.members
+            one_at_a_time = executor.workers == 1
+            self.jobs_show_progress = self.progress and one_at_a_time
+            Scheduler(executor).run(self, view or (PopulationLog(self) if one_at_a_time else LogView(self.log)))
             return self.members
-        one_at_a_time = executor.workers == 1
-        self.jobs_show_progress = self.progress and one_at_a_time
-        Scheduler(executor).run(self, view or (PopulationLog(self) if one_at_a_time else LogView(self.log)))
-        return self.members
+        finally:
+            self.close()
 
     def ready(self, busy: set[str]) -> list[Job]:
         """The jobs that can start now (the `npsco.parallel.Source` protocol); `busy` holds the keys already running."""
@@ -403,6 +506,17 @@ class Population(PopulationMembers):
             what += f"; kept candidate {kept} of {len(trained)} trained"
         self.save_manifest()
         return what
+
+
+def check_sizes(config: PopulationConfig) -> None:
+    """Refuse a population whose counts are past npsco's limits (`npsco.limits`), before anything is planned."""
+    check_at_most("--refs", config.refs, MAX_POLICIES)
+    check_at_most("--novel", config.novel, MAX_POLICIES)
+    check_at_most("threshold multiples (--r0-scale)", len(config.r0_scales or ()), MAX_CHAINS)
+    for name, episodes in (("eval_episodes", config.eval_episodes), ("threshold_episodes", config.threshold_episodes)):
+        if episodes is not None:
+            check_at_most(name, episodes, MAX_EPISODES, least=1)
+    check_ppo_sizes(config.ppo.to_dict())
 
 
 class PopulationLog:

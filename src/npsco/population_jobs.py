@@ -10,7 +10,6 @@ population trained one policy after another, in the parent process itself (`npsc
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,9 @@ import numpy as np
 
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
-from npsco.io import atomic_write_json, read_json
-from npsco.manifest import Candidate, Chain, Member, check_borrowed
+from npsco.filecheck import THRESHOLD, read_checked
+from npsco.io import atomic_write_json, inside, remove_inside
+from npsco.manifest import Candidate, Chain, Member, check_borrowed, is_borrowed, layout_path
 from npsco.methods import METHODS, make_method
 from npsco.methods.base import Method, MethodContext
 from npsco.novelty.references import ReferenceSet
@@ -32,6 +32,7 @@ from npsco.population_config import PopulationConfig
 from npsco.ppo.state import state_path
 from npsco.ppo.trainer import Trainer
 from npsco.selection import meets_criteria
+from npsco.task_ids import trust_task
 
 FINAL_EVAL_SEED = 10_000
 """Seed of a member's final evaluation (episode i on an env seeded 10000 + i): episodes training never saw."""
@@ -132,7 +133,7 @@ class PopulationSnapshot(PopulationMembers):
         path, method = self.out / "threshold.json", self.config.method
         if method.r0 is not None or not path.exists():  # an absolute r0: no default threshold
             return None
-        threshold = read_json(path)
+        threshold = read_checked(path, THRESHOLD)
         if threshold.get("metric", "deterministic") != method.metric:
             raise NpscoError(
                 f"{path}: the default threshold was computed with the {threshold.get('metric', 'deterministic')} "
@@ -173,15 +174,19 @@ class PopulationSnapshot(PopulationMembers):
             )
         return np.asarray(threshold["profile"], np.float64)
 
-    def train(self, member: Member, progress: bool = False) -> Member:
+    def train(self, member: Member, progress: bool = False, candidate: int = 0) -> Member:
         """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVAL_SEED`); returns
         it done. An interrupted earlier attempt continues from its saved training state (`npsco.ppo.state`), or
-        restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM."""
+        restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM.
+        `candidate` c > 0: the member is its slot's candidate c, in that candidate's folder."""
+        if is_borrowed(member) or member.path != layout_path(member, candidate):
+            raise NpscoError(f"{self.out}: {member.name} is not a policy of this run to train (path {member.path!r})")
+        # its folder where the layout puts it, inside the run, through no symbolic link (npsco.io.inside)
+        run_dir = inside(self.out, layout_path(member, candidate))
         method = None if member.role == "reference" else self.method_for(member)
-        run_dir = self.out / member.path
         resume = state_path(run_dir).exists()
-        if run_dir.exists() and not resume:  # an attempt that saved no state: restart it from scratch, same seed
-            shutil.rmtree(run_dir)
+        if not resume:  # an attempt that saved no state: restart it from scratch, same seed
+            remove_inside(self.out, run_dir)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
         trainer = Trainer(
@@ -215,7 +220,7 @@ class PopulationSnapshot(PopulationMembers):
         and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
         final evaluation's episodes (`FINAL_EVAL_SEED`)."""
         candidate = Candidate.of_slot(member, index)
-        trained = self.train(dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress)
+        trained = self.train(dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index)
         policy = load_policy(self.out / trained.checkpoint)
         episodes = run_episodes(
             policy,
@@ -271,6 +276,7 @@ def train_member_job(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Job: train the member `name` of the population at `out` and evaluate it; returns its manifest record."""
+    trust_task(config.ppo.env_id)  # the run's own task, which its references' checkpoints name too (npsco.task_ids)
     snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
     return snapshot.train(snapshot.member(name), progress).to_dict()
 
@@ -285,10 +291,12 @@ def train_candidate_job(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Job: train candidate `index` of the member `name` and measure it; returns its manifest record."""
+    trust_task(config.ppo.env_id)
     snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
     return dataclasses.asdict(snapshot.train_candidate(snapshot.member(name), index, progress))
 
 
 def threshold_job(out: str, config: PopulationConfig, members: list[dict[str, Any]]) -> float:
     """Job: compute the default threshold from the trained references (writes `threshold.json`); returns r0."""
+    trust_task(config.ppo.env_id)
     return PopulationSnapshot.from_records(out, config, members, None).compute_threshold()

@@ -10,8 +10,9 @@ sweep directory holds one population run directory per (task, method):
 Independent work runs at the same time on an executor (`npsco.parallel`): the references of a population, different
 populations, the threshold chains of a population. Within a chain the k-th policy still waits for the (k-1)-th.
 Every policy trains from its seed in a fresh worker process, so the results do not depend on the backend or on the
-number of workers. The parent process alone writes the manifests. Re-running the same grid resumes: finished policies
-are skipped.
+number of workers. The parent process alone writes the manifests, holding the lock of the sweep folder and of every
+population folder it opened (`npsco.locks`); its workers die with it (`npsco.parallel`). Re-running the same grid
+resumes: finished policies are skipped.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from npsco.errors import NpscoError
+from npsco.filecheck import SWEEP, read_checked
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
-from npsco.io import atomic_write_json, read_json
+from npsco.io import atomic_write_json, remove_stale_temps, run_entries
+from npsco.locks import FolderLock
 from npsco.parallel import Executor, Job, Scheduler, View, make_executor
 from npsco.population import NOVEL_SEED_OFFSET, Population
 from npsco.settings import differences
@@ -60,6 +63,7 @@ class Sweep:
         self.status = "planned"
         self.started_at = time.monotonic()
         self.backend = ""
+        self._lock = FolderLock(self.out)
 
     @property
     def manifest_path(self) -> Path:
@@ -69,21 +73,38 @@ class Sweep:
         return next(s for s in self.specs if str((self.out / s.path).resolve()) == group)
 
     def open(self) -> None:
-        """Create the sweep directory, or check that an existing one ran the same grid."""
+        """Create the sweep directory, or check that an existing one ran the same grid; from then on hold its lock
+        (and those of the populations it opens) until `close`."""
+        self._check_folder()  # before the lock: a refusal leaves the folder as it was
+        self._lock.acquire()  # fails at once, naming the holder, if another process writes this sweep
+        try:
+            self._check_folder()
+            remove_stale_temps(self.out)
+            for spec in self.specs:
+                self._population(spec)
+            self.save()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the locks of the sweep folder and of its populations."""
+        for pop in self.pops.values():
+            pop.close()
+        self._lock.release()
+
+    def _check_folder(self) -> None:
+        """Refuse a folder that is not a sweep directory, or one that ran another grid (reads only)."""
         if self.manifest_path.exists():
-            old = read_json(self.manifest_path).get("grid") or {}
+            old = read_checked(self.manifest_path, SWEEP).get("grid") or {}
             changed = differences(old, self.grid.to_dict(), Grid.defaults())
             if changed:
                 raise NpscoError(
                     f"{self.out} holds a sweep of another grid ({'; '.join(changed)}); use another --out (or the "
                     f"same grid)"
                 )
-        elif self.out.exists() and any(self.out.iterdir()):
+        elif self.out.exists() and run_entries(self.out):
             raise NpscoError(f"{self.out} exists and is not a sweep directory; choose another --out")
-        self.out.mkdir(parents=True, exist_ok=True)
-        for spec in self.specs:
-            self._population(spec)
-        self.save()
 
     def _population(self, spec: PopulationSpec) -> Population | None:
         """The opened population of `spec`, opening it if it can be (its references are trained); else None."""
@@ -170,23 +191,28 @@ class Sweep:
 
     # ----------------------------------------------------------------------------------------------------- run
     def run(self, executor: Executor, view: View | None = None) -> None:
-        """Train everything not yet trained on `executor`; `sweep.json` records the outcome."""
-        self.open()
-        self.backend = executor.describe()
-        self.status = "running"
-        self.save()
+        """Train everything not yet trained on `executor`; `sweep.json` records the outcome (`interrupted` after
+        Ctrl-C or SIGTERM, which the command turns into KeyboardInterrupt)."""
+        if not self._lock.held:
+            self.open()
         try:
-            Scheduler(executor).run(self, view)
-        except KeyboardInterrupt:
-            self.status = "interrupted"
-            raise
-        except BaseException:
-            self.status = "failed"
-            raise
-        else:
-            self.status = "done"
-        finally:
+            self.backend = executor.describe()
+            self.status = "running"
             self.save()
+            try:
+                Scheduler(executor).run(self, view)
+            except KeyboardInterrupt:
+                self.status = "interrupted"
+                raise
+            except BaseException:
+                self.status = "failed"
+                raise
+            else:
+                self.status = "done"
+            finally:
+                self.save()
+        finally:
+            self.close()
 
 
 # -------------------------------------------------------------------------------------------------------- progress
@@ -326,12 +352,15 @@ def run_sweep(
     log: Callable[[str], None] = print,
 ) -> None:
     """Train a sweep on a new executor (`npsco.parallel.make_executor`) with the live `Progress` view; whatever the
-    outcome, one line per population (`summary_lines`) follows."""
+    outcome, one line per population (`summary_lines`) follows. The sweep folder is opened (and locked) before any
+    worker starts."""
+    sweep.open()
     try:
         with make_executor(backend, workers, address) as executor:
             log(f"backend: {executor.describe()}")
             sweep.run(executor, Progress(sweep))
     finally:
+        sweep.close()
         if sweep.pops:
             log("\n".join(summary_lines(sweep)))
 

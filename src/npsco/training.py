@@ -6,7 +6,8 @@
 
 A rerun of the same command after an interruption (Ctrl-C, SIGTERM, a kill) continues from the training state saved
 in the folder (`checkpoints/state.safetensors`, `npsco.ppo.state`). Any other training (a new folder, or `force`)
-starts in an empty folder: no file of an earlier attempt or of another configuration stays beside the new ones.
+starts in an empty folder: no file of an earlier attempt or of another configuration stays beside the new ones. One
+process trains in a folder at a time: it holds the folder's lock (`npsco.locks`) while it writes there.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_json, fresh_dir, read_json
+from npsco.filecheck import TRAIN_CONFIG, read_checked
+from npsco.io import atomic_write_json, fresh_dir, read_json, run_entries
+from npsco.limits import check_ppo_sizes
+from npsco.locks import FolderLock
 from npsco.logger import Tracking
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.state import read_state, state_path
@@ -40,9 +44,11 @@ def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) ->
     """Check `out` against `record` (`train_record`); True when the run there is already trained with it (nothing to
     do). Refuses a folder that is not an npsco train run, and one of another configuration unless `force`."""
     stored = read_json(out / "config.json") if (out / "config.json").exists() else None
-    if out.exists() and any(out.iterdir()) and not (isinstance(stored, dict) and stored.get("command") == "train"):
+    if out.exists() and run_entries(out) and not (isinstance(stored, dict) and stored.get("command") == "train"):
         # never empty a folder that is not an npsco train run (a population run, the current directory, ...)
         raise NpscoError(f"{out} exists and is not an npsco train run directory; choose another --out")
+    if stored is not None:
+        read_checked(out / "config.json", TRAIN_CONFIG)
     if stored is None or force:
         return False
     changed = differences(stored, record, {"ppo": ppo_defaults()})
@@ -68,10 +74,30 @@ def train_policy(
 ) -> TrainResult | None:
     """`npsco train`: train `cfg` into `out` (default `default_train_dir`), or find it trained there (returns None)."""
     out = Path(out) if out else default_train_dir(cfg)
+    check_ppo_sizes(cfg.to_dict())
     record = train_record(cfg, preset_name)
-    if prepare_train_dir(out, record, force):
-        log(f"{out}: already trained with this configuration (policy.safetensors); --force retrains")
-        return None
+    if not prepare_train_dir(out, record, force):  # checked before the lock: a refusal leaves the folder as it was
+        with FolderLock(out):
+            # again under the lock: another process may have trained it meanwhile
+            if not prepare_train_dir(out, record, force):
+                return _train_in(cfg, preset_name, record, out, force, progress, tensorboard, log, tracking)
+    log(f"{out}: already trained with this configuration (policy.safetensors); --force retrains")
+    return None
+
+
+def _train_in(
+    cfg: PPOConfig,
+    preset_name: str,
+    record: dict[str, Any],
+    out: Path,
+    force: bool,
+    progress: bool,
+    tensorboard: bool,
+    log: Callable[[str], None],
+    tracking: Tracking | None,
+) -> TrainResult:
+    """Train `cfg` in `out`, whose lock this process holds: from the state an interrupted attempt saved there, or in
+    the emptied folder; log where everything is."""
     resume = not force and state_path(out).exists()
     if resume:
         step = read_state(state_path(out))[0]["global_step"]

@@ -126,6 +126,22 @@ def make_inputs(root: Path) -> None:
     (root / "extra_tensor.safetensors").write_bytes(_with_header(maze, extra_tensor))
     (root / "extra_entry.safetensors").write_bytes(_with_header(maze, extra_entry))
 
+    # forged and unbounded inputs (docs/reliability.md): manifests, a task id naming a module, a FIFO, a grid
+    def forged_pop(name: str, edit) -> None:
+        shutil.copytree(root / "maze_pop", root / name)
+        manifest = json.loads((root / name / "manifest.json").read_text())
+        (root / name / "manifest.json").write_text(edit(manifest))
+
+    novel = {"name": "ipd/k0", "role": "novel", "method": "ipd", "seed": 1000, "chain": "ipd", "index": 0}
+    forged_pop("outside_pop", lambda m: json.dumps({**m, "members": [*m["members"], {**novel, "path": "../victim"}]}))
+    forged_pop("typed_pop", lambda m: json.dumps({**m, "members": [{**m["members"][0], "path": None}]}))
+    forged_pop("deep_pop", lambda m: '{"members": ' + "[" * 100 + "]" * 100 + "}")
+    forged = load_policy(maze)
+    forged.metadata["env_id"] = "this:Zen"
+    forged.save(root / "forged_task.safetensors")
+    os.mkfifo(root / "fifo.safetensors")
+    atomic_write_text(root / "big_grid.toml", 'tasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo"]\nrefs = 1e9\n')
+
 
 # ------------------------------------------------------------------------------------------------------ the cases
 @dataclass
@@ -269,6 +285,26 @@ CASES = [
         "evaluate DIR/extra_entry.safetensors",
         "not a valid safetensors checkpoint",
     ),
+    Case(
+        "a manifest whose member lies outside the run",
+        "evaluate DIR/outside_pop",
+        "its path '../victim' is not where this run keeps it (novel/ipd/k0)",
+    ),
+    Case("a manifest field of the wrong type", "evaluate DIR/typed_pop", "members[0].path must be a string, got null"),
+    Case("a manifest nested too deeply", "evaluate DIR/deep_pop", "nested deeper than 64 levels"),
+    Case(
+        "a checkpoint whose task id names a Python module",
+        "evaluate DIR/forged_task.safetensors",
+        "this:Zen: this task id comes from a checkpoint",
+    ),
+    Case("a FIFO where a checkpoint should be", "evaluate DIR/fifo.safetensors", "a FIFO, not a regular file"),
+    Case("a grid value past npsco's limit", "sweep DIR/big_grid.toml --dry-run", "past npsco's limit of 1,000"),
+    Case(
+        "--refs past npsco's limit",
+        "population --refs 100000 --out DIR/out",
+        "--refs = 100,000 is past npsco's limit of 1,000",
+        creates="out",
+    ),
 ]
 
 
@@ -395,7 +431,12 @@ def test_train_into_an_interrupted_run_with_the_same_configuration_trains_it(tmp
 # below finds every call that can write a file; these are the only ones allowed outside npsco.io, and why.
 WRITERS_ALLOWED = {
     "io.py:atomic_write_bytes: os.fdopen(fd, 'wb')": "the atomic writer itself (a mkstemp file, then os.replace)",
-    "io.py:fresh_dir: os.rename(path, trash)": "moves a whole run folder aside in one step, then deletes it",
+    "io.py:fresh_dir: os.rename(path / name, trash / name)": (
+        "moves a run folder's entries into its trash (the policy first, config.json last), then deletes the trash"
+    ),
+    "locks.py:FolderLock.acquire: os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 420)": (
+        "the lock file: holds no state, only the holder's pid and command for the message of a second command"
+    ),
     "logger.py:MetricsLogger.__init__: open(path, mode, encoding='utf-8')": (
         "metrics.jsonl is append-only, one flushed line per iteration; read_metrics skips a torn last line; a "
         "resumed run first rewrites it atomically with the rows its saved state had seen"
@@ -426,44 +467,29 @@ def _mode(call: ast.Call) -> str:
     return "r" if mode is None else mode.value if isinstance(mode, ast.Constant) else "?"
 
 
-def _write_calls(tree: ast.AST) -> list[str]:
-    """'function: call' for every call in the module that may write a file."""
-    found = []
-
-    def visit(node, scope):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                visit(child, [*scope, child.name])
-                continue
-            if isinstance(child, ast.Call):
-                f = child.func
-                owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
-                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-                writes = (
-                    (name == "open" and owner is None and set(_mode(child)) & set("wax+?"))
-                    or (name == "open" and owner == "os" and "O_RDONLY" not in ast.unparse(child))
-                    or (owner, name) in _MODULE_WRITERS
-                    or name in _METHOD_WRITERS
-                )
-                if writes:
-                    found.append(f"{'.'.join(scope)}: {ast.unparse(child)}")
-            visit(child, scope)
-
-    visit(tree, [])
-    return found
+def _write_calls(calls) -> list[str]:
+    """'function: call' for every call of `module_calls` that may write a file."""
+    return [
+        f"{c.scope}: {c.text}"
+        for c in calls
+        if (c.name == "open" and c.owner is None and set(_mode(c.call)) & set("wax+?"))
+        or (c.name == "open" and c.owner == "os" and "O_RDONLY" not in c.text)
+        or (c.owner, c.name) in _MODULE_WRITERS
+        or c.name in _METHOD_WRITERS
+    ]
 
 
-def test_every_file_write_in_the_package_goes_through_npsco_io_or_is_allowed():
+def test_every_file_write_in_the_package_goes_through_npsco_io_or_is_allowed(module_calls):
     found = [
         f"{path.relative_to(SRC)}:{call}"
         for path in sorted(SRC.rglob("*.py"))
-        for call in _write_calls(ast.parse(path.read_text(encoding="utf-8")))
+        for call in _write_calls(module_calls(ast.parse(path.read_text(encoding="utf-8"))))
     ]
     assert set(WRITERS_ALLOWED) <= set(found), "the scan no longer sees the allowed writers: it is broken"
     assert [c for c in found if c not in WRITERS_ALLOWED] == [], "write these files with npsco.io"
 
 
-def test_the_write_scan_sees_plain_writes():
+def test_the_write_scan_sees_plain_writes(module_calls):
     code = """
 def f(run, fig, rows):
     (run / "config.json").write_text("{}")
@@ -472,7 +498,7 @@ def f(run, fig, rows):
     fig.savefig(run / "a.png")
     open(run / "x").read()
 """
-    assert _write_calls(ast.parse(code)) == [
+    assert _write_calls(module_calls(ast.parse(code))) == [
         "f: (run / 'config.json').write_text('{}')",
         "f: open(run / 'm.json', 'w')",
         "f: json.dump(rows, fh)",

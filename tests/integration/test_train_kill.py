@@ -30,8 +30,9 @@ def accepted_policy_matches(out: Path) -> None:
         assert load_policy(out / "policy.safetensors").metadata["config"] == read_json(out / "config.json")["ppo"]
 
 
-def renamed_aside(out: Path) -> bool:
-    return not out.exists() or any(out.parent.glob(f".{out.name}.old-*"))
+def emptying(out: Path) -> bool:
+    """The old run's files are on their way into the folder's trash (`npsco.io.fresh_dir`)."""
+    return any(out.glob(".npsco-trash-*"))
 
 
 def config_of_b(out: Path) -> bool:
@@ -71,7 +72,7 @@ def test_force_killed_at_any_moment_never_leaves_a_policy_of_another_configurati
     assert main(A + ["--force", "--out", str(out)]) == 0  # back to a finished run of A
     rng = random.Random(16)
     delays = [rng.uniform(0.2, full) for _ in range(3)]  # random moments of a whole forced run
-    moments = [lambda t: renamed_aside(out), lambda t: config_of_b(out), lambda t: training(out)] + [
+    moments = [lambda t: emptying(out), lambda t: config_of_b(out), lambda t: training(out)] + [
         lambda t, d=d: t > d for d in delays
     ]
     for moment in moments:
@@ -86,7 +87,7 @@ def test_force_killed_at_any_moment_never_leaves_a_policy_of_another_configurati
             if "already trained" in text.out:
                 assert load_policy(out / "policy.safetensors").metadata["seed"] == int(args[args.index("--seed") + 1])
         assert main(A + ["--force", "--out", str(out)]) == 0  # the next kill replaces a finished run of A again
-    assert not list(tmp_path.glob(".run.old-*"))  # what a killed deletion left was cleaned up
+    assert not list(out.glob(".npsco-trash-*"))  # what a killed deletion left was cleaned up
 
 
 def test_every_training_starts_in_an_empty_folder(tmp_path, capsys):

@@ -177,7 +177,11 @@ LAYERS = [
         "core",
         (
             "npsco.errors",
+            "npsco.limits",
             "npsco.io",
+            "npsco.filecheck",
+            "npsco.locks",
+            "npsco.task_ids",
             "npsco.fields",
             "npsco.tasks",
             "npsco.logger",

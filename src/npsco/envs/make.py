@@ -21,6 +21,7 @@ from npsco.envs import mujoco_warnings
 from npsco.envs.envpool_backend import EnvPoolVectorEnv, check_envpool_task, import_envpool
 from npsco.envs.maze import FourRewardMazeVec
 from npsco.errors import NpscoError
+from npsco.task_ids import may_import, names_module
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 DEFAULT_EPISODE_STEPS = 1000
@@ -49,9 +50,16 @@ def _import_module(module: str, env_id: str) -> ModuleType:
 def env_spec(env_id: str) -> str | gym.envs.registration.EnvSpec:
     """What `gym.make` needs for an npsco env id: a registered id as it is; `module:ID` (Gymnasium's own form: the
     module registers ID when imported) as it is, after checking that it does; `module:Class` (an environment class,
-    or a function returning an env) as a spec registered under that id, whose entry point is the class."""
-    if ":" not in env_id:
+    or a function returning an env) as a spec registered under that id, whose entry point is the class. An id read
+    from a checkpoint that names a module is refused unless the user named it too (`npsco.task_ids`)."""
+    if not names_module(env_id):
         return env_id
+    if not may_import(env_id):
+        raise NpscoError(
+            f"{env_id}: this task id comes from a checkpoint and names a Python module to import; a checkpoint never "
+            f"chooses code to run: name the task yourself (--env {env_id}), or use the run directory whose config.json "
+            "names it"
+        )
     module, _, name = env_id.partition(":")
     loaded = _import_module(module, env_id)
     if name in gym.registry:

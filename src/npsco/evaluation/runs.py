@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npsco.errors import NpscoError
-from npsco.io import read_json
+from npsco.filecheck import POPULATION_CONFIG, THRESHOLD, Fields, problem, read_checked
+from npsco.io import read_bytes, read_json
+from npsco.limits import MAX_JSON_BYTES
 from npsco.manifest import Member, check_borrowed, load_manifest, read_members
+from npsco.task_ids import trust_task
 
 
 @dataclass
@@ -39,10 +42,13 @@ class RunInfo:
 
 
 def load_run(run: str | Path) -> RunInfo:
-    """Read a population run directory (manifest.json, config.json, threshold.json); NpscoError if it is not one."""
+    """Read a population run directory (manifest.json, config.json, threshold.json, every field type-checked);
+    NpscoError if it is not one. The task its config.json names is trusted (`npsco.task_ids`): the run's policies
+    are evaluated on it, whatever task their checkpoints name."""
     manifest = load_manifest(run)
     path = Path(run)
-    config = read_json(path / "config.json") if (path / "config.json").exists() else {}
+    config = read_checked(path / "config.json", POPULATION_CONFIG) if (path / "config.json").exists() else {}
+    trust_task((config.get("ppo") or {}).get("env_id"))
     members, pending = [], []
     for m in read_members(manifest):
         if m.status != "done":
@@ -53,7 +59,7 @@ def load_run(run: str | Path) -> RunInfo:
     if not members:
         raise NpscoError(f"{run}: no trained policy yet (run `npsco population` to completion first)")
     r0 = manifest.get("r0_default")
-    threshold = read_json(path / "threshold.json") if (path / "threshold.json").exists() else {}
+    threshold = read_checked(path / "threshold.json", THRESHOLD) if (path / "threshold.json").exists() else {}
     if r0 is None:
         r0 = threshold.get("r0_default")
     return RunInfo(
@@ -73,7 +79,7 @@ def run_fingerprint(info: RunInfo, episodes: int, seed: int, format_version: int
         "format_version": format_version,
         "episodes": episodes,
         "seed": seed,
-        "manifest": (info.path / "manifest.json").read_text(encoding="utf-8"),
+        "manifest": read_bytes(info.path / "manifest.json", MAX_JSON_BYTES).decode("utf-8", errors="replace"),
         "checkpoints": [[str(info.checkpoint(m)), *_stat(info.checkpoint(m))] for m in info.members],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
@@ -85,3 +91,26 @@ def _stat(path: Path) -> list[int]:
     except FileNotFoundError:
         return [-1, -1]
     return [st.st_size, st.st_mtime_ns]
+
+
+RUN_TASK = Fields({"ppo": Fields({"env_id": str}, required=("env_id",))}, required=("ppo",))
+"""What a run's config.json (of `npsco train` or `npsco population`) says of its task."""
+
+
+def trust_configured_task(path: str | Path) -> None:
+    """Trust (`npsco.task_ids.trust_task`) the task that the user's own run configuration names for `path`: a
+    population run directory, or a checkpoint (file or folder) of an `npsco train` run or of a population run
+    (`RUN/refs/refI`, `RUN/novel/CHAIN/kK`). Nothing when there is no such config.json (another one is not a
+    run's)."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    for run in (folder, folder.parent.parent, folder.parent.parent.parent):
+        config = run / "config.json"
+        if not config.is_file():
+            continue
+        data = read_json(config)
+        if problem(data, RUN_TASK, "") is None and (
+            data.get("command") == "train" or (run / "manifest.json").is_file()
+        ):
+            trust_task(data["ppo"]["env_id"])
+            return

@@ -9,13 +9,17 @@ are given (`--obs-norm`, an `.npz` with `mean` and `var`).
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from npsco.errors import NpscoError
-from npsco.importers.common import ImportedActor, ObsNormalizer, torch_state_dict
+from npsco.importers.common import ImportedActor, ObsNormalizer, check_zip_sizes, torch_state_dict
 from npsco.importers.sb3 import sequential
+from npsco.io import read_bytes
+from npsco.limits import MAX_IMPORT_BYTES
 
 LOST_NORMALISER = (
     "CleanRL's observation normaliser (NormalizeObservation's running mean and variance is not in the "
@@ -27,7 +31,7 @@ LOST_NORMALISER = (
 def read_cleanrl(path: str | Path, seed: int = 0, with_obs_norm: bool = False) -> ImportedActor:
     """The actor of a CleanRL PPO state dict; NpscoError for other agents (discrete, Atari) or other files."""
     path = Path(path)
-    state = torch_state_dict(path.read_bytes(), str(path))
+    state = torch_state_dict(read_bytes(path, MAX_IMPORT_BYTES), str(path))
     if "actor_mean.0.weight" not in state:
         if any(v.ndim == 4 for v in state.values()):
             raise NpscoError(f"{path}: a convolutional agent (image observations) is not supported")
@@ -58,8 +62,12 @@ def read_cleanrl(path: str | Path, seed: int = 0, with_obs_norm: bool = False) -
 def read_obs_norm(path: str | Path) -> ObsNormalizer:
     """Observation statistics from an `.npz` (`mean`, `var`, optional `clip`, `eps`), read without pickle."""
     path = Path(path)
+    raw = read_bytes(path, MAX_IMPORT_BYTES)
+    if zipfile.is_zipfile(io.BytesIO(raw)):  # an .npz: refuse a zip bomb before numpy unpacks it
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            check_zip_sizes(archive, str(path))
     try:
-        with np.load(path, allow_pickle=False) as f:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
     except Exception as e:  # noqa: BLE001
         raise NpscoError(f"{path}: not a readable .npz of observation statistics ({type(e).__name__}: {e})") from None

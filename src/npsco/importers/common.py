@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import zipfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -15,6 +16,7 @@ import torch
 from npsco.envs.make import check_task
 from npsco.errors import NpscoError
 from npsco.io import file_sha256
+from npsco.limits import MAX_IMPORT_BYTES
 from npsco.policy import OBS_NORM_EPS, Policy, space_metadata
 
 
@@ -58,9 +60,35 @@ class ImportedActor:
     """What the npsco policy does not keep of the original, one sentence each (printed and stored)."""
 
 
+def check_zip_sizes(archive: zipfile.ZipFile, source: str, limit: int = MAX_IMPORT_BYTES) -> None:
+    """Refuse a zip archive whose members would unpack to more than `limit` bytes in all, by their declared sizes
+    (a zip bomb: a few MB that unpack to GBs), before anything is unpacked."""
+    total = 0
+    for info in archive.infolist():
+        total += info.file_size
+        if total > limit:
+            raise NpscoError(
+                f"{source}: {info.filename} unpacks to {info.file_size:,} bytes, past npsco's limit of {limit:,} for "
+                "an imported file; refused"
+            )
+
+
+def read_zip_member(archive: zipfile.ZipFile, name: str, source: str, limit: int = MAX_IMPORT_BYTES) -> bytes:
+    """One member of a zip archive, unpacked to at most `limit` bytes whatever its header declares."""
+    with archive.open(name) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise NpscoError(f"{source}: {name} unpacks to more than {limit:,} bytes, past npsco's limit; refused")
+    return data
+
+
 def torch_state_dict(data: bytes, source: str) -> dict[str, np.ndarray]:
     """A `torch.save`d state dict as float32 numpy arrays, read with `weights_only=True` (PyTorch's restricted
-    unpickler: tensors and plain containers only; a file that names any other code is refused)."""
+    unpickler: tensors and plain containers only; a file that names any other code is refused). A zip file (the
+    format of `torch.save`) that would unpack to more than `MAX_IMPORT_BYTES` is refused before it is read."""
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            check_zip_sizes(archive, source)
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001  (includes pickle payloads that weights_only refuses)

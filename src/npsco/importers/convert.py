@@ -11,6 +11,7 @@ from npsco.importers.cleanrl import read_cleanrl, read_obs_norm
 from npsco.importers.common import build_policy
 from npsco.importers.sb3 import is_sb3_zip, read_sb3
 from npsco.importers.vecnormalize import read_vecnormalize
+from npsco.locks import FolderLock
 from npsco.policy import Policy
 
 FORMATS = ("auto", "sb3", "cleanrl")
@@ -72,7 +73,8 @@ def import_policy(
         actor = read_cleanrl(source, seed=seed, with_obs_norm=norm is not None)
     stats = vecnormalize or obs_norm
     policy = build_policy(actor, env_id, norm, source, Path(stats) if stats else None)
-    checkpoint = policy.save(Path(out) / "policy.safetensors")
+    with FolderLock(out):  # one writer per folder; everything was read and checked before the folder is made
+        checkpoint = policy.save(Path(out) / "policy.safetensors")
     hidden = "x".join(str(w.shape[0]) for w, _ in policy.weights[:-1]) or "no hidden layer"
     description = (
         f"{actor.source.get('library')} {actor.source.get('algorithm')}: MLP {hidden} {actor.activation}, "

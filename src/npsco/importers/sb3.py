@@ -12,7 +12,7 @@ DDPG) with MLP policies on flat Box observations and Box actions. The determinis
 
 from __future__ import annotations
 
-import json
+import io
 import re
 import zipfile
 from pathlib import Path
@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from npsco.errors import NpscoError
-from npsco.importers.common import ImportedActor, torch_state_dict
+from npsco.importers.common import ImportedActor, check_zip_sizes, read_zip_member, torch_state_dict
+from npsco.io import parse_json, read_bytes
+from npsco.limits import MAX_IMPORT_BYTES, MAX_JSON_BYTES
 
 ACTIVATIONS = {"Tanh": "tanh", "ReLU": "relu"}
 """SB3 `activation_fn` class names npsco can run (the others are refused)."""
@@ -37,21 +39,25 @@ def is_sb3_zip(path: Path) -> bool:
 
 
 def read_sb3(path: str | Path) -> ImportedActor:
-    """The actor of an SB3 zip; NpscoError (one line) for what is not supported or not safe to read."""
+    """The actor of an SB3 zip; NpscoError (one line) for what is not supported or not safe to read. The file and
+    each member it unpacks are bounded (`npsco.limits.MAX_IMPORT_BYTES`; `data` as any JSON file), by their declared
+    and their actual size, before anything is unpacked."""
     path = Path(path)
+    raw = read_bytes(path, MAX_IMPORT_BYTES)
     try:
-        with zipfile.ZipFile(path) as z:
+        with zipfile.ZipFile(io.BytesIO(raw)) as z:
             names = set(z.namelist())
             if not {"data", "policy.pth"} <= names:
                 raise NpscoError(f"{path}: not a Stable-Baselines3 model (the zip lacks data or policy.pth)")
-            data = json.loads(z.read("data"))
-            weights = z.read("policy.pth")
+            check_zip_sizes(z, str(path))
+            data = parse_json(read_zip_member(z, "data", f"{path}", MAX_JSON_BYTES), f"{path}:data")
+            weights = read_zip_member(z, "policy.pth", str(path))
             version = (
-                z.read("_stable_baselines3_version").decode(errors="replace").strip()
+                read_zip_member(z, "_stable_baselines3_version", str(path), 256).decode(errors="replace").strip()
                 if ("_stable_baselines3_version" in names)
                 else "unknown"
             )
-    except (zipfile.BadZipFile, OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise NpscoError(f"{path}: not a readable Stable-Baselines3 zip ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict):
         raise NpscoError(f"{path}: its data entry is not a JSON object")

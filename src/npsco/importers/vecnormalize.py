@@ -14,6 +14,8 @@ import numpy as np
 from npsco.errors import NpscoError
 from npsco.importers.common import ObsNormalizer
 from npsco.importers.safe_pickle import Record, load_records
+from npsco.io import read_bytes
+from npsco.limits import MAX_IMPORT_BYTES
 
 VEC_NORMALIZE = "stable_baselines3.common.vec_env.vec_normalize.VecNormalize"
 RUNNING_MEAN_STD = "stable_baselines3.common.running_mean_std.RunningMeanStd"
@@ -24,7 +26,7 @@ def read_vecnormalize(path: str | Path) -> ObsNormalizer | None:
     path = Path(path)
     if not path.is_file():
         raise NpscoError(f"{path}: no such VecNormalize file")
-    obj = load_records(path.read_bytes(), str(path))
+    obj = load_records(read_bytes(path, MAX_IMPORT_BYTES), str(path))
     if not isinstance(obj, Record) or obj.name != VEC_NORMALIZE:
         raise NpscoError(f"{path}: not a VecNormalize file (it holds {getattr(obj, 'name', type(obj).__name__)})")
     if not obj.field("norm_obs", True):

@@ -1,0 +1,75 @@
+"""The sane maxima of what npsco reads and plans: file sizes, JSON/TOML nesting, and the counts a run allocates
+memory or time for (policies, episodes, environments, steps; the seed's range is `PPOConfig.validate`'s). A value past
+its limit is refused with a message that names the limit, before anything is read or allocated
+(docs/reliability.md). Imports nothing from npsco but its error type, so that anything may import it."""
+
+from __future__ import annotations
+
+from npsco.errors import NpscoError
+
+MAX_JSON_BYTES = 64 * 2**20
+"""A JSON file npsco reads (manifest.json, config.json, sweep.json, threshold.json, evaluation.json): 64 MiB (the
+largest npsco writes are well under 1 MiB)."""
+MAX_TOML_BYTES = 4 * 2**20
+"""A grid file: 4 MiB."""
+MAX_CHECKPOINT_BYTES = 512 * 2**20
+"""A policy checkpoint (`.safetensors`): 512 MiB (npsco's policies are about 25 KiB); every array it holds lies inside
+the file, so this also bounds what loading one allocates."""
+MAX_IMPORT_BYTES = 512 * 2**20
+"""A file `npsco import` reads (an SB3 zip, a CleanRL checkpoint, VecNormalize or .npz statistics), and each member
+of a zip archive, by its declared and its actual uncompressed size."""
+MAX_NESTING = 64
+"""Nesting depth of JSON and TOML documents (npsco writes at most 6)."""
+
+MAX_POLICIES = 1000
+"""References (`refs`) and novel policies per chain (`novel`) of a population."""
+MAX_CHAINS = 100
+"""Threshold multiples (chains) per method."""
+MAX_EPISODES = 100_000
+"""Episodes of one evaluation or threshold measurement (run side by side: one environment each)."""
+MAX_ENVS = 4096
+"""Environments stepped in parallel by one policy's training (`num_envs`)."""
+MAX_ROLLOUT_STEPS = 1_000_000
+"""Steps per environment per rollout (`num_steps`)."""
+MAX_TIMESTEPS = 10**11
+"""Environment steps of one policy's training (`steps`, `total_timesteps`)."""
+MAX_EPISODE_STEPS = 10**7
+"""An episode's time limit (`max_episode_steps`)."""
+MAX_LAYER = 65_536
+"""Width of a hidden layer (`actor_hidden`, `critic_hidden`); at most `MAX_LAYERS` of them."""
+MAX_LAYERS = 64
+
+
+def check_at_most(name: str, value: object, limit: int, least: int = 0) -> None:
+    """Refuse a count `name` that is not a whole number in [least, limit], naming the limit."""
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+        raise NpscoError(f"{name} must be a whole number, got {value!r}")
+    if value < least:
+        raise NpscoError(f"{name} must be >= {least}, got {value}")
+    if value > limit:
+        raise NpscoError(f"{name} = {value:,.0f} is past npsco's limit of {limit:,} (docs/reliability.md)")
+
+
+def check_ppo_sizes(values: dict[str, object], where: str = "ppo") -> None:
+    """The sizes among PPO settings (as `PPOConfig.to_dict` writes them) that allocate memory or time, against their
+    limits; `where` prefixes the message."""
+    limits = {
+        "num_envs": MAX_ENVS,
+        "num_steps": MAX_ROLLOUT_STEPS,
+        "total_timesteps": MAX_TIMESTEPS,
+        "eval_episodes": MAX_EPISODES,
+    }
+    try:
+        for key, limit in limits.items():
+            if key in values:
+                check_at_most(f"{where}.{key}", values[key], limit)
+        if values.get("max_episode_steps") is not None:
+            check_at_most(f"{where}.max_episode_steps", values["max_episode_steps"], MAX_EPISODE_STEPS)
+        for key in ("actor_hidden", "critic_hidden"):
+            layers = values.get(key)
+            if isinstance(layers, (list, tuple)):
+                check_at_most(f"{where}.{key} (layers)", len(layers), MAX_LAYERS)
+                for width in layers:
+                    check_at_most(f"{where}.{key} (width)", width, MAX_LAYER, least=1)
+    except NpscoError as e:
+        raise NpscoError(f"invalid configuration: {e}") from None

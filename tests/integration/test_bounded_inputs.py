@@ -1,0 +1,264 @@
+"""Bounded inputs (issue 28, item 5): sizes checked before reading (a zip bomb, an oversized checkpoint or JSON file),
+special files refused before they are opened for reading (/dev/zero, a FIFO), nesting limited, grid values and
+counts checked against npsco's limits, every field of the files npsco reads back type-checked, a full disk one line:
+each a one-line error with exit code 2."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import resource
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import npsco.population
+import npsco.training
+from npsco.cli import main
+from npsco.errors import NpscoError
+
+MIB = 2**20
+MAX_JSON_BYTES, MAX_CHECKPOINT_BYTES, MAX_IMPORT_BYTES = 64 * MIB, 512 * MIB, 512 * MIB  # npsco.limits
+MAX_NESTING = 64
+GRID = {"tasks": ["npsco/FourRewardMaze-v0"], "methods": ["ppo", "ipd"], "refs": 2, "novel": 1, "steps": 1024}
+
+
+def one_line(capsys, argv: list[str], *fragments: str) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+def limited_child(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`npsco ARGV` in a child process with 2 GiB of address space and a minute: a file read without bounds ends it
+    (MemoryError or the timeout) instead of the machine."""
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+
+    return subprocess.run(
+        [sys.executable, "-m", "npsco.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        preexec_fn=limit,
+    )
+
+
+def test_the_limits_here_are_npscos():
+    import npsco.limits
+
+    limits = (npsco.limits.MAX_JSON_BYTES, npsco.limits.MAX_CHECKPOINT_BYTES, npsco.limits.MAX_IMPORT_BYTES)
+    assert limits == (MAX_JSON_BYTES, MAX_CHECKPOINT_BYTES, MAX_IMPORT_BYTES)
+    assert npsco.limits.MAX_NESTING == MAX_NESTING
+
+
+# ------------------------------------------------------------------------------------------------ sizes and files
+def test_an_sb3_zip_bomb_is_refused_by_its_declared_size_before_it_is_unpacked(sb3_zip, tmp_path, capsys):
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(sb3_zip) as zin, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zout:
+        for name in zin.namelist():
+            if name != "policy.pth":
+                zout.writestr(name, zin.read(name))
+        with zout.open("policy.pth", "w") as f:  # 1 MiB of zeros more than the limit, a few hundred KB packed
+            zeros = bytes(2**20)
+            for _ in range(MAX_IMPORT_BYTES // 2**20 + 1):
+                f.write(zeros)
+    assert bomb.stat().st_size < 2 * 2**20
+    one_line(
+        capsys,
+        ["import", str(bomb), "--env", "Pendulum-v1", "--out", str(tmp_path / "out")],
+        "policy.pth unpacks to",
+        "past npsco's limit",
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_zip_member_larger_than_its_header_says_is_cut_at_the_limit(tmp_path):
+    from npsco.importers.common import read_zip_member
+
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("data", b"x" * 5000)
+    with zipfile.ZipFile(path) as z, pytest.raises(NpscoError, match="unpacks to more than 1,000 bytes"):
+        read_zip_member(z, "data", str(path), limit=1000)
+
+
+@pytest.mark.parametrize("what", ["a checkpoint", "a manifest"])
+def test_an_oversized_file_is_refused_before_it_is_read(what, planned_run, tmp_path, capsys):
+    out = tmp_path / "run"
+    planned_run(out)
+    path, limit = (
+        (out / "refs/ref0/policy.safetensors", MAX_CHECKPOINT_BYTES)
+        if what == "a checkpoint"
+        else (out / "manifest.json", MAX_JSON_BYTES)
+    )
+    with open(path, "r+b") as f:  # sparse: the size on disk stays small
+        f.truncate(limit + 1)
+    one_line(capsys, ["evaluate", str(out)], f"{limit + 1:,} bytes, past npsco's limit of {limit:,}")
+
+
+@pytest.mark.parametrize("target", ["refs/ref0/policy.safetensors", "manifest.json", "config.json"])
+@pytest.mark.parametrize("special", ["/dev/zero", "a FIFO"])
+def test_special_files_in_a_run_are_refused_before_they_are_read(special, target, planned_run, tmp_path, children):
+    out = tmp_path / "run"
+    planned_run(out)
+    (out / target).unlink()
+    if special == "a FIFO":
+        os.mkfifo(out / target)
+    else:
+        os.symlink(special, out / target)
+    child = limited_child(["evaluate", str(out)], children.env)
+    kind = "a FIFO" if special == "a FIFO" else "a character device"
+    assert child.returncode == 2, child.stderr
+    assert child.stderr.count("\n") == 1 and f"{kind}, not a regular file; refused" in child.stderr, child.stderr
+
+
+def test_read_bytes_and_read_json_refuse_what_is_not_a_regular_file_of_a_sane_size(tmp_path):
+    from npsco.io import read_bytes, read_json
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "big.json").write_text("[" + "0," * 100 + "0]")
+    for path, message in [
+        (tmp_path / "fifo", "a FIFO, not a regular file"),
+        (Path("/dev/zero"), "a character device, not a regular file"),
+        (tmp_path, "a folder, not a regular file"),
+        (tmp_path / "missing", "file not found"),
+    ]:
+        with pytest.raises(NpscoError, match=message):
+            read_bytes(path, 100)
+    with pytest.raises(NpscoError, match="203 bytes, past npsco's limit of 100"):
+        read_json(tmp_path / "big.json", limit=100)
+    (tmp_path / "nan.json").write_text('{"r0_default": NaN}')
+    with pytest.raises(NpscoError, match="NaN is not a JSON number"):
+        read_json(tmp_path / "nan.json")
+
+
+# ------------------------------------------------------------------------------------------------------- nesting
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 100_000])
+def test_deeply_nested_json_and_toml_are_one_line_errors(depth, planned_run, tmp_path, capsys):
+    out = tmp_path / "run"
+    planned_run(out)
+    (out / "manifest.json").write_text('{"members": ' + "[" * depth + "]" * depth + "}")
+    one_line(capsys, ["evaluate", str(out)], "manifest.json: nested deeper than 64 levels")
+    grid = tmp_path / "deep.toml"
+    grid.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in GRID.items()) + "\nx = " + "[" * depth + "]" * depth)
+    one_line(capsys, ["sweep", str(grid), "--dry-run"], str(grid), "nested")
+
+
+# ------------------------------------------------------------------------------------------- counts against limits
+@pytest.mark.parametrize(
+    "key, value, limit",
+    [
+        ("refs", 1e9, "1,000"),
+        ("novel", 1e9, "1,000"),
+        ("eval_episodes", 1e12, "100,000"),
+        ("threshold_episodes", 1e12, "100,000"),
+        ("steps", 1e15, "100,000,000,000"),
+        ("ppo", {"num_envs": 1e8}, "4,096"),
+        ("ppo", {"eval_episodes": 1e12}, "100,000"),
+    ],
+)
+def test_grid_values_past_the_limits_are_refused_by_a_dry_run(key, value, limit, tmp_path, capsys):
+    grid = tmp_path / "big.toml"
+    settings = {**GRID, **({"steps": 1e10} if key == "ppo" else {key: value})}  # a batch of 1e8 envs fits 1e10 steps
+    lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+    if key == "ppo":
+        lines += ["[ppo]", *(f"{k} = {v}" for k, v in value.items())]
+    grid.write_text("\n".join(lines) + "\n")
+    one_line(capsys, ["sweep", str(grid), "--dry-run"], f"past npsco's limit of {limit}")
+
+
+@pytest.mark.parametrize(
+    "args, limit",
+    [
+        (["--refs", "1000000000"], "--refs = 1,000,000,000 is past npsco's limit of 1,000"),
+        (["--novel", "1000000000"], "--novel = 1,000,000,000 is past npsco's limit of 1,000"),
+        (
+            ["--steps", "1e10", "--set", "num_envs=100000000"],
+            "ppo.num_envs = 100,000,000 is past npsco's limit of 4,096",
+        ),
+        (["--set", "eval_episodes=1000000000000"], "ppo.eval_episodes = 1,000,000,000,000 is past"),
+    ],
+)
+def test_population_counts_past_the_limits_are_refused_before_anything_is_written(args, limit, tmp_path, capsys):
+    one_line(capsys, ["population", *args, "--out", str(tmp_path / "out")], limit)
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------------- typed fields
+@pytest.mark.parametrize(
+    "file, edit, field",
+    [
+        ("manifest.json", lambda d: d.update(members="ref0"), "members must be a list of objects, got 'ref0'"),
+        ("manifest.json", lambda d: d["members"][0].update(path=None), "members[0].path must be a string, got null"),
+        ("manifest.json", lambda d: d["members"][0].update(final_eval=[]), "members[0].final_eval must be an object"),
+        ("manifest.json", lambda d: d["members"][1].update(seed="1"), "members[1].seed must be a whole number"),
+        ("manifest.json", lambda d: d["members"].__setitem__(0, 7), "members[0] must be an object, got 7"),
+        ("manifest.json", lambda d: d["members"][0].update(status="finished"), "members[0].status must be one of"),
+        ("manifest.json", lambda d: d.update(r0_default="big"), "r0_default must be a number or null"),
+        (
+            "manifest.json",
+            lambda d: d["members"][0].update(eval_curve=[[1, "a"]]),
+            "members[0].eval_curve[0][1] must be a",
+        ),
+        (
+            "manifest.json",
+            lambda d: d["members"][0]["final_eval"].update(return_mean=None),
+            "members[0].final_eval.return_mean must",
+        ),
+        ("config.json", lambda d: d.update(ppo=[]), "ppo must be an object, got []"),
+        ("config.json", lambda d: d["ppo"].update(max_episode_steps="10"), "ppo.max_episode_steps must be a whole"),
+    ],
+)
+def test_every_wrongly_typed_field_is_one_line_naming_the_file_and_the_field(
+    file, edit, field, planned_run, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    argv = planned_run(out)
+    data = json.loads((out / file).read_text())
+    edit(data)
+    (out / file).write_text(json.dumps(data))
+    for command in (["evaluate", str(out)], argv):  # a reader, and the writer resuming
+        one_line(capsys, command, f"{out / file}: {field}")
+
+
+def test_a_wrongly_typed_threshold_and_sweep_file_are_one_line(planned_run, tmp_path, capsys):
+    out = tmp_path / "run"
+    planned_run(out)
+    (out / "threshold.json").write_text(json.dumps({"r0_default": "0.3"}))
+    data = json.loads((out / "manifest.json").read_text())
+    data["r0_default"] = None
+    (out / "manifest.json").write_text(json.dumps(data))
+    one_line(capsys, ["evaluate", str(out)], f"{out / 'threshold.json'}: r0_default must be a number, got '0.3'")
+    (tmp_path / "sweep.json").write_text(json.dumps({"populations": [{"path": 3}]}))
+    one_line(capsys, ["report", str(tmp_path), "--out", str(tmp_path / "r")], "populations[0].path must be a string")
+    (tmp_path / "sweep.json").write_text(json.dumps({"populations": [{"path": "../../etc"}]}))
+    one_line(capsys, ["report", str(tmp_path), "--out", str(tmp_path / "r")], "is not inside the sweep folder")
+
+
+# ------------------------------------------------------------------------------------------------------ full disk
+def full_disk(path, obj):
+    raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+
+@pytest.mark.parametrize("command", ["population", "train"])
+def test_a_full_disk_is_one_line_saying_what_was_kept(command, monkeypatch, tmp_path, capsys):
+    module = npsco.population if command == "population" else npsco.training
+    monkeypatch.setattr(module, "atomic_write_json", full_disk)
+    out = tmp_path / "out"
+    one_line(
+        capsys,
+        [command, "--steps", "1024", "--no-progress", "--out", str(out)],
+        f"npsco {command}: error: the disk is full while writing {out / 'config.json'}: every file npsco wrote "
+        "before is whole (files are replaced atomically) and finished policies are kept; free some space and run "
+        "the same command again to resume",
+    )

@@ -1,0 +1,236 @@
+"""Paths come from the layout, never from a file (issue 28, item 1): a manifest whose member paths point outside the
+run, at the whole run, or through a symbolic link is refused before anything is deleted or trained; readers refuse
+it too; one function deletes (`npsco.io.remove_inside`), and it deletes only inside a folder, through no link."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from npsco.cli import main
+from npsco.errors import NpscoError
+from npsco.ppo.trainer import Trainer
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "npsco"
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Training fails the test at once: every case below must be refused before anything trains."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a run with a forged manifest started training")
+
+    monkeypatch.setattr(Trainer, "train", refuse)
+
+
+@pytest.fixture
+def victim(tmp_path) -> Path:
+    """A folder outside the run with a file in it, which nothing may touch."""
+    folder = tmp_path / "victim"
+    folder.mkdir()
+    (folder / "precious.txt").write_text("keep me")
+    return folder
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file below `folder` and its bytes, but the lock file (a command that takes the lock writes its pid)."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != ".npsco.lock"
+    }
+
+
+def edit_member(out: Path, member: str, **fields) -> None:
+    path = out / "manifest.json"
+    data = json.loads(path.read_text())
+    for m in data["members"]:
+        if m["name"] == member:
+            m.update(fields)
+    path.write_text(json.dumps(data))
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "name, fields",
+    [
+        ("ref1", {"path": "../victim", "status": "training"}),
+        ("ref1", {"path": "VICTIM", "status": "pending"}),  # an absolute path
+        ("ipd/k0", {"path": "../victim", "status": "training"}),
+        ("ipd/k0", {"path": "VICTIM", "status": "pending"}),
+        ("ref1", {"path": "", "status": "training"}),  # the whole run
+        ("ipd/k0", {"path": "", "status": "training"}),
+        ("ipd/k0", {"path": ".", "status": "pending"}),
+        ("ipd/k0", {"path": "novel/ipd/k7"}),  # inside the run, but not where the layout puts it
+        ("ipd/k0", {"chain": "../../x", "name": "../../x/k0", "path": "novel/../../x/k0"}),
+        ("ref1", {"seed": 5}),  # not the plan's seed
+    ],
+)
+def test_a_member_path_that_is_not_the_layouts_is_refused_and_nothing_is_deleted(
+    name, fields, planned_run, victim, tmp_path, capsys, no_training
+):
+    out = tmp_path / "run"
+    argv = planned_run(out)
+    fields = {k: str(victim) if v == "VICTIM" else v for k, v in fields.items()}
+    if name == "ref1" and fields.get("status"):  # a reference to train: the run must not hold it done
+        (out / "refs" / "ref1" / "policy.safetensors").unlink()
+    edit_member(out, name, **fields)
+    before, run_before = snapshot(victim), snapshot(out)
+    assert main(argv) == 2
+    err = one_line_error(capsys)
+    assert str(out / "manifest.json") in err and "member" in err, err
+    assert snapshot(victim) == before
+    assert snapshot(out) == run_before  # nothing deleted, nothing written (but the lock file)
+
+
+def test_readers_refuse_a_manifest_whose_novel_policy_lies_elsewhere(planned_run, victim, tmp_path, capsys):
+    out = tmp_path / "run"
+    planned_run(out)
+    edit_member(out, "ipd/k0", path="../victim", status="done", final_eval={"return_mean": 0.0, "return_std": 0.0})
+    for argv in (["evaluate", str(out)], ["report", str(out), "--out", str(tmp_path / "report")]):
+        assert main(argv) == 2
+        err = one_line_error(capsys)
+        assert "member 'ipd/k0'" in err and "not where this run keeps it (novel/ipd/k0)" in err, err
+
+
+def test_a_novel_folder_that_is_a_symbolic_link_is_never_written_through(
+    planned_run, victim, tmp_path, capsys, no_training
+):
+    out = tmp_path / "run"
+    argv = planned_run(out)
+    (victim / "ipd" / "k0").mkdir(parents=True)
+    (victim / "ipd" / "k0" / "metrics.jsonl").write_text("{}\n")
+    os.symlink(victim, out / "novel")  # the resume would train ipd/k0 in novel/ipd/k0
+    edit_member(out, "ipd/k0", status="training")
+    before = snapshot(victim)
+    assert main(argv) == 2
+    err = one_line_error(capsys)
+    assert "a symbolic link inside" in err and str(out / "novel") in err, err
+    assert snapshot(victim) == before
+
+
+def test_a_borrowed_reference_is_read_where_it_lies_and_never_trained(planned_run, tmp_path, capsys):
+    """A committed run's references borrowed by relative paths outside it (benchmarks/results/paper/extra) load; a
+    borrowed reference that claims to need training is refused."""
+    out = tmp_path / "run"
+    planned_run(out)
+    data = json.loads((out / "manifest.json").read_text())
+    elsewhere = tmp_path / "sweep" / "refs"
+    (out / "refs").rename(tmp_path / "moved")
+    elsewhere.parent.mkdir()
+    (tmp_path / "moved").rename(elsewhere)
+    for m in data["members"][:2]:
+        m["path"] = f"../sweep/refs/{m['name']}"
+    data["members"][2].update(status="done", final_eval={"return_mean": 0.0, "return_std": 0.0})
+    (out / "novel" / "ipd" / "k0").mkdir(parents=True)
+    os.link(elsewhere / "ref0" / "policy.safetensors", out / "novel" / "ipd" / "k0" / "policy.safetensors")
+    (out / "manifest.json").write_text(json.dumps(data))
+    assert main(["evaluate", str(out), "--episodes", "2"]) == 0
+    capsys.readouterr()
+    data["members"][1]["status"] = "training"
+    (out / "manifest.json").write_text(json.dumps(data))
+    assert main(["evaluate", str(out), "--episodes", "2", "--force"]) == 2
+    assert "a borrowed reference" in one_line_error(capsys)
+
+
+# ---------------------------------------------------------------------------------------------- the delete function
+def test_inside_refuses_paths_outside_the_folder_and_through_links(tmp_path):
+    from npsco.io import inside
+
+    root = tmp_path / "run"
+    (root / "refs" / "ref0").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", root / "link")
+    assert inside(root, "refs/ref0") == root / "refs" / "ref0"
+    assert inside(root, root / "refs" / "ref0") == root / "refs" / "ref0"  # absolute, inside
+    assert inside(root, "novel/ipd/k0") == root / "novel" / "ipd" / "k0"  # not there yet
+    for bad in ("", ".", "..", "../elsewhere", "refs/../..", str(tmp_path / "elsewhere"), "/etc/passwd"):
+        with pytest.raises(NpscoError, match="not inside the folder"):
+            inside(root, bad)
+    for linked in ("link", "link/x", "link/x/y"):
+        with pytest.raises(NpscoError, match="a symbolic link inside"):
+            inside(root, linked)
+
+
+def test_remove_inside_deletes_files_and_folders_but_never_follows_a_link(tmp_path):
+    from npsco.io import remove_inside
+
+    root = tmp_path / "run"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "keep").write_text("keep")
+    os.symlink(tmp_path / "elsewhere", root / "a" / "link")  # inside the folder it deletes: removed, not followed
+    os.symlink(tmp_path / "elsewhere", root / "top")
+    remove_inside(root, "a")
+    assert not (root / "a").exists() and (tmp_path / "elsewhere" / "keep").read_text() == "keep"
+    with pytest.raises(NpscoError, match="a symbolic link inside"):
+        remove_inside(root, "top")
+    with pytest.raises(NpscoError, match="not inside the folder"):
+        remove_inside(root, "")
+    remove_inside(root, "missing")  # nothing there: nothing to do
+
+
+def test_fresh_dir_empties_the_folder_in_place_keeping_its_lock_file(tmp_path):
+    from npsco.io import fresh_dir
+
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    for name in ("config.json", "policy.safetensors", "checkpoints/last.safetensors", ".npsco.lock"):
+        (out / name).write_text(name)
+    (out / ".npsco-trash-1").mkdir()  # what a killed emptying left
+    inode = out.stat().st_ino
+    fresh_dir(out)
+    assert sorted(p.name for p in out.iterdir()) == [".npsco.lock"] and out.stat().st_ino == inode
+
+
+def test_stale_temp_files_of_killed_atomic_writes_are_removed(tmp_path):
+    from npsco.io import STALE_TEMP, remove_stale_temps
+
+    (tmp_path / ".manifest.json.k2j_8x0q.tmp").write_text("{")
+    (tmp_path / ".sweep.json.abcdefgh.tmp").write_text("{")
+    (tmp_path / "notes.tmp").write_text("mine")
+    (tmp_path / "manifest.json").write_text("{}")
+    assert sorted(remove_stale_temps(tmp_path)) == [".manifest.json.k2j_8x0q.tmp", ".sweep.json.abcdefgh.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "notes.tmp"]
+    assert STALE_TEMP.match(".policy.safetensors.abc_1234.tmp")
+
+
+# Deletions in src/ go through npsco.io.remove_inside alone. Three deletions in modules that this change leaves to
+# their owners (report/, ppo/) are the known exceptions until they call remove_inside too.
+DELETERS = {"rmtree", "unlink", "remove", "rmdir", "removedirs"}
+DELETE_EXCEPTIONS = {
+    "io.py:remove_inside: shutil.rmtree(target)",
+    "io.py:remove_inside: target.unlink()",
+    "report/video.py:save_video: temp.unlink(missing_ok=True)",
+    "report/figures.py:save_figure: temp.unlink(missing_ok=True)",
+    "ppo/trainer.py:Trainer.train: done_with.unlink(missing_ok=True)",
+}
+
+
+def test_nothing_in_src_deletes_but_the_one_checked_function(module_calls):
+    def deletions(tree: ast.AST) -> list[str]:
+        return [f"{c.scope}: {c.text}" for c in module_calls(tree) if c.name in DELETERS]
+
+    found = {
+        f"{path.relative_to(SRC)}:{call}"
+        for path in sorted(SRC.rglob("*.py"))
+        for call in deletions(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    assert {c for c in DELETE_EXCEPTIONS if c.startswith("io.py")} <= found, "the scan does not see remove_inside"
+    assert sorted(found - DELETE_EXCEPTIONS) == [], "delete through npsco.io.remove_inside"
+    assert deletions(ast.parse("def f(p):\n    shutil.rmtree(p)\n    os.unlink(p)\n    p.unlink()\n")) == [
+        "f: shutil.rmtree(p)",
+        "f: os.unlink(p)",
+        "f: p.unlink()",
+    ]
