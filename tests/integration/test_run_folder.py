@@ -212,9 +212,6 @@ DELETERS = {"rmtree", "unlink", "remove", "rmdir", "removedirs"}
 DELETE_EXCEPTIONS = {
     "io.py:remove_inside: shutil.rmtree(target)",
     "io.py:remove_inside: target.unlink()",
-    "report/video.py:save_video: temp.unlink(missing_ok=True)",
-    "report/figures.py:save_figure: temp.unlink(missing_ok=True)",
-    "ppo/trainer.py:Trainer.train: done_with.unlink(missing_ok=True)",
 }
 
 

@@ -26,7 +26,8 @@ from safetensors.numpy import save as save_safetensors
 
 from npsco.envs import state as env_state
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_bytes
+from npsco.io import atomic_write_bytes, read_bytes
+from npsco.limits import MAX_CHECKPOINT_BYTES
 
 if TYPE_CHECKING:  # annotations only: the trainer imports this module
     from npsco.ppo.trainer import Trainer
@@ -89,7 +90,7 @@ def read_state(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     """The JSON part and the tensors of a saved state; an NpscoError naming the file if it is not one."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path, MAX_CHECKPOINT_BYTES)
         tensors = load_safetensors(raw)
         header_len = int.from_bytes(raw[:8], "little")
         meta = json.loads(json.loads(raw[8 : 8 + header_len])["__metadata__"]["npsco"])

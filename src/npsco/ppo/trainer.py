@@ -25,6 +25,7 @@ from tqdm import tqdm
 from npsco.envs.make import check_task_spaces, final_observations, make_vector_env
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
+from npsco.io import remove_inside
 from npsco.logger import MetricsLogger, Tracking
 from npsco.policy import Policy, mlp_forward, space_metadata
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
@@ -377,7 +378,7 @@ class Trainer:
         if self.run_dir is not None and not interrupted:
             policy.save(self.run_dir / "policy.safetensors")
             for done_with in (state_path(self.run_dir), self.run_dir / "checkpoints" / "interrupted.safetensors"):
-                done_with.unlink(missing_ok=True)  # the run is complete: nothing to resume
+                remove_inside(self.run_dir, done_with)  # the run is complete: nothing to resume
         return TrainResult(policy=policy, eval_curve=eval_curve, metrics=self.logger.rows, interrupted=interrupted)
 
     def _check_finite(self, metrics: dict[str, float], last_good: Policy) -> None:

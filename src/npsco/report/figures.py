@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, Rectangle
 
 from npsco.envs.maze import GOAL_RADIUS, GOALS, MAP_SIZE
+from npsco.io import remove_inside
 from npsco.stats import mean_std
 
 _PANEL_INCHES = 3.2
@@ -386,6 +387,6 @@ def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int = 150) -> Pa
             fig.savefig(handle, format=fmt, dpi=dpi)
         os.replace(temp, target)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        remove_inside(target.parent, temp)
         raise
     return target

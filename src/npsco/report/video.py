@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from npsco.errors import NpscoError
+from npsco.io import remove_inside
 from npsco.report.behaviour import save_animation
 from npsco.report.figures import filmstrip
 
@@ -97,7 +98,7 @@ def save_video(images: list[np.ndarray], path_stem: str | os.PathLike, fps: floa
         write_mp4(images, temp, fps)
         os.replace(temp, path)
     finally:
-        temp.unlink(missing_ok=True)
+        remove_inside(path.parent, temp)
     return path
 
 
