@@ -263,6 +263,10 @@ SWEEP = Fields(
         "backend": str,
         "status": str,
         "wall_seconds": float,
+        "utilisation": (
+            Fields({"workers": int, "wall_seconds": float, "busy_seconds": float, "fraction": float}),
+            None,
+        ),
         "populations": ListOf(
             Fields(
                 {

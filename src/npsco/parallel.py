@@ -80,6 +80,43 @@ class Job:
     """Environment steps the job trains (for the overall steps/s)."""
     group: str = ""
     """The population it belongs to (for the progress view)."""
+    after: int = 0
+    """Environment steps that can only start once this job is done, one after another: the longest rest of its chain
+    (the scheduler starts the job with the most `steps + after` first, so the critical path is never left waiting)."""
+
+    @property
+    def path_steps(self) -> int:
+        """The steps of the longest sequence of jobs that starts with this one."""
+        return self.steps + self.after
+
+
+@dataclass
+class Utilisation:
+    """How busy the workers were during one `Scheduler.run`."""
+
+    workers: int
+    wall_seconds: float
+    busy_seconds: float
+    """Seconds summed over jobs, from submission to completion (a job that had to be retried counts each try)."""
+
+    @property
+    def fraction(self) -> float:
+        """busy worker-seconds / (workers x wall seconds)."""
+        return self.busy_seconds / (self.workers * self.wall_seconds) if self.wall_seconds > 0 else 0.0
+
+    def describe(self) -> str:
+        return (
+            f"utilisation {self.fraction:.0%} ({self.busy_seconds:,.0f} busy worker-seconds / "
+            f"{self.workers} workers x {self.wall_seconds:,.0f} s)"
+        )
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "workers": self.workers,
+            "wall_seconds": round(self.wall_seconds, 1),
+            "busy_seconds": round(self.busy_seconds, 1),
+            "fraction": round(self.fraction, 4),
+        }
 
 
 PR_SET_PDEATHSIG = 1
@@ -400,22 +437,51 @@ class View(Protocol):
     def tick(self) -> None: ...
 
 
+def by_critical_path(jobs: list[Job]) -> list[Job]:
+    """The jobs in the order to start them: the longest path of steps first (`Job.path_steps`); equal paths keep the
+    source's order (a population lists its spare candidates last)."""
+    return sorted(jobs, key=lambda job: -job.path_steps)
+
+
 class Scheduler:
-    """Runs the jobs of a `Source` on an executor, at most `executor.workers` at a time."""
+    """Runs the jobs of a `Source` on an executor, at most `executor.workers` at a time: whenever a worker is free and a
+    job is ready, the ready job on the longest path (`by_critical_path`) starts. `utilisation` measures the last run."""
 
     def __init__(self, executor: Executor, max_retries: int = MAX_RETRIES, tick_seconds: float = 1.0):
         self.executor, self.max_retries, self.tick_seconds = executor, max_retries, tick_seconds
+        self.utilisation: Utilisation | None = None
 
-    def run(self, source: Source, view: View | None = None) -> None:
+    def run(self, source: Source, view: View | None = None) -> Utilisation:
         """Until nothing is ready or running. A job that raises stops new submissions; the running ones finish and
-        are recorded, then the error is raised (as an NpscoError naming the job)."""
+        are recorded, then the error is raised (as an NpscoError naming the job). Returns how busy the workers were
+        (also kept in `utilisation`, when the run ends by an error too)."""
         running: dict[Future, Job] = {}
+        submitted: dict[Future, float] = {}
+        start = time.monotonic()
+        self.utilisation = Utilisation(self.executor.workers, 0.0, 0.0)
+        try:
+            self._loop(source, view, running, submitted)
+        finally:
+            for began in submitted.values():  # jobs still running (an interrupt): busy until now
+                self.utilisation.busy_seconds += time.monotonic() - began
+            self.utilisation.wall_seconds = time.monotonic() - start
+        return self.utilisation
+
+    def _loop(
+        self,
+        source: Source,
+        view: View | None,
+        running: dict[Future, Job],
+        submitted: dict[Future, float],
+    ) -> None:
+        """`run`'s loop; `running` and `submitted` (each running job's start time) are shared with `run`."""
+        assert self.utilisation is not None
         deaths: dict[str, int] = {}
         failed: tuple[Job, BaseException] | None = None
         while True:
             if failed is None:
                 busy = {job.key for job in running.values()}
-                for job in source.ready(busy):
+                for job in by_critical_path(source.ready(busy)):
                     if len(running) >= self.executor.workers:
                         break
                     if job.key in busy:
@@ -423,13 +489,16 @@ class Scheduler:
                     source.started(job)
                     if view:  # before submitting: an inline job has ended when `submit` returns
                         view.event("start", job)
-                    running[self.executor.submit(job.fn, *job.args)] = job
+                    began = time.monotonic()
+                    future = self.executor.submit(job.fn, *job.args)
+                    running[future], submitted[future] = job, began
                     busy.add(job.key)
             if not running:
                 break
             done, _ = wait(list(running), timeout=self.tick_seconds, return_when=FIRST_COMPLETED)
             for future in done:
                 job = running.pop(future)
+                self.utilisation.busy_seconds += time.monotonic() - submitted.pop(future)
                 exc = future.exception()
                 if exc is None:
                     self.executor.forget(future)

@@ -24,6 +24,7 @@ The configuration is `npsco.population_config.PopulationConfig`; the jobs are in
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -398,18 +399,28 @@ class Population(PopulationMembers):
                 return self.members
             one_at_a_time = executor.workers == 1
             self.jobs_show_progress = self.progress and one_at_a_time
-            Scheduler(executor).run(self, view or (PopulationLog(self) if one_at_a_time else LogView(self.log)))
+            use = Scheduler(executor).run(self, view or (PopulationLog(self) if one_at_a_time else LogView(self.log)))
+            if not one_at_a_time:
+                self.log(f"{self.out}: {use.describe()}")
             return self.members
         finally:
             self.close()
 
+    def chain_steps_left(self) -> dict[Chain, int]:
+        """Per novel chain, the environment steps of its policies not yet trained (they train one after another)."""
+        left = Counter(m.chain for m in self.members if m.role == "novel" and m.status != "done" and m.chain)
+        return {chain: n * self.config.ppo.policy_steps for chain, n in left.items()}
+
     def ready(self, busy: set[str]) -> list[Job]:
-        """The jobs that can start now (the `npsco.parallel.Source` protocol); `busy` holds the keys already running."""
+        """The jobs that can start now (the `npsco.parallel.Source` protocol); `busy` holds the keys already running.
+        Each job's `after` is the rest of its chain: all of the longest chain for a reference or the threshold."""
         out = str(self.out.resolve())
         members = [m.to_dict() for m in self.members]
-        steps = self.config.ppo.num_iterations * self.config.ppo.batch_size
+        steps = self.config.ppo.policy_steps
+        chains_left = self.chain_steps_left()
+        longest = max(chains_left.values(), default=0)
 
-        def train(m: Member) -> Job:
+        def train(m: Member, after: int) -> Job:
             return Job(
                 key=f"{out}:{m.name}",
                 fn=train_member_job,
@@ -417,16 +428,22 @@ class Population(PopulationMembers):
                 steps=steps,
                 group=out,
                 args=(out, self.config, members, self.r0_default, m.name, self.jobs_show_progress),
+                after=after,
             )
 
         refs = [m for m in self.members if m.role == "reference"]
-        jobs = [train(m) for m in refs if m.status != "done"]
+        jobs = [train(m, longest) for m in refs if m.status != "done"]
         novel = [m for m in self.members if m.role == "novel"]
         if jobs or not novel:
             return [j for j in jobs if j.key not in busy]
         if self.config.method.method != "ppo" and self.config.method.r0 is None and self.r0_default is None:
             job = Job(
-                key=f"{out}:threshold", fn=threshold_job, args=(out, self.config, members), label="threshold", group=out
+                key=f"{out}:threshold",
+                fn=threshold_job,
+                args=(out, self.config, members),
+                label="threshold",
+                group=out,
+                after=longest,
             )
             return [] if job.key in busy else [job]
         spare: list[Job] = []  # candidates started only when a worker would otherwise wait
@@ -434,8 +451,9 @@ class Population(PopulationMembers):
             nxt = next((m for m in novel if m.chain == chain and m.status != "done"), None)
             if nxt is None:
                 continue
+            after = chains_left[chain] - steps  # the chain's later policies
             if self.config.candidates == 1:
-                jobs.append(train(nxt))
+                jobs.append(train(nxt, after))
                 continue
             started = {c.index for c in nxt.candidates}
             waiting = [c for c in range(self.config.candidates) if c not in started]
@@ -448,6 +466,7 @@ class Population(PopulationMembers):
                     steps=steps,
                     group=out,
                     args=(out, self.config, members, self.r0_default, nxt.name, c, self.jobs_show_progress),
+                    after=after if needed and i == 0 else 0,  # a spare candidate lies on no path: last
                 )
                 (jobs if needed and i == 0 else spare).append(job)
         return [j for j in jobs + spare if j.key not in busy]

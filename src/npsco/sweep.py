@@ -30,7 +30,7 @@ from npsco.filecheck import SWEEP, read_checked
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
 from npsco.io import atomic_write_json, remove_stale_temps, run_entries
 from npsco.locks import FolderLock
-from npsco.parallel import Executor, Job, Scheduler, View, make_executor
+from npsco.parallel import Executor, Job, Scheduler, Utilisation, View, make_executor
 from npsco.population import NOVEL_SEED_OFFSET, Population
 from npsco.settings import differences
 
@@ -63,6 +63,8 @@ class Sweep:
         self.status = "planned"
         self.started_at = time.monotonic()
         self.backend = ""
+        self.utilisation: Utilisation | None = None
+        """How busy the workers were during the last `run` (also in `sweep.json`)."""
         self._lock = FolderLock(self.out)
 
     @property
@@ -167,18 +169,34 @@ class Sweep:
                 "backend": self.backend,
                 "status": self.status,
                 "wall_seconds": round(time.monotonic() - self.started_at, 1),
+                "utilisation": self.utilisation.to_dict() if self.utilisation else None,
                 "populations": rows,
             },
         )
 
     # ---------------------------------------------------------------------------------- npsco.parallel.Source
+    def waiting_on(self, spec: PopulationSpec) -> int:
+        """Environment steps of the longest chain of the populations not yet opened that borrow `spec`'s references
+        (they start once those are trained)."""
+        return max(
+            (
+                s.config.novel * s.config.ppo.policy_steps
+                for s in self.specs
+                if s.refs_of == spec.path and s.path not in self.pops
+            ),
+            default=0,
+        )
+
     def ready(self, busy: set[str]) -> list[Job]:
+        """Every opened population's ready jobs; a reference's `after` also counts the chains waiting for it, so the
+        scheduler starts the work on the sweep's critical path first."""
         jobs = []
-        # every task's references first (they unblock the most work), then the methods' populations in grid order
-        for spec in sorted(self.specs, key=lambda spec: spec.refs_of is not None):
+        for spec in self.specs:
             pop = self._population(spec)
-            if pop is not None:
-                jobs += pop.ready(busy)
+            if pop is None:
+                continue
+            waiting = self.waiting_on(spec) if spec.refs_of is None else 0
+            jobs += [dataclasses.replace(job, after=max(job.after, waiting)) for job in pop.ready(busy)]
         return jobs
 
     def started(self, job: Job) -> None:
@@ -199,8 +217,9 @@ class Sweep:
             self.backend = executor.describe()
             self.status = "running"
             self.save()
+            scheduler = Scheduler(executor)
             try:
-                Scheduler(executor).run(self, view)
+                self.utilisation = scheduler.run(self, view)
             except KeyboardInterrupt:
                 self.status = "interrupted"
                 raise
@@ -210,7 +229,10 @@ class Sweep:
             else:
                 self.status = "done"
             finally:
+                self.utilisation = scheduler.utilisation
                 self.save()
+                if self.utilisation is not None:
+                    self.log(f"{self.out}: {self.utilisation.describe()}")
         finally:
             self.close()
 

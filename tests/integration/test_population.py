@@ -26,7 +26,12 @@ from npsco.logger import read_metrics
 from npsco.methods.settings import MethodConfig
 from npsco.policy import load_policy
 from npsco.population import Population
-from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
+from npsco.population_config import (
+    PopulationConfig,
+    configuration_differences,
+    population_settings,
+    same_configuration,
+)
 from npsco.ppo.config import preset
 from npsco.ppo.trainer import Trainer
 from npsco.tasks import MAZE_ID
@@ -606,3 +611,23 @@ def test_a_threshold_of_another_metric_or_without_a_profile_is_refused_on_resume
     (other / "threshold.json").write_text(json.dumps(stripped))
     assert main(pargs) == 2
     assert "holds no threshold profile" in capsys.readouterr().err
+
+
+def test_each_job_knows_the_rest_of_its_chain_so_the_scheduler_starts_the_longest_path_first(tmp_path):
+    config = population_settings(MAZE_ID, method="ipd", refs=2, novel=3, r0=0.3, steps=2048, overrides=["num_steps=32"])
+    pop = Population(tmp_path / "run", config, progress=False, log=lambda line: None)
+    pop.open()
+    try:
+        steps = config.ppo.policy_steps
+        refs = pop.ready(set())
+        assert [job.label for job in refs] == ["ref0", "ref1"]
+        assert all(job.after == 3 * steps for job in refs)  # the whole chain waits for every reference
+        for member in pop.members[:2]:
+            member.status = "done"
+        (first,) = pop.ready(set())
+        assert (first.label, first.after) == ("ipd/k0", 2 * steps)  # k1 and k2 after it
+        pop.members[2].status = "done"
+        (second,) = pop.ready(set())
+        assert (second.label, second.after) == ("ipd/k1", steps)
+    finally:
+        pop.close()

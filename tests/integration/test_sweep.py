@@ -12,7 +12,7 @@ import pytest
 from npsco.cli import main
 from npsco.errors import NpscoError
 from npsco.manifest import population_dirs
-from npsco.parallel import Job, LocalExecutor, Scheduler
+from npsco.parallel import Job, LocalExecutor, Scheduler, by_critical_path
 from npsco.population import Population
 from npsco.sweep import Sweep, load_grid, parse_grid, plan
 
@@ -272,25 +272,26 @@ def test_threshold_multiples_default_to_each_task_own_and_an_absolute_r0_needs_n
         parse_grid({**grid, "r0_scales": ["twice"]}, "test")
 
 
-def test_every_tasks_references_are_offered_before_any_methods_jobs(tmp_path, monkeypatch):
-    # the scheduler starts jobs in the order `ready` lists them: references first unblocks the most work (and gives
-    # every task its PPO row early), whatever the order of the tasks in the grid
+def test_every_tasks_references_start_before_any_methods_jobs(tmp_path, monkeypatch):
+    # a reference lies on the path of every chain that borrows it: the scheduler (longest path first) starts the
+    # references of every task first (that unblocks the most work), whatever the order of the tasks in the grid
     path = tmp_path / "two.toml"
     path.write_text(
         'tasks = ["npsco/FourRewardMaze-v0", "Pendulum-v1"]\nmethods = ["ppo", "ipd", "wsr"]\nrefs = 2\n'
-        "novel = 1\nsteps = 2048\n"
+        "novel = 3\nsteps = 2048\n"
     )
     sweep = Sweep(load_grid(path), tmp_path / "sweep")
 
-    class Ready:  # a population whose every job is ready: its path stands for its jobs
+    class Ready:  # a population whose one job is ready and ends no chain: its path stands for its jobs
         def __init__(self, spec):
             self.path = spec.path
 
         def ready(self, busy):
-            return [self.path]
+            return [Job(self.path, print, (), steps=2048)]
 
     monkeypatch.setattr(sweep, "_population", Ready)
-    assert sweep.ready(set()) == [
+    jobs = by_critical_path(sweep.ready(set()))
+    assert [job.key for job in jobs] == [
         "FourRewardMaze-v0/ppo",
         "Pendulum-v1/ppo",
         "FourRewardMaze-v0/ipd",
@@ -298,6 +299,8 @@ def test_every_tasks_references_are_offered_before_any_methods_jobs(tmp_path, mo
         "Pendulum-v1/ipd",
         "Pendulum-v1/wsr",
     ]
+    # the references wait for nothing; the 3-policy chains that borrow them (not yet opened) come after them
+    assert [job.after for job in jobs] == [3 * 2048, 3 * 2048, 0, 0, 0, 0]
 
 
 def test_experiment_takes_a_repeated_set_as_population_does_the_later_wins():

@@ -1,9 +1,12 @@
-"""The scheduler with the inline executor: the sequential case of every population run, one job at a time in this
-process, in the order the source offers them."""
+"""The scheduler: with the inline executor (the sequential case of every population run, one job at a time in this
+process, in the order the source offers them), and with two workers (the longest path of steps first)."""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from npsco.parallel import InlineExecutor, Job, Scheduler
+from npsco.parallel import Executor, InlineExecutor, Job, Scheduler, Utilisation, by_critical_path
 
 
 def record(log: list, name: str) -> str:
@@ -87,3 +90,66 @@ def test_an_inline_job_raises_as_a_plain_call_would():
 def test_inline_submit_returns_a_finished_future():
     future = InlineExecutor().submit(sum, [1, 2, 3])
     assert future.done() and future.result() == 6
+
+
+class Threads(Executor):
+    """Two workers as threads: jobs that sleep overlap as processes would."""
+
+    workers = 2
+
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(self.workers)
+
+    def submit(self, fn, *args):
+        return self.pool.submit(fn, *args)
+
+    def forget(self, future):
+        pass
+
+    def close(self, cancel=False):
+        self.pool.shutdown()
+
+
+class Grid:
+    """A toy grid: a chain x1 -> x2 -> x3 (each job 1 unit) and three independent jobs y1, y2, y3 offered first, as
+    a sweep lists populations. In offer order two workers need 4 units of time; longest path first, 3."""
+
+    UNIT = 0.15
+
+    def __init__(self):
+        self.done, self.starts = set(), []
+
+    def ready(self, busy):
+        jobs = [Job(y, time.sleep, (self.UNIT,), steps=1) for y in ("y1", "y2", "y3") if y not in self.done]
+        chain = [x for x in ("x1", "x2", "x3") if x not in self.done]
+        if chain:
+            jobs.append(Job(chain[0], time.sleep, (self.UNIT,), steps=1, after=len(chain) - 1))
+        return [job for job in jobs if job.key not in busy]
+
+    def started(self, job):
+        self.starts.append(job.key)
+
+    def finished(self, job, result):
+        self.done.add(job.key)
+
+
+def test_longest_path_first_keeps_the_chain_moving_and_the_workers_busy():
+    grid = Grid()
+    with Threads() as executor:
+        use = Scheduler(executor, tick_seconds=0.01).run(grid)
+    # x1 starts first although offered last; each x then starts beside one y (never two ys while x waits)
+    assert grid.starts[:2] == ["x1", "y1"]
+    assert grid.starts.index("x2") < grid.starts.index("y3") and grid.starts.index("x3") > grid.starts.index("y2")
+    assert use.workers == 2 and use.busy_seconds >= 6 * Grid.UNIT
+    assert use.wall_seconds < 3.9 * Grid.UNIT  # offer order would take 4 units
+    assert 0.75 < use.fraction <= 1.0
+
+
+def test_equal_paths_keep_the_sources_order_and_utilisation_reads_as_a_sentence():
+    jobs = [Job(k, print, (), steps=s, after=a) for k, s, a in [("a", 1, 2), ("b", 2, 1), ("c", 1, 0), ("d", 4, 0)]]
+    assert [job.key for job in by_critical_path(jobs)] == ["d", "a", "b", "c"]
+    use = Utilisation(workers=2, wall_seconds=100.0, busy_seconds=150.0)
+    assert use.fraction == 0.75
+    assert use.describe() == "utilisation 75% (150 busy worker-seconds / 2 workers x 100 s)"
+    assert use.to_dict() == {"workers": 2, "wall_seconds": 100.0, "busy_seconds": 150.0, "fraction": 0.75}
+    assert Utilisation(workers=2, wall_seconds=0.0, busy_seconds=0.0).fraction == 0.0

@@ -114,10 +114,15 @@ class PPOConfig:
         """Rollout + update iterations in the run."""
         return self.total_timesteps // self.batch_size
 
+    @property
+    def policy_steps(self) -> int:
+        """Environment steps one policy trains: whole iterations, so at most `total_timesteps`."""
+        return self.num_iterations * self.batch_size
+
     def budget(self) -> str:
         """The steps it trains, as logs say it: `1,000,000`, or `4,096 (5,000 asked: 2 whole iterations of 2,048)`
         when `total_timesteps` is not a whole number of batches."""
-        trained = self.num_iterations * self.batch_size
+        trained = self.policy_steps
         if trained == self.total_timesteps:
             return f"{trained:,}"
         return (

@@ -299,7 +299,7 @@ class Trainer:
         cfg = self.cfg
         eval_curve = self.eval_curve
         bar = tqdm(
-            total=cfg.num_iterations * cfg.batch_size,
+            total=cfg.policy_steps,
             initial=self.global_step,
             unit="step",
             disable=not progress,
