@@ -485,3 +485,29 @@ def test_fast_update_methods_keeps_the_hand_written_notes(load_script, tmp_path)
     assert fm.with_notes("# new\n", path) == "# new\n"  # no file yet
     path.write_text("# old\n| a |\n\n## Notes\n\nBy hand.\n")
     assert fm.with_notes("# new\n", path) == "# new\n\n## Notes\n\nBy hand.\n"
+
+
+# ---------------------------------------------------------------------------------------------- grid_projection.py
+def test_grid_projection_simulates_the_longest_path_first_schedule(load_script):
+    gp = load_script("benchmarks/grid_projection.py")
+    # a chain x1 -> x2 -> x3 and three independent jobs: 2 workers need 3 units, the chain alone is the critical path
+    jobs = [gp.Task(y, 1.0) for y in ("y1", "y2", "y3")]
+    jobs += [gp.Task("x1", 1.0), gp.Task("x2", 1.0, ["x1"]), gp.Task("x3", 1.0, ["x2"])]
+    assert gp.longest_paths(jobs) == {"y1": 1.0, "y2": 1.0, "y3": 1.0, "x1": 3.0, "x2": 2.0, "x3": 1.0}
+    assert gp.simulate(jobs, workers=2, alone_speedup=1.0) == (3.0, 6.0)
+    # a machine twice as fast with one process: the chain's last job runs alone at double speed
+    wall, busy = gp.simulate([gp.Task("a", 1.0), gp.Task("b", 1.0, ["a"]), gp.Task("c", 1.0)], 2, 2.0)
+    assert (wall, busy) == (1.5, 2.5)
+
+
+def test_grid_projection_plans_the_paper_grid_as_the_sweep_does(load_script):
+    gp = load_script("benchmarks/grid_projection.py")
+    ratios = {m: 0.5 for m in ("ipd", "wsr", "tnb", "ctnb", "cpo")}
+    ppo = {"Hopper-v5": 100.0, "Walker2d-v5": 100.0, "HalfCheetah-v5": 100.0}
+    jobs = gp.grid_jobs("benchmarks/paper_campaign/grid.toml", ppo, ratios, None, 10.0, 1_000_000)
+    policies = [job for job in jobs if not job.name.endswith("threshold")]
+    assert len(policies) == 105 and len(jobs) == 105 + 15  # a threshold per method population
+    # the critical path: a reference (~100 s), a threshold, a chain of 5 policies at half PPO's speed (~200 s each)
+    assert max(gp.longest_paths(jobs).values()) == pytest.approx(99.9424 + 10 + 5 * 199.8848)
+    hop = next(job for job in jobs if job.name == "Hopper-v5/ipd/ipd-r0x2/k1")
+    assert hop.after == ["Hopper-v5/ipd/ipd-r0x2/k0"]
