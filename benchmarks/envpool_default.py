@@ -1,0 +1,95 @@
+"""Should envpool be the default backend on MuJoCo? Its speed at npsco's default settings, against Gymnasium's.
+
+    python benchmarks/envpool_default.py                 # Hopper-v5, default preset (1 env x 2048), 3 repeats
+    python benchmarks/envpool_default.py --steps 20480 --repeats 1      # a quick look
+
+Each repeat trains the same `npsco train` command twice in fresh processes, `--env-backend sync` and
+`--env-backend envpool` (the order alternating), no evaluation; what is compared is each process's CPU seconds
+(user + sys, from `os.wait4`), less sensitive to other processes on this shared machine than wall time. The ratio is
+the median of the repeats' ratios, with their min and max. A process's start-up (imports, env construction) is in
+its CPU time too: it is measured once per backend with `--steps 2048` and subtracted.
+
+Writes benchmarks/results/throughput/envpool_default.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks/results/throughput/envpool_default"
+NPSCO = [str(Path(sys.executable).parent / "npsco")]
+
+
+def cpu_seconds(env: str, backend: str, steps: int) -> float:
+    """CPU seconds of one `npsco train` process (no evaluation, no checkpoints but the final one)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [*NPSCO, "train", "--env", env, "--steps", str(steps), "--env-backend", backend, "--no-progress"]
+        cmd += ["--set", "eval_every=0", "--out", str(Path(tmp) / "run")]
+        child = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "MUJOCO_GL": "egl"}
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        if status != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed: {child.stderr.read().decode() if child.stderr else ''}")
+        return usage.ru_utime + usage.ru_stime
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--env", default="Hopper-v5")
+    ap.add_argument("--steps", type=int, default=61_440, help="training steps per process (whole 2048-step batches)")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    load_before = os.getloadavg()[0]
+    start = {b: cpu_seconds(args.env, b, 2048) for b in ("sync", "envpool")}
+    runs: list[dict[str, float]] = []
+    for r in range(args.repeats):
+        order = ("sync", "envpool") if r % 2 == 0 else ("envpool", "sync")
+        row = {b: cpu_seconds(args.env, b, args.steps) for b in order}
+        runs.append(row)
+        print(f"repeat {r}: " + ", ".join(f"{b} {row[b]:.1f} CPU s" for b in order), flush=True)
+    trained = args.steps - 2048  # the start-up run trained one batch too
+
+    def rate(b: str, row: dict[str, float]) -> float:
+        return trained / (row[b] - start[b])
+
+    ratios = [rate("envpool", row) / rate("sync", row) for row in runs]
+    result = {
+        "command": "python benchmarks/envpool_default.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "env": args.env,
+        "steps": args.steps,
+        "startup_cpu_seconds": start,
+        "runs_cpu_seconds": runs,
+        "steps_per_cpu_second": {b: statistics.median(rate(b, row) for row in runs) for b in ("sync", "envpool")},
+        "ratio_envpool_to_sync": statistics.median(ratios),
+        "ratio_min_max": [min(ratios), max(ratios)],
+        "load_average_before_after": [load_before, os.getloadavg()[0]],
+    }
+    OUT.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    sps = result["steps_per_cpu_second"]
+    OUT.with_suffix(".md").write_text(
+        f"# envpool at npsco's default settings\n\n`{result['command']}` on {result['date']} (2 cores; load average "
+        f"{load_before:.1f} before, {result['load_average_before_after'][1]:.1f} after).\n\n"
+        f"{args.env}, `default` preset (1 env x 2048 steps, minibatch 64, 10 epochs), no evaluation; steps per CPU "
+        f"second of training (start-up subtracted), median over {args.repeats} alternating repeats.\n\n"
+        "| backend | steps per CPU second |\n|---|---:|\n"
+        f"| sync (Gymnasium) | {sps['sync']:,.0f} |\n| envpool | {sps['envpool']:,.0f} |\n\n"
+        f"envpool / sync: **{result['ratio_envpool_to_sync']:.2f}x** [{min(ratios):.2f}, {max(ratios):.2f}].\n"
+    )
+    print(OUT.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
