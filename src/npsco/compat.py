@@ -1,10 +1,12 @@
 """Reading what earlier versions of npsco wrote: every translation of an older run's files into today's form lives
-here, each with a test (tests/unit/test_compat.py) of the old form it still reads.
+here, each with a test of the old form it still reads (tests/unit/test_method_settings.py).
 
 - Method settings (a run's `config.json` `method`, a checkpoint's `method_config`) until 2026-11-27: one flat
   object with every method's settings, each method reading its own by name prefix, and `r0_scale` (always 1); plain
   PPO's held the novelty settings too. Today's object holds only the method's own settings and the shared ones, none
   for plain PPO (`npsco.methods.settings.MethodConfig.to_dict`).
+- Defaults that changed (`OLD_DEFAULTS`): a population run made with an earlier default cannot resume under today's;
+  the refusal says which flag gives the old value back (`old_default_hints`).
 """
 
 from __future__ import annotations
@@ -36,3 +38,31 @@ def current_method_settings(data: Any) -> Any:
     if method == "ppo":
         foreign |= set(LEGACY_SHARED)
     return {k: v for k, v in data.items() if k not in foreign and k not in LEGACY_ONLY}
+
+
+OLD_DEFAULTS: tuple[tuple[str, Any, str, str], ...] = (
+    ("r0_scales", [1.0], "default threshold multiple was 1", "--r0-scale 1"),
+    ("method.tnb_rule", "safe", "default tnb_rule was safe", "--mset tnb_rule=safe"),
+)
+"""(setting, its earlier default, what changed, the flag that gives it back) for each changed default."""
+
+
+def old_default_hints(stored: dict[str, Any], current: dict[str, Any]) -> str:
+    """For a population run's recorded `config.json` (`stored`) that differs from today's configuration (`current`),
+    a hint per changed default that explains the difference: `" (an earlier npsco's default ...: add ... to resume a
+    run made with it)"`, or "" when none does."""
+    hints = []
+    for key, old, what, flag in OLD_DEFAULTS:
+        section, _, name = key.rpartition(".")
+        was = (stored.get(section) or {}) if section else stored
+        now = (current.get(section) or {}) if section else current
+        if not isinstance(was, dict) or not isinstance(now, dict) or name not in now:
+            continue
+        if _plain(was.get(name)) == old != _plain(now[name]):
+            hints.append(f" (an earlier npsco's {what}: add {flag} to resume a run made with it)")
+    return "".join(hints)
+
+
+def _plain(value: Any) -> Any:
+    """A tuple as the list JSON reads back."""
+    return list(value) if isinstance(value, tuple) else value

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from npsco.compat import old_default_hints
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import POPULATION_CONFIG, read_checked
@@ -190,18 +191,7 @@ class Population(PopulationMembers):
             and same_configuration({**stored, "novel": config["novel"]}, config)
         )
         if differences and not grows:
-            old_default = stored.get("r0_scales") == [1.0] and config["r0_scales"] != [1.0]
-            hint = (
-                " (an earlier npsco's default threshold multiple was 1: add --r0-scale 1 to resume a run made with it)"
-                if old_default
-                else ""
-            )
-            method = config["method"]
-            if "tnb_rule" in method and (stored.get("method") or {}).get("tnb_rule") == "safe" != method["tnb_rule"]:
-                hint += (
-                    " (an earlier npsco's default tnb_rule was safe: add --mset tnb_rule=safe to resume a run made "
-                    "with it)"
-                )
+            hint = old_default_hints(stored, config)
             raise NpscoError(
                 f"{self.out} holds a population with a different configuration: "
                 + "; ".join(differences[:6])

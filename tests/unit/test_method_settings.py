@@ -111,3 +111,17 @@ def test_an_older_runs_flat_settings_read_as_todays():
     assert "ipd_rule" in current_method_settings({**OLD_FLAT, "method": "ipd"})
     assert current_method_settings(MethodConfig.of("ipd").to_dict()) == MethodConfig.of("ipd").to_dict()
     assert current_method_settings({**OLD_FLAT, "method": "ppo"}) == {"method": "ppo"}
+
+
+def test_a_run_made_with_an_earlier_default_is_told_the_flag_that_gives_it_back():
+    from npsco.compat import old_default_hints
+
+    today = {"r0_scales": [0.5], "method": {"method": "tnb", "tnb_rule": "authors"}}
+    old = {"r0_scales": [1.0], "method": {"method": "tnb", "tnb_rule": "safe"}}
+    hints = old_default_hints(old, today)
+    assert "default threshold multiple was 1: add --r0-scale 1 to resume" in hints
+    assert "default tnb_rule was safe: add --mset tnb_rule=safe to resume" in hints
+    assert old_default_hints(today, today) == ""
+    # today's configuration as a dataclass gives tuples: compared as the lists JSON reads back
+    assert old_default_hints({"r0_scales": [1.0]}, {"r0_scales": (1.0,)}) == ""
+    assert old_default_hints({"r0_scales": [1.0]}, {"r0_scales": (0.5,), "method": {"method": "ipd"}}).count("add") == 1
