@@ -27,7 +27,7 @@ from npsco.limits import (
 )
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
 from npsco.methods.settings import MethodConfig
-from npsco.population_config import PopulationConfig
+from npsco.population_config import MAX_CANDIDATES, PopulationConfig
 from npsco.population_jobs import chains_of
 from npsco.ppo.config import PRESETS
 from npsco.settings import ppo_settings
@@ -45,6 +45,7 @@ GRID_KEYS = (
     "r0_scales",
     "eval_episodes",
     "threshold_episodes",
+    "candidates",
     "ppo",
     "task",
     "method",
@@ -62,6 +63,7 @@ GRID_LIMITS = {
     "steps": MAX_TIMESTEPS,
     "eval_episodes": MAX_EPISODES,
     "threshold_episodes": MAX_EPISODES,
+    "candidates": MAX_CANDIDATES,
 }
 """The largest value of each count of a grid (`npsco.limits`): a grid past them is refused before it is planned."""
 
@@ -85,6 +87,8 @@ class Grid:
     (`npsco.methods.registry.default_r0_scale`)."""
     eval_episodes: int | None = None
     threshold_episodes: int | None = None
+    candidates: int = 1
+    """Candidates per novel slot, as `npsco population --candidates` (every method's populations; 1: none spare)."""
     ppo: dict[str, Any] = field(default_factory=dict)
     task: dict[str, dict[str, Any]] = field(default_factory=dict)
     method: dict[str, Any] = field(default_factory=dict)
@@ -165,7 +169,7 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
     names = [task_name(t) for t in data["tasks"]]
     if len(set(names)) != len(names):
         raise fail("two tasks have the same name without their namespace; a sweep holds one of them")
-    for key in ("refs", "novel", "seed", "steps", "eval_episodes", "threshold_episodes"):
+    for key in ("refs", "novel", "seed", "steps", "eval_episodes", "threshold_episodes", "candidates"):
         value, least = data.get(key), 0 if key in ("refs", "novel", "seed") else 1
         if value is not None and (
             isinstance(value, bool)
@@ -213,6 +217,7 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
         r0_scales=_scales(data.get("r0_scales", ["default"]), fail, "r0_scales"),
         eval_episodes=_int_or_none(data.get("eval_episodes")),
         threshold_episodes=_int_or_none(data.get("threshold_episodes")),
+        candidates=int(data.get("candidates", 1)),
         ppo=dict(data.get("ppo", {})),
         task={k: _copy_table(v) for k, v in data.get("task", {}).items()},
         method={k: dict(v) if isinstance(v, dict) else v for k, v in data.get("method", {}).items()},
@@ -331,6 +336,7 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
                 r0_scales=scales,
                 eval_episodes=grid.eval_episodes,
                 threshold_episodes=grid.threshold_episodes,
+                candidates=grid.candidates,
             )
             with checked(f"{task_name(env)}/{m}"):
                 config.validate()

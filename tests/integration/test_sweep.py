@@ -501,3 +501,13 @@ def test_device_sweep_packs_the_pinned_code_the_grid_and_the_sweep_without_logs(
     assert "runs/sweep/FourRewardMaze-v0/ipd/manifest.json" in names
     assert "runs/sweep/FourRewardMaze-v0/ppo/refs/ref0/policy.safetensors" in names
     assert not any("tensorboard" in name for name in names)
+
+
+def test_a_grid_gives_every_methods_population_its_candidates(tmp_path):
+    grid = {"tasks": ["npsco/FourRewardMaze-v0"], "methods": ["ppo", "ipd", "lagrangian"], "refs": 2, "novel": 1}
+    specs = plan(parse_grid({**grid, "candidates": 3}, "test"))
+    assert {s.method: s.config.candidates for s in specs} == {"ppo": 1, "ipd": 3, "lagrangian": 3}
+    assert {s.config.candidates for s in plan(parse_grid(grid, "test"))} == {1}
+    for bad in (0, 21, 1.5, True):
+        with pytest.raises(NpscoError, match="candidates"):
+            parse_grid({**grid, "candidates": bad}, "test")
