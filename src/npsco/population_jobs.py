@@ -29,6 +29,7 @@ from npsco.novelty.states import StateDistance
 from npsco.novelty.threshold import default_threshold, visited_states
 from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
+from npsco.ppo.config import PPOConfig
 from npsco.ppo.state import state_path
 from npsco.ppo.trainer import Trainer
 from npsco.selection import meets_criteria
@@ -188,6 +189,9 @@ class PopulationSnapshot(PopulationMembers):
         if not resume:  # an attempt that saved no state: restart it from scratch, same seed
             remove_inside(self.out, run_dir)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
+        if not resume:  # the policy's folder says how it was trained, as an `npsco train` run's does
+            run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(run_dir / "config.json", member_record(cfg, self.config, member))
         t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
         trainer = Trainer(
             cfg,
@@ -265,6 +269,24 @@ class PopulationSnapshot(PopulationMembers):
         )
         atomic_write_json(self.out / "threshold.json", th.to_dict())
         return th.r0
+
+
+def member_record(cfg: PPOConfig, config: PopulationConfig, member: Member) -> dict[str, Any]:
+    """What a population policy's `config.json` holds: as an `npsco train` run's (`command`, `ppo`: its settings, its
+    own seed), then its method's settings (null for a reference) and its place in the population."""
+    return {
+        "command": "population",
+        "ppo": cfg.to_dict(),
+        "method": None if member.role == "reference" else config.method.to_dict(),
+        "member": {
+            "name": member.name,
+            "role": member.role,
+            "chain": None if member.chain is None else member.chain.name,
+            "index": member.index,
+            "threshold": member.threshold,
+            "references": list(member.references),
+        },
+    }
 
 
 def train_member_job(

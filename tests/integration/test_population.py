@@ -129,6 +129,22 @@ def test_every_checkpoint_loads_with_its_seed_method_and_threshold(run):
             assert len(rows) == 2 and all("ipd/terminated_frac" in r and "novelty/running_mean" in r for r in rows)
 
 
+def test_every_policy_folder_has_a_config_json_as_a_train_run_has(run, capsys):
+    out, _ = run
+    population = json.loads((out / "config.json").read_text())
+    for m in manifest(out)["members"]:
+        record = json.loads((out / m["path"] / "config.json").read_text())
+        meta = load_policy(out / m["path"] / "policy.safetensors").metadata
+        assert record["command"] == "population" and record["ppo"] == meta["config"]
+        assert record["ppo"] == {**population["ppo"], "seed": m["seed"]}
+        assert record["method"] == (None if m["role"] == "reference" else population["method"])
+        member = {k: m[k] for k in ("name", "role", "chain", "index", "threshold", "references")}
+        assert record["member"] == member
+    # npsco train does not take a population's policy folder for its own
+    assert main(["train", "--env", MAZE_ID, "--steps", "1024", "--out", str(out / "refs/ref0")]) == 2
+    assert "is not an npsco train run directory" in capsys.readouterr().err
+
+
 def test_manifest_writes_are_atomic_whole_json_and_statuses_only_move_forward(run):
     out, writes = run
     assert len(writes) >= 1 + 2 * 4  # opened, then training and done for each of the 4 policies
