@@ -132,10 +132,15 @@ def population_settings(
     """The configuration of `npsco population`'s options: the PPO settings as `npsco.settings.ppo_settings` makes
     them, the method's from `--r0`, `--t-start`, `--ipd-rule`, then the `--mset` `method_overrides` (later win)."""
     ppo = ppo_settings(env, preset_name, seed, steps, env_backend, list(overrides), env_package)
-    flags = [f"r0={r0}"] if r0 is not None else []
-    flags += [f"t_start={t_start}"] if t_start is not None else []
-    flags += [f"ipd_rule={ipd_rule}"] if ipd_rule else []
-    method_config = MethodConfig(method=method).with_settings(flags + list(method_overrides))
+    method_config = MethodConfig(method=method)
+    for name, value, flag in (
+        ("r0", r0, "--r0"),
+        ("t_start", t_start, "--t-start"),
+        ("ipd_rule", ipd_rule, "--ipd-rule"),
+    ):
+        if value is not None:  # typed already: checked against the setting's type, not parsed from text
+            method_config = method_config.with_values({name: value}, flag)
+    method_config = method_config.with_settings(list(method_overrides))
     return PopulationConfig(
         ppo=ppo,
         method=method_config,

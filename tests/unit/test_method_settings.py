@@ -125,3 +125,19 @@ def test_a_run_made_with_an_earlier_default_is_told_the_flag_that_gives_it_back(
     # today's configuration as a dataclass gives tuples: compared as the lists JSON reads back
     assert old_default_hints({"r0_scales": [1.0]}, {"r0_scales": (1.0,)}) == ""
     assert old_default_hints({"r0_scales": [1.0]}, {"r0_scales": (0.5,), "method": {"method": "ipd"}}).count("add") == 1
+
+
+def test_population_flags_reach_the_method_typed_and_name_themselves_when_refused():
+    from npsco.population_config import population_settings
+    from npsco.tasks import MAZE_ID
+
+    config = population_settings(MAZE_ID, method="ipd", r0=0.25, t_start=7, ipd_rule="cumulative")
+    assert (config.method.r0, config.method.t_start, config.method.options.ipd_rule) == (0.25, 7, "cumulative")
+    # --mset comes after the flags: it wins
+    assert population_settings(MAZE_ID, method="ipd", r0=0.25, method_overrides=["r0=0.5"]).method.r0 == 0.5
+    with pytest.raises(NpscoError, match=r"^--r0: not a setting of method ppo \(it has no settings\)$"):
+        population_settings(MAZE_ID, method="ppo", r0=0.5)
+    with pytest.raises(NpscoError, match="^--ipd-rule: not a setting of method wsr"):
+        population_settings(MAZE_ID, method="wsr", ipd_rule="instant")
+    with pytest.raises(NpscoError, match="t_start"):
+        population_settings(MAZE_ID, method="ipd", t_start=2.5)  # a typed value of the wrong type is refused too

@@ -134,7 +134,8 @@ class MethodConfig:
         kinds = self.setting_types()
         if key not in kinds:
             listed = f"its settings: {', '.join(kinds)}" if kinds else "it has no settings"
-            raise NpscoError(f"{where} {key}: not a setting of method {self.method} ({listed})")
+            what = where if where.lstrip("-").replace("-", "_") == key else f"{where} {key}"  # --r0, --mset r0
+            raise NpscoError(f"{what}: not a setting of method {self.method} ({listed})")
         return kinds[key]
 
     def _with(self, values: dict[str, Any]) -> MethodConfig:
