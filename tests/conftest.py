@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -256,13 +256,14 @@ def timing() -> SimpleNamespace:
 @pytest.fixture
 def planned_run(maze_policies) -> Callable[..., list[str]]:
     """`planned_run(out)`: a maze population run directory as `npsco population` leaves it after its two PPO
-    references were trained (hand-made constant policies, marked done) and before its novel policy `ipd/k0` (absolute
-    r0 0.3) starts; returns the command line that resumes it. Nothing trains."""
+    references were trained (hand-made constant policies, acting (-1, 0) and (-1, 0.5), marked done) and before its
+    novel policy `ipd/k0` (absolute r0 0.3) starts; returns the command line that resumes it. Nothing trains.
+    `planned_run(out, threshold=["--r0-scale", "2"])`: another threshold than `--r0 0.3`."""
     from npsco.cli import population_config
     from npsco.cli_parser import build_parser
     from npsco.population import Population
 
-    def make(out: Path) -> list[str]:
+    def make(out: Path, threshold: Sequence[str] = ("--r0", "0.3")) -> list[str]:
         argv = [
             "population",
             "--method",
@@ -271,8 +272,7 @@ def planned_run(maze_policies) -> Callable[..., list[str]]:
             "2",
             "--novel",
             "1",
-            "--r0",
-            "0.3",
+            *threshold,
             "--steps",
             "1024",
             "--set",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from npsco.cli_parser import build_parser
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, disk_full_message, is_disk_full
+from npsco.limits import MAX_EPISODES, check_at_most
 from npsco.manifest import policy_files, population_dirs
 from npsco.task_ids import trust_task
 from npsco.tasks import MAZE_ID, default_distance_episodes
@@ -323,14 +324,21 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """Counts every command reads the same way, checked before it runs: `--episodes` (None: the default)."""
+    if getattr(args, "episodes", None) is not None:
+        check_at_most("--episodes", args.episodes, MAX_EPISODES, least=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "steps", None) is not None:
-        args.steps = int(args.steps)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
+        if getattr(args, "steps", None) is not None:
+            args.steps = int(args.steps)
+        _check_counts(args)
         _trust_command_line_tasks(args)
         return COMMANDS[args.command](args)
     except NpscoError as e:

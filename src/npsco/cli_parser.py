@@ -218,7 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pp.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
     pp.add_argument("--method", default="ipd", choices=METHODS, help="method of the novel policies (default ipd)")
-    pp.add_argument("--refs", type=int, default=5, help="number of PPO references R (default 5; paper 10)")
+    pp.add_argument(
+        "--refs",
+        type=int,
+        default=None,
+        help="number of PPO references R (default 5; paper 10); not with --refs-from or --ref-checkpoints",
+    )
     pp.add_argument("--novel", type=int, default=5, help="number of novel policies K per chain (default 5; paper 10)")
     pp.add_argument(
         "--candidates",

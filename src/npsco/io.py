@@ -172,6 +172,17 @@ def read_json(path: str | os.PathLike, limit: int = MAX_JSON_BYTES) -> Any:
     return parse_json(read_bytes(path, limit), str(path))
 
 
+def check_folder_path(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """`path` if npsco can make it a folder (or it is one): refuses, naming `flag`, a path that is a file or lies
+    under one (what would be a NotADirectoryError or FileExistsError once something was written)."""
+    path = Path(path)
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            what = f"{flag} {path} is" if part == path else f"{flag} {path}: {part} is"
+            raise NpscoError(f"{what} a file, not a folder; choose another {flag}")
+    return path
+
+
 # -------------------------------------------------------------------------------------------------------- deleting
 def inside(root: str | os.PathLike, path: str | os.PathLike) -> Path:
     """`path` (relative to the folder `root`, or absolute) checked to lie strictly inside `root` and to pass through

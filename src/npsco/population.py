@@ -28,10 +28,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import POPULATION_CONFIG, read_checked
-from npsco.io import atomic_write_json, file_sha256, remove_stale_temps, run_entries
+from npsco.io import atomic_write_json, check_folder_path, file_sha256, remove_stale_temps, run_entries
 from npsco.limits import (
     MAX_CHAINS,
     MAX_EPISODES,
@@ -66,6 +68,7 @@ from npsco.population_jobs import (
     threshold_of,
     train_candidate_job,
     train_member_job,
+    unreached_thresholds,
 )
 from npsco.ppo.state import read_state, state_path
 from npsco.selection import Trained, choose
@@ -120,7 +123,9 @@ class Population(PopulationMembers):
         self, out: str | Path, config: PopulationConfig, progress: bool = True, log: Callable[[str], None] = print
     ):
         self.out, self.config, self.progress, self.log = Path(out), config.validate(), progress, log
+        self.reach_checked = False  # whether the thresholds were compared with the references' distances
         check_sizes(self.config)
+        check_folder_path(self.out)
         self.manifest_path = self.out / "manifest.json"
         self.members: list[Member] = []
         self.r0_default: float | None = None
@@ -405,6 +410,7 @@ class Population(PopulationMembers):
 
     def ready(self, busy: set[str]) -> list[Job]:
         """The jobs that can start now (the `npsco.parallel.Source` protocol); `busy` holds the keys already running."""
+        self.check_reach()
         out = str(self.out.resolve())
         members = [m.to_dict() for m in self.members]
         steps = self.config.ppo.num_iterations * self.config.ppo.batch_size
@@ -451,6 +457,34 @@ class Population(PopulationMembers):
                 )
                 (jobs if needed and i == 0 else spare).append(job)
         return [j for j in jobs + spare if j.key not in busy]
+
+    def check_reach(self) -> None:
+        """Once the references are trained (and the default r0 computed), warn if a chain's threshold is above every
+        distance between two references (`unreached_thresholds`): measured for the warning alone with an absolute
+        --r0, read from threshold.json otherwise. Once per run, and only while novel policies are left to train."""
+        refs = [m for m in self.members if m.role == "reference"]
+        novel = [m for m in self.members if m.role == "novel"]
+        absolute = self.config.method.r0 is not None
+        if (
+            self.reach_checked
+            or self.config.method.method == "ppo"
+            or len(refs) < 2
+            or any(m.status != "done" for m in refs)
+            or all(m.status == "done" for m in novel)
+            or (not absolute and self.r0_default is None)
+        ):
+            return
+        self.reach_checked = True
+        snapshot = PopulationSnapshot(self.out, self.config, self.members, self.r0_default)
+        threshold = snapshot.threshold_file()
+        if threshold is None:  # an absolute r0: no threshold.json
+            distances = snapshot.reference_threshold().matrix
+        else:
+            distances = np.asarray(threshold["distance_matrix"], np.float64)
+        chains = {m.chain.name: self.threshold_for(m) for m in novel if m.chain is not None}
+        warning = unreached_thresholds(chains, distances, absolute)
+        if warning:
+            self.log(warning)
 
     def started(self, job: Job) -> None:
         if job.label != "threshold":

@@ -26,7 +26,7 @@ from npsco.methods import METHODS, make_method
 from npsco.methods.base import Method, MethodContext
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance
-from npsco.novelty.threshold import default_threshold, visited_states
+from npsco.novelty.threshold import Threshold, default_threshold, visited_states
 from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
 from npsco.ppo.state import state_path
@@ -66,6 +66,25 @@ def threshold_of(config: PopulationConfig, r0_default: float | None, member: Mem
     if r0_default is None:
         raise ValueError("the default threshold r0 is not computed yet")
     return r0_default * (member.chain.multiple if member.chain is not None else 1.0)
+
+
+def unreached_thresholds(thresholds: dict[str, float], distances: np.ndarray, absolute: bool) -> str | None:
+    """A warning when a chain's threshold (chain name -> r0) is above every distance between two references
+    (`distances`, their pairwise matrix): no reference is that far from another, so a novel policy is held to a
+    distance that the references themselves never reach; None when every threshold is reached. `absolute`: the
+    thresholds come from --r0 (else from --r0-scale)."""
+    off_diagonal = distances[~np.eye(len(distances), dtype=bool)]
+    largest = float(off_diagonal.max())
+    above = {name: r0 for name, r0 in thresholds.items() if r0 > largest}
+    if not above:
+        return None
+    shown = ", ".join(f"{r0:.4g}" + (f" ({name})" if len(thresholds) > 1 else "") for name, r0 in above.items())
+    flag = "--r0" if absolute else "--r0-scale"
+    return (
+        f"warning: r0 = {shown} is above the largest distance between two references ({largest:.4g}): no reference "
+        "pair reaches it, so the novel policies' episodes may be cut short or penalised from their first steps; "
+        f"consider a smaller {flag}"
+    )
 
 
 class PopulationMembers:
@@ -250,11 +269,11 @@ class PopulationSnapshot(PopulationMembers):
         returns = [m.final_eval["return_mean"] for m in self.members if m.role == "reference" and m.final_eval]
         return float(np.median(returns))
 
-    def compute_threshold(self) -> float:
-        """The default r0 from the trained references (the mean pairwise distance); writes `threshold.json`."""
+    def reference_threshold(self) -> Threshold:
+        """The trained references' pairwise distances and their mean, the default r0, in the method's metric."""
         refs = [m for m in self.members if m.role == "reference"]
         method = self.config.method
-        th = default_threshold(
+        return default_threshold(
             [self.policy(m) for m in refs],
             [m.name for m in refs],
             episodes=self.config.distance_episodes,
@@ -263,6 +282,10 @@ class PopulationSnapshot(PopulationMembers):
             metric=method.metric,
             discount=method.novelty_discount,
         )
+
+    def compute_threshold(self) -> float:
+        """The default r0 from the trained references (the mean pairwise distance); writes `threshold.json`."""
+        th = self.reference_threshold()
         atomic_write_json(self.out / "threshold.json", th.to_dict())
         return th.r0
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from npsco.errors import NpscoError
 from npsco.filecheck import TRAIN_CONFIG, read_checked
-from npsco.io import atomic_write_json, fresh_dir, read_json, run_entries
+from npsco.io import atomic_write_json, check_folder_path, fresh_dir, read_json, run_entries
 from npsco.limits import check_ppo_sizes
 from npsco.locks import FolderLock
 from npsco.logger import Tracking
@@ -43,6 +43,7 @@ def train_record(cfg: PPOConfig, preset_name: str) -> dict[str, Any]:
 def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) -> bool:
     """Check `out` against `record` (`train_record`); True when the run there is already trained with it (nothing to
     do). Refuses a folder that is not an npsco train run, and one of another configuration unless `force`."""
+    check_folder_path(out)
     stored = read_json(out / "config.json") if (out / "config.json").exists() else None
     if out.exists() and run_entries(out) and not (isinstance(stored, dict) and stored.get("command") == "train"):
         # never empty a folder that is not an npsco train run (a population run, the current directory, ...)
