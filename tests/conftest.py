@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -413,3 +414,26 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("tests marked slow")
         for outcome, nodeid in sorted(outcomes, key=lambda o: o[1]):
             terminalreporter.write_line(f"{outcome.upper()} {nodeid}")
+
+
+class FakeWandbRun:
+    """A W&B run of `fake_wandb`: what it was started with, what was logged, whether it was finished."""
+
+    def __init__(self, **kwargs):
+        self.init, self.logged, self.finished = kwargs, [], False
+
+    def log(self, values, step):
+        self.logged.append((step, values))
+
+    def finish(self):
+        self.finished = True
+
+
+@pytest.fixture
+def fake_wandb(monkeypatch) -> list[FakeWandbRun]:
+    """A stand-in `wandb` module in sys.modules; the list of the runs it started (`FakeWandbRun`)."""
+    runs: list[FakeWandbRun] = []
+    fake = types.ModuleType("wandb")
+    fake.init = lambda **kwargs: runs.append(FakeWandbRun(**kwargs)) or runs[-1]
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    return runs

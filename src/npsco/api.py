@@ -103,15 +103,17 @@ def train_population(
     out: str | Path | None = None,
     workers: int = 1,
     progress: bool = True,
+    track: Tracking | None = None,
     **settings: Any,
 ) -> list[Member]:
     """Train (or resume) a population, as `npsco population`: `env` a task id (then `method` and `settings` are
     `make_population_config`'s) or a `PopulationConfig`. `out` defaults to `runs/population/TASK-METHOD`; `workers` > 1
-    trains independent policies at the same time on a local process pool. Returns the manifest's members (their
-    `path`, relative to `out`, holds each policy: `npsco.load_policy(out / member.path)`)."""
+    trains independent policies at the same time on a local process pool; `track`: every policy's metrics also go to
+    Weights & Biases, one run per policy in one group. Returns the manifest's members (their `path`, relative to
+    `out`, holds each policy: `npsco.load_policy(out / member.path)`)."""
     config = env if isinstance(env, PopulationConfig) else make_population_config(env, method, **settings)
     folder = Path(out) if out is not None else default_population_dir(config)
-    pop = Population(folder, config, progress=progress, log=print)
+    pop = Population(folder, config, progress=progress, log=print, tracking=track)
     if workers == 1:
         return pop.run()
     with make_executor("local", workers) as executor:

@@ -11,6 +11,17 @@ from npsco.ppo.config import PRESETS
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 
+def add_tracking(parser: argparse.ArgumentParser) -> None:
+    """`--track` and its W&B project and entity (`npsco.logger.Tracking`)."""
+    parser.add_argument(
+        "--track",
+        action="store_true",
+        help="also log the metrics to Weights & Biases (pip install 'npsco[wandb]'; WANDB_MODE=offline works)",
+    )
+    parser.add_argument("--wandb-project", default=None, metavar="NAME", help="W&B project (default npsco)")
+    parser.add_argument("--wandb-entity", default=None, metavar="NAME", help="W&B entity (default: W&B's own)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ENV_BACKEND_HELP = (
         "vector-env backend, the same as --set env_backend=B: auto (default), sync, async, or envpool "
@@ -56,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard event files")
+    add_tracking(t)
 
     e = sub.add_parser(
         "evaluate",
@@ -297,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5",
     )
     pp.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_tracking(pp)
 
     sw = sub.add_parser(
         "sweep",
@@ -323,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--address", default=None, metavar="HOST:PORT", help="Ray cluster to join (default: start a local Ray instance)"
     )
     sw.add_argument("--dry-run", action="store_true", help="check the grid and print the plan, train nothing")
+    add_tracking(sw)
 
     th = sub.add_parser(
         "threshold",

@@ -43,7 +43,7 @@ from npsco.limits import (
     check_ppo_sizes,
 )
 from npsco.locks import FolderLock
-from npsco.logger import read_metrics
+from npsco.logger import Tracking, read_metrics, require_wandb
 from npsco.manifest import (
     CANDIDATE_SEED_STRIDE,
     MANIFEST_FORMAT,
@@ -90,12 +90,13 @@ def train_population(
     progress: bool = True,
     log: Callable[[str], None] = print,
     workers: int = 1,
+    tracking: Tracking | None = None,
 ) -> list[Member]:
     """`npsco population`: train (or resume) the population of `config` in `out` (default `default_population_dir`),
     one policy after another (or `workers` at a time on a local process pool), and log a line per policy at the
-    end."""
+    end. With `tracking`, every policy's metrics also go to W&B."""
     out = Path(out) if out else default_population_dir(config)
-    pop = Population(out, config, progress=progress, log=log)
+    pop = Population(out, config, progress=progress, log=log, tracking=tracking)
     refs = "borrowed" if config.refs_from or config.ref_checkpoints else config.refs
     log(
         f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per "
@@ -120,9 +121,19 @@ class Population(PopulationMembers):
     (`InlineExecutor`), in the manifest's order."""
 
     def __init__(
-        self, out: str | Path, config: PopulationConfig, progress: bool = True, log: Callable[[str], None] = print
+        self,
+        out: str | Path,
+        config: PopulationConfig,
+        progress: bool = True,
+        log: Callable[[str], None] = print,
+        tracking: Tracking | None = None,
     ):
+        """`tracking`: every policy's metrics also go to W&B, as one group (the run directory unless it names one)."""
         self.out, self.config, self.progress, self.log = Path(out), config.validate(), progress, log
+        self.tracking = tracking
+        if tracking is not None:
+            require_wandb()
+            self.tracking = dataclasses.replace(tracking, group=tracking.group or str(self.out))
         self.reach_checked = False  # whether the thresholds were compared with the references' distances
         check_sizes(self.config)
         check_folder_path(self.out)
@@ -422,7 +433,7 @@ class Population(PopulationMembers):
                 label=m.name,
                 steps=steps,
                 group=out,
-                args=(out, self.config, members, self.r0_default, m.name, self.jobs_show_progress),
+                args=(out, self.config, members, self.r0_default, m.name, self.jobs_show_progress, self.tracking),
             )
 
         refs = [m for m in self.members if m.role == "reference"]
@@ -453,7 +464,16 @@ class Population(PopulationMembers):
                     label=f"{nxt.name}#c{c}",
                     steps=steps,
                     group=out,
-                    args=(out, self.config, members, self.r0_default, nxt.name, c, self.jobs_show_progress),
+                    args=(
+                        out,
+                        self.config,
+                        members,
+                        self.r0_default,
+                        nxt.name,
+                        c,
+                        self.jobs_show_progress,
+                        self.tracking,
+                    ),
                 )
                 (jobs if needed and i == 0 else spare).append(job)
         return [j for j in jobs + spare if j.key not in busy]

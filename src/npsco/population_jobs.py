@@ -21,6 +21,7 @@ from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import THRESHOLD, read_checked
 from npsco.io import atomic_write_json, inside, remove_inside
+from npsco.logger import Tracking
 from npsco.manifest import Candidate, Chain, Member, check_borrowed, is_borrowed, layout_path
 from npsco.methods import METHODS, make_method
 from npsco.methods.base import Method, MethodContext
@@ -193,11 +194,14 @@ class PopulationSnapshot(PopulationMembers):
             )
         return np.asarray(threshold["profile"], np.float64)
 
-    def train(self, member: Member, progress: bool = False, candidate: int = 0) -> Member:
+    def train(
+        self, member: Member, progress: bool = False, candidate: int = 0, tracking: Tracking | None = None
+    ) -> Member:
         """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVAL_SEED`); returns
         it done. An interrupted earlier attempt continues from its saved training state (`npsco.ppo.state`), or
         restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM.
-        `candidate` c > 0: the member is its slot's candidate c, in that candidate's folder."""
+        `candidate` c > 0: the member is its slot's candidate c, in that candidate's folder. With `tracking`, the
+        metrics also go to W&B, as a run named after the member (`RUN/ipd/k0`, `RUN/ipd/k0#c1`)."""
         if is_borrowed(member) or member.path != layout_path(member, candidate):
             raise NpscoError(f"{self.out}: {member.name} is not a policy of this run to train (path {member.path!r})")
         # its folder where the layout puts it, inside the run, through no symbolic link (npsco.io.inside)
@@ -207,6 +211,9 @@ class PopulationSnapshot(PopulationMembers):
         if not resume:  # an attempt that saved no state: restart it from scratch, same seed
             remove_inside(self.out, run_dir)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
+        if tracking is not None and tracking.name is None:
+            suffix = f"#c{candidate}" if candidate else ""
+            tracking = dataclasses.replace(tracking, name=f"{self.out}/{member.name}{suffix}")
         t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
         trainer = Trainer(
             cfg,
@@ -221,6 +228,7 @@ class PopulationSnapshot(PopulationMembers):
                     "index": member.index,
                 }
             },
+            tracking=tracking,
         )
         result = trainer.train(progress=progress)
         if result.interrupted:
@@ -234,12 +242,16 @@ class PopulationSnapshot(PopulationMembers):
         member.status = "done"
         return member
 
-    def train_candidate(self, member: Member, index: int, progress: bool = False) -> Candidate:
+    def train_candidate(
+        self, member: Member, index: int, progress: bool = False, tracking: Tracking | None = None
+    ) -> Candidate:
         """Train candidate `index` of the slot `member` (its own seed and folder, `Candidate.of_slot`), evaluate it,
         and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
         final evaluation's episodes (`FINAL_EVAL_SEED`)."""
         candidate = Candidate.of_slot(member, index)
-        trained = self.train(dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index)
+        trained = self.train(
+            dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index, tracking
+        )
         policy = load_policy(self.out / trained.checkpoint)
         episodes = run_episodes(
             policy,
@@ -297,11 +309,12 @@ def train_member_job(
     r0_default: float | None,
     name: str,
     progress: bool = False,
+    tracking: Tracking | None = None,
 ) -> dict[str, Any]:
     """Job: train the member `name` of the population at `out` and evaluate it; returns its manifest record."""
     trust_task(config.ppo.env_id)  # the run's own task, which its references' checkpoints name too (npsco.task_ids)
     snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
-    return snapshot.train(snapshot.member(name), progress).to_dict()
+    return snapshot.train(snapshot.member(name), progress, tracking=tracking).to_dict()
 
 
 def train_candidate_job(
@@ -312,11 +325,12 @@ def train_candidate_job(
     name: str,
     index: int,
     progress: bool = False,
+    tracking: Tracking | None = None,
 ) -> dict[str, Any]:
     """Job: train candidate `index` of the member `name` and measure it; returns its manifest record."""
     trust_task(config.ppo.env_id)
     snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
-    return dataclasses.asdict(snapshot.train_candidate(snapshot.member(name), index, progress))
+    return dataclasses.asdict(snapshot.train_candidate(snapshot.member(name), index, progress, tracking))
 
 
 def threshold_job(out: str, config: PopulationConfig, members: list[dict[str, Any]]) -> float:

@@ -21,7 +21,7 @@ from npsco.filecheck import TRAIN_CONFIG, read_checked
 from npsco.io import atomic_write_json, check_folder_path, fresh_dir, read_json, run_entries
 from npsco.limits import check_ppo_sizes
 from npsco.locks import FolderLock
-from npsco.logger import Tracking
+from npsco.logger import Tracking, require_wandb
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.state import read_state, state_path
 from npsco.ppo.train import train
@@ -76,6 +76,8 @@ def train_policy(
     """`npsco train`: train `cfg` into `out` (default `default_train_dir`), or find it trained there (returns None)."""
     out = Path(out) if out else default_train_dir(cfg)
     check_ppo_sizes(cfg.to_dict())
+    if tracking is not None:
+        require_wandb()
     record = train_record(cfg, preset_name)
     if not prepare_train_dir(out, record, force):  # checked before the lock: a refusal leaves the folder as it was
         with FolderLock(out):

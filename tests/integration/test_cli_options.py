@@ -1,14 +1,72 @@
-"""Options of `npsco population` beyond the settings: the warning for a threshold that no pair of references
-reaches. The refusals of bad input are in the table of test_reliability.py."""
+"""Options of `npsco train` and `npsco population` beyond the settings: `--track` (Weights & Biases, through a
+stand-in module and in W&B's offline mode), and the warning for a threshold that no pair of references reaches. The
+refusals of bad input are in the table of test_reliability.py."""
 
 from __future__ import annotations
+
+import json
+import sys
 
 import numpy as np
 import pytest
 
 from npsco.cli import main
+from npsco.logger import NO_WANDB
 from npsco.population_jobs import unreached_thresholds
 from npsco.ppo.trainer import Trainer
+
+
+# ---------------------------------------------------------------------------------------------------------- --track
+def test_track_logs_every_policy_of_a_population_as_a_run_of_its_group(tmp_path, planned_run, fake_wandb):
+    out = tmp_path / "pop"
+    argv = planned_run(out)
+    assert main([*argv, "--track", "--wandb-project", "novelty", "--wandb-entity", "lab"]) == 0
+    (run,) = fake_wandb  # the references were trained before: only ipd/k0 trains
+    assert {k: run.init[k] for k in ("project", "entity", "group", "name", "dir")} == {
+        "project": "novelty",
+        "entity": "lab",
+        "group": str(out),
+        "name": f"{out}/ipd/k0",
+        "dir": str(out / "novel" / "ipd" / "k0"),
+    }
+    assert run.init["config"]["method"] == "ipd" and run.finished
+    rows = [json.loads(line) for line in (out / "novel" / "ipd" / "k0" / "metrics.jsonl").read_text().splitlines()]
+    assert [step for step, _ in run.logged] == [row["global_step"] for row in rows] and rows
+
+
+def test_track_on_train_names_the_run_after_its_folder(tmp_path, fake_wandb):
+    out = tmp_path / "run"
+    tiny = ["--steps", "1024", "--set", "num_steps=64", "--set", "eval_every=0", "--no-progress", "--no-tensorboard"]
+    assert main(["train", *tiny, "--out", str(out), "--track"]) == 0
+    (run,) = fake_wandb
+    assert (run.init["project"], run.init["entity"], run.init["name"], run.init["group"]) == (
+        "npsco",
+        None,
+        str(out),
+        None,
+    )
+    assert run.init["config"]["ppo"]["total_timesteps"] == 1024 and run.finished
+    assert [step for step, _ in run.logged] == [1024]  # one iteration of 16 envs x 64 steps
+
+
+@pytest.mark.parametrize("command", ["train", "population"])
+def test_track_without_wandb_says_what_to_install_and_writes_nothing(tmp_path, monkeypatch, capsys, command):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError, find_spec finds nothing
+    assert main([command, "--steps", "1024", "--no-progress", "--out", str(tmp_path / "out"), "--track"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"npsco {command}: error: {NO_WANDB}\n" and "pip install 'npsco[wandb]'" in NO_WANDB
+    assert not (tmp_path / "out").exists()
+
+
+def test_track_in_wandb_offline_mode_writes_a_run_beside_the_policy(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    out = tmp_path / "run"
+    tiny = ["--steps", "1024", "--set", "num_steps=64", "--set", "eval_every=0", "--no-progress", "--no-tensorboard"]
+    assert main(["train", *tiny, "--out", str(out), "--track", "--wandb-project", "offline-test"]) == 0
+    (run_file,) = out.glob("wandb/offline-run-*/run-*.wandb")
+    assert run_file.stat().st_size > 0 and (out / "policy.safetensors").exists()
 
 
 # ------------------------------------------------------------------------------------------ unreachable thresholds

@@ -384,6 +384,12 @@ CASES = [
         "--mset wsr_weight: not a setting of method ipd (its settings: r0,",
         creates="out",
     ),
+    Case(
+        "--wandb-project without --track",
+        "train --wandb-project demo --out DIR/out",
+        "--wandb-project applies with --track",
+        creates="out",
+    ),
 ]
 
 
