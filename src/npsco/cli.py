@@ -359,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
+        if getattr(args, "config", None) is not None:  # the options of a --config file, under those given here
+            from npsco import cli_config  # lazy: numpy (the method settings' types)
+
+            args = cli_config.parse_args(parser, argv, args)
         if getattr(args, "steps", None) is not None:
             args.steps = int(args.steps)
         _check_counts(args)

@@ -11,6 +11,17 @@ from npsco.ppo.config import PRESETS
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 
+def add_config(parser: argparse.ArgumentParser) -> None:
+    """`--config FILE.toml`: the command's options from a file (`npsco.cli_config`)."""
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE.toml",
+        help="read the options from a TOML file (keys as the options' names with _ for -, e.g. env_package; set and "
+        "mset as a table); options given here win over the file (see docs/configuration.md)",
+    )
+
+
 def add_tracking(parser: argparse.ArgumentParser) -> None:
     """`--track` and its W&B project and entity (`npsco.logger.Tracking`)."""
     parser.add_argument(
@@ -67,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard event files")
+    add_config(t)
     add_tracking(t)
 
     e = sub.add_parser(
@@ -309,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5",
     )
     pp.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_config(pp)
     add_tracking(pp)
 
     sw = sub.add_parser(

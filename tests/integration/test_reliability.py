@@ -141,6 +141,11 @@ def make_inputs(root: Path) -> None:
     forged.save(root / "forged_task.safetensors")
     os.mkfifo(root / "fifo.safetensors")
     atomic_write_text(root / "big_grid.toml", 'tasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo"]\nrefs = 1e9\n')
+    # --config files with an unknown key, a value of the wrong type, a value outside the option's choices
+    atomic_write_text(root / "key.toml", 'env = "npsco/FourRewardMaze-v0"\nsed = 3\n')
+    atomic_write_text(root / "type.toml", "seed = true\n")
+    atomic_write_text(root / "choice.toml", 'method = "ipdd"\n')
+    atomic_write_text(root / "mset.toml", 'method = "ipd"\n[mset]\nwsr_weight = 5\n')
 
 
 # ------------------------------------------------------------------------------------------------------ the cases
@@ -388,6 +393,36 @@ CASES = [
         "--wandb-project without --track",
         "train --wandb-project demo --out DIR/out",
         "--wandb-project applies with --track",
+        creates="out",
+    ),
+    Case(
+        "--config with an unknown key",
+        "train --config DIR/key.toml --out DIR/out",
+        "key.toml: unknown key 'sed'; npsco train reads env, preset, seed,",
+        creates="out",
+    ),
+    Case(
+        "--config with a value of the wrong type",
+        "train --config DIR/type.toml --out DIR/out",
+        "type.toml: seed must be a whole number, got true",
+        creates="out",
+    ),
+    Case(
+        "--config with a value outside the choices",
+        "population --config DIR/choice.toml --out DIR/out",
+        "choice.toml: method must be one of ppo,",
+        creates="out",
+    ),
+    Case(
+        "--config with a setting of another method",
+        "population --config DIR/mset.toml --out DIR/out",
+        "mset.toml: mset wsr_weight: not a setting of method ipd",
+        creates="out",
+    ),
+    Case(
+        "--config that does not exist",
+        "population --config DIR/nothing.toml --out DIR/out",
+        "nothing.toml: file not found",
         creates="out",
     ),
 ]
