@@ -17,8 +17,8 @@ def add_config(parser: argparse.ArgumentParser) -> None:
         "--config",
         default=None,
         metavar="FILE.toml",
-        help="read the options from a TOML file (keys as the options' names with _ for -, e.g. env_package; set and "
-        "mset as a table); options given here win over the file (see docs/configuration.md)",
+        help="read the options from a TOML file (keys: the options' names with _ for -, e.g. env_package; --set as a "
+        "table [set]); options given here win over the file (see docs/configuration.md)",
     )
 
 
