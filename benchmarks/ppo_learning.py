@@ -115,7 +115,9 @@ def run_settings(run: Path) -> tuple[dict, str, Policy]:
     trained reference of a population run (RUN/refs/refI, its settings read from its checkpoint); NpscoError for
     anything else."""
     population = run.parent.parent
-    if not (run / "config.json").exists() and run.parent.name == "refs" and (population / "manifest.json").exists():
+    own = read_json(run / "config.json") if (run / "config.json").exists() else None  # (a population's since 11-27)
+    in_population = own is None or own.get("command") == "population"
+    if in_population and run.parent.name == "refs" and (population / "manifest.json").exists():
         if not (run / "policy.safetensors").exists():
             raise NpscoError(f"{run}: this reference of {population} is not trained")
         policy = load_policy(run / "policy.safetensors")

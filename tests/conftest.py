@@ -9,7 +9,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+import types
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -256,13 +257,14 @@ def timing() -> SimpleNamespace:
 @pytest.fixture
 def planned_run(maze_policies) -> Callable[..., list[str]]:
     """`planned_run(out)`: a maze population run directory as `npsco population` leaves it after its two PPO
-    references were trained (hand-made constant policies, marked done) and before its novel policy `ipd/k0` (absolute
-    r0 0.3) starts; returns the command line that resumes it. Nothing trains."""
+    references were trained (hand-made constant policies, acting (-1, 0) and (-1, 0.5), marked done) and before its
+    novel policy `ipd/k0` (absolute r0 0.3) starts; returns the command line that resumes it. Nothing trains.
+    `planned_run(out, threshold=["--r0-scale", "2"])`: another threshold than `--r0 0.3`."""
     from npsco.cli import population_config
     from npsco.cli_parser import build_parser
     from npsco.population import Population
 
-    def make(out: Path) -> list[str]:
+    def make(out: Path, threshold: Sequence[str] = ("--r0", "0.3")) -> list[str]:
         argv = [
             "population",
             "--method",
@@ -271,8 +273,7 @@ def planned_run(maze_policies) -> Callable[..., list[str]]:
             "2",
             "--novel",
             "1",
-            "--r0",
-            "0.3",
+            *threshold,
             "--steps",
             "1024",
             "--set",
@@ -413,3 +414,26 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("tests marked slow")
         for outcome, nodeid in sorted(outcomes, key=lambda o: o[1]):
             terminalreporter.write_line(f"{outcome.upper()} {nodeid}")
+
+
+class FakeWandbRun:
+    """A W&B run of `fake_wandb`: what it was started with, what was logged, whether it was finished."""
+
+    def __init__(self, **kwargs):
+        self.init, self.logged, self.finished = kwargs, [], False
+
+    def log(self, values, step):
+        self.logged.append((step, values))
+
+    def finish(self):
+        self.finished = True
+
+
+@pytest.fixture
+def fake_wandb(monkeypatch) -> list[FakeWandbRun]:
+    """A stand-in `wandb` module in sys.modules; the list of the runs it started (`FakeWandbRun`)."""
+    runs: list[FakeWandbRun] = []
+    fake = types.ModuleType("wandb")
+    fake.init = lambda **kwargs: runs.append(FakeWandbRun(**kwargs)) or runs[-1]
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    return runs

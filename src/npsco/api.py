@@ -20,7 +20,7 @@ from npsco.manifest import Member
 from npsco.methods.settings import MethodConfig
 from npsco.parallel import make_executor
 from npsco.population import Population, default_population_dir
-from npsco.population_config import PopulationConfig
+from npsco.population_config import PopulationConfig, reference_count
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.train import train as train_in_memory
 from npsco.ppo.trainer import TrainResult
@@ -46,7 +46,7 @@ def make_population_config(
     env: str,
     method: str = "ipd",
     *,
-    refs: int = 5,
+    refs: int | None = None,
     novel: int = 5,
     preset: str = "default",
     seed: int = 0,
@@ -59,13 +59,14 @@ def make_population_config(
     env_package: str | None = None,
 ) -> PopulationConfig:
     """The configuration of a population run, as `npsco population` makes it from its options: R `refs` PPO references
-    (or borrowed: `refs_from`, `ref_checkpoints`), then K `novel` policies of `method` per threshold multiple
-    (`r0_scales`, default the method's; an absolute threshold is the method setting `r0`), checked."""
+    (default 5; or borrowed: `refs_from`, `ref_checkpoints`, without `refs`), then K `novel` policies of `method` per
+    threshold multiple (`r0_scales`, default the method's; an absolute threshold is the method setting `r0`),
+    checked."""
     ppo = make_ppo_config(env, preset=preset, seed=seed, steps=steps, settings=settings, env_package=env_package)
     config = PopulationConfig(
         ppo=ppo,
         method=MethodConfig(method=method).with_values(dict(method_settings or {}), where="method_settings:"),
-        refs=refs,
+        refs=reference_count(refs, refs_from, ref_checkpoints),
         novel=novel,
         r0_scales=None if r0_scales is None else tuple(r0_scales),
         refs_from=None if refs_from is None else str(refs_from),
@@ -102,15 +103,17 @@ def train_population(
     out: str | Path | None = None,
     workers: int = 1,
     progress: bool = True,
+    track: Tracking | None = None,
     **settings: Any,
 ) -> list[Member]:
     """Train (or resume) a population, as `npsco population`: `env` a task id (then `method` and `settings` are
     `make_population_config`'s) or a `PopulationConfig`. `out` defaults to `runs/population/TASK-METHOD`; `workers` > 1
-    trains independent policies at the same time on a local process pool. Returns the manifest's members (their
-    `path`, relative to `out`, holds each policy: `npsco.load_policy(out / member.path)`)."""
+    trains independent policies at the same time on a local process pool; `track`: every policy's metrics also go to
+    Weights & Biases, one run per policy in one group. Returns the manifest's members (their `path`, relative to
+    `out`, holds each policy: `npsco.load_policy(out / member.path)`)."""
     config = env if isinstance(env, PopulationConfig) else make_population_config(env, method, **settings)
     folder = Path(out) if out is not None else default_population_dir(config)
-    pop = Population(folder, config, progress=progress, log=print)
+    pop = Population(folder, config, progress=progress, log=print, tracking=track)
     if workers == 1:
         return pop.run()
     with make_executor("local", workers) as executor:

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 from npsco.cli_parser import build_parser
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, disk_full_message, is_disk_full
+from npsco.limits import MAX_EPISODES, check_at_most
+from npsco.logger import Tracking
 from npsco.manifest import policy_files, population_dirs
 from npsco.task_ids import trust_task
 from npsco.tasks import MAZE_ID, default_distance_episodes
@@ -46,6 +48,20 @@ def _is_population_run(path: str) -> bool:
     return (Path(path) / "manifest.json").exists()
 
 
+def tracking(args: argparse.Namespace) -> Tracking | None:
+    """The W&B tracking of `--track` (None without it); `--wandb-project` or `--wandb-entity` alone are refused."""
+    if not args.track:
+        given = [
+            flag
+            for flag, value in (("--wandb-project", args.wandb_project), ("--wandb-entity", args.wandb_entity))
+            if value
+        ]
+        if given:
+            raise NpscoError(f"{given[0]} applies with --track (Weights & Biases); add --track, or leave it out")
+        return None
+    return Tracking(project=args.wandb_project or Tracking.project, entity=args.wandb_entity)
+
+
 @command("train")
 def cmd_train(args: argparse.Namespace) -> int:
     from npsco.settings import ppo_settings  # lazy: gymnasium
@@ -53,7 +69,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     cfg = ppo_settings(args.env, args.preset, args.seed, args.steps, args.env_backend, args.set, args.env_package)
     result = train_policy(
-        cfg, args.preset, args.out, force=args.force, progress=not args.no_progress, tensorboard=not args.no_tensorboard
+        cfg,
+        args.preset,
+        args.out,
+        force=args.force,
+        progress=not args.no_progress,
+        tensorboard=not args.no_tensorboard,
+        tracking=tracking(args),
     )
     return 130 if result is not None and result.interrupted else 0
 
@@ -263,7 +285,8 @@ def population_config(args: argparse.Namespace) -> PopulationConfig:
 def cmd_population(args: argparse.Namespace) -> int:
     from npsco.population import train_population  # lazy: torch
 
-    train_population(population_config(args), args.out, progress=not args.no_progress, workers=args.workers)
+    config, track = population_config(args), tracking(args)
+    train_population(config, args.out, progress=not args.no_progress, workers=args.workers, tracking=track)
     return 0
 
 
@@ -279,6 +302,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         address=args.address,
         dry_run=args.dry_run,
         log=lambda line: print(line, flush=True),
+        tracking=tracking(args),
     )
     return 0
 
@@ -323,14 +347,25 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """Counts every command reads the same way, checked before it runs: `--episodes` (None: the default)."""
+    if getattr(args, "episodes", None) is not None:
+        check_at_most("--episodes", args.episodes, MAX_EPISODES, least=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "steps", None) is not None:
-        args.steps = int(args.steps)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
+        if getattr(args, "config", None) is not None:  # the options of a --config file, under those given here
+            from npsco import cli_config  # lazy: numpy (the method settings' types)
+
+            args = cli_config.parse_args(parser, argv, args)
+        if getattr(args, "steps", None) is not None:
+            args.steps = int(args.steps)
+        _check_counts(args)
         _trust_command_line_tasks(args)
         return COMMANDS[args.command](args)
     except NpscoError as e:

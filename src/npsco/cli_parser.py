@@ -11,6 +11,28 @@ from npsco.ppo.config import PRESETS
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 
+def add_config(parser: argparse.ArgumentParser) -> None:
+    """`--config FILE.toml`: the command's options from a file (`npsco.cli_config`)."""
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE.toml",
+        help="read the options from a TOML file (keys: the options' names with _ for -, e.g. env_package; --set as a "
+        "table [set]); options given here win over the file (see docs/configuration.md)",
+    )
+
+
+def add_tracking(parser: argparse.ArgumentParser) -> None:
+    """`--track` and its W&B project and entity (`npsco.logger.Tracking`)."""
+    parser.add_argument(
+        "--track",
+        action="store_true",
+        help="also log the metrics to Weights & Biases (pip install 'npsco[wandb]'; WANDB_MODE=offline works)",
+    )
+    parser.add_argument("--wandb-project", default=None, metavar="NAME", help="W&B project (default npsco)")
+    parser.add_argument("--wandb-entity", default=None, metavar="NAME", help="W&B entity (default: W&B's own)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ENV_BACKEND_HELP = (
         "vector-env backend, the same as --set env_backend=B: auto (default), sync, async, or envpool "
@@ -56,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard event files")
+    add_config(t)
+    add_tracking(t)
 
     e = sub.add_parser(
         "evaluate",
@@ -218,7 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pp.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
     pp.add_argument("--method", default="ipd", choices=METHODS, help="method of the novel policies (default ipd)")
-    pp.add_argument("--refs", type=int, default=5, help="number of PPO references R (default 5; paper 10)")
+    pp.add_argument(
+        "--refs",
+        type=int,
+        default=None,
+        help="number of PPO references R (default 5; paper 10); not with --refs-from or --ref-checkpoints",
+    )
     pp.add_argument("--novel", type=int, default=5, help="number of novel policies K per chain (default 5; paper 10)")
     pp.add_argument(
         "--candidates",
@@ -292,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5",
     )
     pp.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_config(pp)
+    add_tracking(pp)
 
     sw = sub.add_parser(
         "sweep",
@@ -318,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--address", default=None, metavar="HOST:PORT", help="Ray cluster to join (default: start a local Ray instance)"
     )
     sw.add_argument("--dry-run", action="store_true", help="check the grid and print the plan, train nothing")
+    add_tracking(sw)
 
     th = sub.add_parser(
         "threshold",

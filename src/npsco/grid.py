@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,13 +15,12 @@ from typing import Any
 
 from npsco.envs.make import with_package
 from npsco.errors import NpscoError
-from npsco.io import check_nesting, read_bytes
+from npsco.io import read_toml
 from npsco.limits import (
     MAX_CHAINS,
     MAX_EPISODES,
     MAX_POLICIES,
     MAX_TIMESTEPS,
-    MAX_TOML_BYTES,
     check_ppo_sizes,
 )
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
@@ -135,15 +133,7 @@ class PopulationSpec:
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid file; every problem is a one-line NpscoError naming the file."""
     path = Path(path)
-    raw = read_bytes(path, MAX_TOML_BYTES)  # a regular file of a sane size (a FIFO would block)
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except RecursionError:
-        raise NpscoError(f"{path}: nested too deeply; refused") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise NpscoError(f"{path}: not valid TOML ({e})") from None
-    check_nesting(data, str(path))
-    return parse_grid(data, path.stem, where=str(path))
+    return parse_grid(read_toml(path), path.stem, where=str(path))
 
 
 def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> Grid:

@@ -19,11 +19,12 @@ import re
 import shutil
 import stat
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.limits import MAX_JSON_BYTES, MAX_NESTING
+from npsco.limits import MAX_JSON_BYTES, MAX_NESTING, MAX_TOML_BYTES
 
 LOCK_FILE = ".npsco.lock"
 """The lock file of a folder npsco writes (`npsco.locks`); it stays when the folder is emptied."""
@@ -170,6 +171,31 @@ def read_json(path: str | os.PathLike, limit: int = MAX_JSON_BYTES) -> Any:
     """Read a JSON file (`read_bytes`, `parse_json`), turning a missing, special, oversized, malformed or too deeply
     nested file into an NpscoError that names it."""
     return parse_json(read_bytes(path, limit), str(path))
+
+
+def read_toml(path: str | os.PathLike, limit: int = MAX_TOML_BYTES) -> dict[str, Any]:
+    """Read a TOML file (a regular file of at most `limit` bytes, `read_bytes`), turning a malformed or too deeply
+    nested one into an NpscoError that names it."""
+    raw = read_bytes(path, limit)  # a regular file of a sane size (a FIFO would block)
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise NpscoError(f"{path}: nested too deeply; refused") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise NpscoError(f"{path}: not valid TOML ({e})") from None
+    check_nesting(data, str(path))
+    return data
+
+
+def check_folder_path(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """`path` if npsco can make it a folder (or it is one): refuses, naming `flag`, a path that is a file or lies
+    under one (what would be a NotADirectoryError or FileExistsError once something was written)."""
+    path = Path(path)
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            what = f"{flag} {path} is" if part == path else f"{flag} {path}: {part} is"
+            raise NpscoError(f"{what} a file, not a folder; choose another {flag}")
+    return path
 
 
 # -------------------------------------------------------------------------------------------------------- deleting

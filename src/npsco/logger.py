@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from dataclasses import dataclass
@@ -27,18 +28,31 @@ class Tracking:
     """The run's name; None: the run directory's path."""
 
 
+NO_WANDB = "--track needs Weights & Biases: pip install 'npsco[wandb]' (or pip install wandb)"
+
+
+def require_wandb() -> None:
+    """Refuse tracking where W&B is not installed, without importing it (seconds): checked before a run is written."""
+    try:
+        found = importlib.util.find_spec("wandb") is not None
+    except ValueError:  # a module loaded without a spec (made in memory): it is there
+        found = True
+    if not found:
+        raise NpscoError(NO_WANDB)
+
+
 def start_wandb(tracking: Tracking, run_dir: Path | None, config: dict[str, Any]) -> Any:
     """A W&B run for `tracking` (files under `run_dir`); W&B's own settings apply, e.g. WANDB_MODE=offline."""
     try:
         import wandb  # lazy: an optional extra (npsco[wandb]), seconds to import
     except ImportError:
-        raise NpscoError("--track needs Weights & Biases: pip install 'npsco[wandb]' (or pip install wandb)") from None
+        raise NpscoError(NO_WANDB) from None
     return wandb.init(
         project=tracking.project,
         entity=tracking.entity,
         group=tracking.group,
         name=tracking.name or (str(run_dir) if run_dir is not None else None),
-        dir=str(run_dir) if run_dir is not None else None,
+        dir=str(run_dir.resolve()) if run_dir is not None else None,  # (the W&B service may run in another folder)
         config=config,
         reinit="create_new",
     )

@@ -29,11 +29,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from npsco.compat import old_default_hints
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import POPULATION_CONFIG, read_checked
-from npsco.io import atomic_write_json, file_sha256, remove_stale_temps, run_entries
+from npsco.io import atomic_write_json, check_folder_path, file_sha256, remove_stale_temps, run_entries
 from npsco.limits import (
     MAX_CHAINS,
     MAX_EPISODES,
@@ -43,7 +45,7 @@ from npsco.limits import (
     check_ppo_sizes,
 )
 from npsco.locks import FolderLock
-from npsco.logger import read_metrics
+from npsco.logger import Tracking, read_metrics, require_wandb
 from npsco.manifest import (
     CANDIDATE_SEED_STRIDE,
     MANIFEST_FORMAT,
@@ -68,6 +70,7 @@ from npsco.population_jobs import (
     threshold_of,
     train_candidate_job,
     train_member_job,
+    unreached_thresholds,
 )
 from npsco.ppo.state import read_state, state_path
 from npsco.selection import Trained, choose
@@ -89,12 +92,13 @@ def train_population(
     progress: bool = True,
     log: Callable[[str], None] = print,
     workers: int = 1,
+    tracking: Tracking | None = None,
 ) -> list[Member]:
     """`npsco population`: train (or resume) the population of `config` in `out` (default `default_population_dir`),
     one policy after another (or `workers` at a time on a local process pool), and log a line per policy at the
-    end."""
+    end. With `tracking`, every policy's metrics also go to W&B."""
     out = Path(out) if out else default_population_dir(config)
-    pop = Population(out, config, progress=progress, log=log)
+    pop = Population(out, config, progress=progress, log=log, tracking=tracking)
     refs = "borrowed" if config.refs_from or config.ref_checkpoints else config.refs
     log(
         f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per "
@@ -119,10 +123,22 @@ class Population(PopulationMembers):
     (`InlineExecutor`), in the manifest's order."""
 
     def __init__(
-        self, out: str | Path, config: PopulationConfig, progress: bool = True, log: Callable[[str], None] = print
+        self,
+        out: str | Path,
+        config: PopulationConfig,
+        progress: bool = True,
+        log: Callable[[str], None] = print,
+        tracking: Tracking | None = None,
     ):
+        """`tracking`: every policy's metrics also go to W&B, as one group (the run directory unless it names one)."""
         self.out, self.config, self.progress, self.log = Path(out), config.validate(), progress, log
+        self.tracking = tracking
+        if tracking is not None:
+            require_wandb()
+            self.tracking = dataclasses.replace(tracking, group=tracking.group or str(self.out))
+        self.reach_checked = False  # whether the thresholds were compared with the references' distances
         check_sizes(self.config)
+        check_folder_path(self.out)
         self.manifest_path = self.out / "manifest.json"
         self.members: list[Member] = []
         self.r0_default: float | None = None
@@ -404,6 +420,7 @@ class Population(PopulationMembers):
     def ready(self, busy: set[str]) -> list[Job]:
         """The jobs that can start now (the `npsco.parallel.Source` protocol); `busy` holds the keys already running.
         Each job's `after` is the rest of its chain: all of the longest chain for a reference or the threshold."""
+        self.check_reach()
         out = str(self.out.resolve())
         members = [m.to_dict() for m in self.members]
         steps = self.config.ppo.policy_steps
@@ -417,7 +434,7 @@ class Population(PopulationMembers):
                 label=m.name,
                 steps=steps,
                 group=out,
-                args=(out, self.config, members, self.r0_default, m.name, self.jobs_show_progress),
+                args=(out, self.config, members, self.r0_default, m.name, self.jobs_show_progress, self.tracking),
                 after=after,
             )
 
@@ -455,11 +472,48 @@ class Population(PopulationMembers):
                     label=f"{nxt.name}#c{c}",
                     steps=steps,
                     group=out,
-                    args=(out, self.config, members, self.r0_default, nxt.name, c, self.jobs_show_progress),
+                    args=(
+                        out,
+                        self.config,
+                        members,
+                        self.r0_default,
+                        nxt.name,
+                        c,
+                        self.jobs_show_progress,
+                        self.tracking,
+                    ),
                     after=after if needed and i == 0 else 0,  # a spare candidate lies on no path: last
                 )
                 (jobs if needed and i == 0 else spare).append(job)
         return [j for j in jobs + spare if j.key not in busy]
+
+    def check_reach(self) -> None:
+        """Once the references are trained (and the default r0 computed), warn if a chain's threshold is above every
+        distance between two references (`unreached_thresholds`): measured for the warning alone with an absolute
+        --r0, read from threshold.json otherwise. Once per run, and only while novel policies are left to train."""
+        refs = [m for m in self.members if m.role == "reference"]
+        novel = [m for m in self.members if m.role == "novel"]
+        absolute = self.config.method.r0 is not None
+        if (
+            self.reach_checked
+            or self.config.method.method == "ppo"
+            or len(refs) < 2
+            or any(m.status != "done" for m in refs)
+            or all(m.status == "done" for m in novel)
+            or (not absolute and self.r0_default is None)
+        ):
+            return
+        self.reach_checked = True
+        snapshot = PopulationSnapshot(self.out, self.config, self.members, self.r0_default)
+        threshold = snapshot.threshold_file()
+        if threshold is None:  # an absolute r0: no threshold.json
+            distances = snapshot.reference_threshold().matrix
+        else:
+            distances = np.asarray(threshold["distance_matrix"], np.float64)
+        chains = {m.chain.name: self.threshold_for(m) for m in novel if m.chain is not None}
+        warning = unreached_thresholds(chains, distances, absolute)
+        if warning:
+            self.log(warning)
 
     def started(self, job: Job) -> None:
         if job.label != "threshold":

@@ -109,10 +109,20 @@ class PopulationConfig:
         return self.threshold_episodes or default_distance_episodes(self.ppo.env_id)
 
 
+def reference_count(refs: int | None, refs_from: str | Path | None, ref_checkpoints: Sequence[str | Path]) -> int:
+    """R, the PPO references a run trains: `refs` (None: 5). Refuses `refs` given with references borrowed from a run
+    or from checkpoints, which would be ignored: there are as many references as those."""
+    borrowed = "--refs-from" if refs_from else "--ref-checkpoints" if ref_checkpoints else None
+    if refs is not None and borrowed:
+        source = "those of that run" if refs_from else "the checkpoints given"
+        raise NpscoError(f"--refs {refs} does not apply with {borrowed}: the references are {source}; leave --refs out")
+    return PopulationConfig.refs if refs is None else refs
+
+
 def population_settings(
     env: str,
     method: str = "ipd",
-    refs: int = 5,
+    refs: int | None = None,
     novel: int = 5,
     seed: int = 0,
     preset_name: str = "default",
@@ -130,7 +140,8 @@ def population_settings(
     candidates: int = 1,
 ) -> PopulationConfig:
     """The configuration of `npsco population`'s options: the PPO settings as `npsco.settings.ppo_settings` makes
-    them, the method's from `--r0`, `--t-start`, `--ipd-rule`, then the `--mset` `method_overrides` (later win)."""
+    them, the method's from `--r0`, `--t-start`, `--ipd-rule`, then the `--mset` `method_overrides` (later win); `refs`
+    as `reference_count` reads it."""
     ppo = ppo_settings(env, preset_name, seed, steps, env_backend, list(overrides), env_package)
     method_config = MethodConfig(method=method)
     for name, value, flag in (
@@ -144,7 +155,7 @@ def population_settings(
     return PopulationConfig(
         ppo=ppo,
         method=method_config,
-        refs=refs,
+        refs=reference_count(refs, refs_from, ref_checkpoints),
         novel=novel,
         r0_scales=None if r0_scales is None else tuple(r0_scales),
         refs_from=refs_from,
@@ -165,11 +176,14 @@ def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
 def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The settings in which `stored` and `current` differ (see `same_configuration`), e.g.
     `"r0_scales: [1.0] in the run, [0.5] now"`. A run recorded by an earlier npsco is read as this one records it
-    (`npsco.compat.current_method_settings`)."""
+    (`npsco.compat.current_method_settings`). With borrowed references `refs` is not compared: it trains nothing (an
+    earlier npsco took `--refs` beside `--refs-from` and recorded it)."""
     method = str((current.get("method") or {}).get("method", "ipd"))
     defaults = PopulationConfig(ppo=PPOConfig(), method=MethodConfig(method=method)).to_dict()
     if "method" in stored:
         stored = {**stored, "method": current_method_settings(stored["method"])}
+    if current.get("refs_from") or current.get("ref_checkpoints"):
+        stored, current = {**stored, "refs": None}, {**current, "refs": None}
     stored, current = _with_resolved_paths(stored), _with_resolved_paths(current)
     return differences(stored, current, defaults)
 

@@ -21,12 +21,13 @@ from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import THRESHOLD, read_checked
 from npsco.io import atomic_write_json, inside, remove_inside
+from npsco.logger import Tracking
 from npsco.manifest import Candidate, Chain, Member, check_borrowed, is_borrowed, layout_path
 from npsco.methods import METHODS, make_method
 from npsco.methods.base import Method, MethodContext
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance
-from npsco.novelty.threshold import default_threshold, visited_states
+from npsco.novelty.threshold import Threshold, default_threshold, visited_states
 from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
 from npsco.ppo.config import PPOConfig
@@ -67,6 +68,25 @@ def threshold_of(config: PopulationConfig, r0_default: float | None, member: Mem
     if r0_default is None:
         raise ValueError("the default threshold r0 is not computed yet")
     return r0_default * (member.chain.multiple if member.chain is not None else 1.0)
+
+
+def unreached_thresholds(thresholds: dict[str, float], distances: np.ndarray, absolute: bool) -> str | None:
+    """A warning when a chain's threshold (chain name -> r0) is above every distance between two references
+    (`distances`, their pairwise matrix): no reference is that far from another, so a novel policy is held to a
+    distance that the references themselves never reach; None when every threshold is reached. `absolute`: the
+    thresholds come from --r0 (else from --r0-scale)."""
+    off_diagonal = distances[~np.eye(len(distances), dtype=bool)]
+    largest = float(off_diagonal.max())
+    above = {name: r0 for name, r0 in thresholds.items() if r0 > largest}
+    if not above:
+        return None
+    shown = ", ".join(f"{r0:.4g}" + (f" ({name})" if len(thresholds) > 1 else "") for name, r0 in above.items())
+    flag = "--r0" if absolute else "--r0-scale"
+    return (
+        f"warning: r0 = {shown} is above the largest distance between two references ({largest:.4g}): no reference "
+        "pair reaches it, so the novel policies' episodes may be cut short or penalised from their first steps; "
+        f"consider a smaller {flag}"
+    )
 
 
 class PopulationMembers:
@@ -175,11 +195,14 @@ class PopulationSnapshot(PopulationMembers):
             )
         return np.asarray(threshold["profile"], np.float64)
 
-    def train(self, member: Member, progress: bool = False, candidate: int = 0) -> Member:
+    def train(
+        self, member: Member, progress: bool = False, candidate: int = 0, tracking: Tracking | None = None
+    ) -> Member:
         """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVAL_SEED`); returns
         it done. An interrupted earlier attempt continues from its saved training state (`npsco.ppo.state`), or
         restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM.
-        `candidate` c > 0: the member is its slot's candidate c, in that candidate's folder."""
+        `candidate` c > 0: the member is its slot's candidate c, in that candidate's folder. With `tracking`, the
+        metrics also go to W&B, as a run named after the member (`RUN/ipd/k0`, `RUN/ipd/k0#c1`)."""
         if is_borrowed(member) or member.path != layout_path(member, candidate):
             raise NpscoError(f"{self.out}: {member.name} is not a policy of this run to train (path {member.path!r})")
         # its folder where the layout puts it, inside the run, through no symbolic link (npsco.io.inside)
@@ -192,6 +215,9 @@ class PopulationSnapshot(PopulationMembers):
         if not resume:  # the policy's folder says how it was trained, as an `npsco train` run's does
             run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_json(run_dir / "config.json", member_record(cfg, self.config, member))
+        if tracking is not None and tracking.name is None:
+            suffix = f"#c{candidate}" if candidate else ""
+            tracking = dataclasses.replace(tracking, name=f"{self.out}/{member.name}{suffix}")
         t0 = time.perf_counter()  # a duration: a monotonic clock, not the (adjustable) wall clock
         trainer = Trainer(
             cfg,
@@ -206,6 +232,7 @@ class PopulationSnapshot(PopulationMembers):
                     "index": member.index,
                 }
             },
+            tracking=tracking,
         )
         result = trainer.train(progress=progress)
         if result.interrupted:
@@ -219,12 +246,16 @@ class PopulationSnapshot(PopulationMembers):
         member.status = "done"
         return member
 
-    def train_candidate(self, member: Member, index: int, progress: bool = False) -> Candidate:
+    def train_candidate(
+        self, member: Member, index: int, progress: bool = False, tracking: Tracking | None = None
+    ) -> Candidate:
         """Train candidate `index` of the slot `member` (its own seed and folder, `Candidate.of_slot`), evaluate it,
         and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
         final evaluation's episodes (`FINAL_EVAL_SEED`)."""
         candidate = Candidate.of_slot(member, index)
-        trained = self.train(dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index)
+        trained = self.train(
+            dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index, tracking
+        )
         policy = load_policy(self.out / trained.checkpoint)
         episodes = run_episodes(
             policy,
@@ -254,11 +285,11 @@ class PopulationSnapshot(PopulationMembers):
         returns = [m.final_eval["return_mean"] for m in self.members if m.role == "reference" and m.final_eval]
         return float(np.median(returns))
 
-    def compute_threshold(self) -> float:
-        """The default r0 from the trained references (the mean pairwise distance); writes `threshold.json`."""
+    def reference_threshold(self) -> Threshold:
+        """The trained references' pairwise distances and their mean, the default r0, in the method's metric."""
         refs = [m for m in self.members if m.role == "reference"]
         method = self.config.method
-        th = default_threshold(
+        return default_threshold(
             [self.policy(m) for m in refs],
             [m.name for m in refs],
             episodes=self.config.distance_episodes,
@@ -267,6 +298,10 @@ class PopulationSnapshot(PopulationMembers):
             metric=method.metric,
             discount=method.novelty_discount,
         )
+
+    def compute_threshold(self) -> float:
+        """The default r0 from the trained references (the mean pairwise distance); writes `threshold.json`."""
+        th = self.reference_threshold()
         atomic_write_json(self.out / "threshold.json", th.to_dict())
         return th.r0
 
@@ -296,11 +331,12 @@ def train_member_job(
     r0_default: float | None,
     name: str,
     progress: bool = False,
+    tracking: Tracking | None = None,
 ) -> dict[str, Any]:
     """Job: train the member `name` of the population at `out` and evaluate it; returns its manifest record."""
     trust_task(config.ppo.env_id)  # the run's own task, which its references' checkpoints name too (npsco.task_ids)
     snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
-    return snapshot.train(snapshot.member(name), progress).to_dict()
+    return snapshot.train(snapshot.member(name), progress, tracking=tracking).to_dict()
 
 
 def train_candidate_job(
@@ -311,11 +347,12 @@ def train_candidate_job(
     name: str,
     index: int,
     progress: bool = False,
+    tracking: Tracking | None = None,
 ) -> dict[str, Any]:
     """Job: train candidate `index` of the member `name` and measure it; returns its manifest record."""
     trust_task(config.ppo.env_id)
     snapshot = PopulationSnapshot.from_records(out, config, members, r0_default)
-    return dataclasses.asdict(snapshot.train_candidate(snapshot.member(name), index, progress))
+    return dataclasses.asdict(snapshot.train_candidate(snapshot.member(name), index, progress, tracking))
 
 
 def threshold_job(out: str, config: PopulationConfig, members: list[dict[str, Any]]) -> float:

@@ -28,8 +28,9 @@ from typing import Any, TextIO
 from npsco.errors import NpscoError
 from npsco.filecheck import SWEEP, read_checked
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
-from npsco.io import atomic_write_json, remove_stale_temps, run_entries
+from npsco.io import atomic_write_json, check_folder_path, remove_stale_temps, run_entries
 from npsco.locks import FolderLock
+from npsco.logger import Tracking, require_wandb
 from npsco.parallel import Executor, Job, Scheduler, Utilisation, View, make_executor
 from npsco.population import NOVEL_SEED_OFFSET, Population
 from npsco.settings import differences
@@ -54,9 +55,17 @@ class Sweep:
     """A sweep directory: its populations, opened as their references become available, and `sweep.json`."""
 
     def __init__(
-        self, grid: Grid, out: str | Path, grid_file: str | Path | None = None, log: Callable[[str], None] = print
+        self,
+        grid: Grid,
+        out: str | Path,
+        grid_file: str | Path | None = None,
+        log: Callable[[str], None] = print,
+        tracking: Tracking | None = None,
     ):
-        self.grid, self.out, self.log = grid, Path(out), log
+        """`tracking`: every policy's metrics also go to W&B (a group per population run)."""
+        if tracking is not None:
+            require_wandb()
+        self.grid, self.out, self.log, self.tracking = grid, Path(out), log, tracking
         self.grid_file = str(Path(grid_file).resolve()) if grid_file else None
         self.specs = plan(grid)
         self.pops: dict[str, Population] = {}  # path -> opened population
@@ -97,6 +106,7 @@ class Sweep:
 
     def _check_folder(self) -> None:
         """Refuse a folder that is not a sweep directory, or one that ran another grid (reads only)."""
+        check_folder_path(self.out)
         if self.manifest_path.exists():
             old = read_checked(self.manifest_path, SWEEP).get("grid") or {}
             changed = differences(old, self.grid.to_dict(), Grid.defaults())
@@ -117,7 +127,9 @@ class Sweep:
             if refs is None or any(m.status != "done" for m in refs.members if m.role == "reference"):
                 return None
             spec.config = dataclasses.replace(spec.config, refs_from=str((self.out / spec.refs_of).resolve()))
-        pop = Population(self.out / spec.path, spec.config, progress=False, log=lambda line: None)
+        pop = Population(
+            self.out / spec.path, spec.config, progress=False, log=lambda line: None, tracking=self.tracking
+        )
         pop.open()
         self.pops[spec.path] = pop
         return pop
@@ -400,12 +412,13 @@ def train_sweep(
     address: str | None = None,
     dry_run: bool = False,
     log: Callable[[str], None] = print,
+    tracking: Tracking | None = None,
 ) -> Sweep:
     """`npsco sweep GRID`: train the grid file's population runs in `out` (default `runs/sweep/NAME`), or with
-    `dry_run` only check the grid and log the plan."""
+    `dry_run` only check the grid and log the plan. With `tracking`, every policy's metrics also go to W&B."""
     grid = load_grid(grid_file)
     out = Path(out or f"runs/sweep/{grid.name}")
-    sweep = Sweep(grid, out, grid_file=grid_file, log=log)
+    sweep = Sweep(grid, out, grid_file=grid_file, log=log, tracking=tracking)
     log(
         f"sweep {grid.name!r} in {out}: {len(grid.tasks)} task(s) x {len(grid.methods)} method(s), "
         f"{len(sweep.specs)} population runs, {sum(s.policies for s in sweep.specs)} policies"

@@ -18,10 +18,10 @@ from typing import Any
 
 from npsco.errors import NpscoError
 from npsco.filecheck import TRAIN_CONFIG, read_checked
-from npsco.io import atomic_write_json, fresh_dir, read_json, run_entries
+from npsco.io import atomic_write_json, check_folder_path, fresh_dir, read_json, run_entries
 from npsco.limits import check_ppo_sizes
 from npsco.locks import FolderLock
-from npsco.logger import Tracking
+from npsco.logger import Tracking, require_wandb
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.state import read_state, state_path
 from npsco.ppo.train import train
@@ -43,6 +43,7 @@ def train_record(cfg: PPOConfig, preset_name: str) -> dict[str, Any]:
 def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) -> bool:
     """Check `out` against `record` (`train_record`); True when the run there is already trained with it (nothing to
     do). Refuses a folder that is not an npsco train run, and one of another configuration unless `force`."""
+    check_folder_path(out)
     stored = read_json(out / "config.json") if (out / "config.json").exists() else None
     if out.exists() and run_entries(out) and not (isinstance(stored, dict) and stored.get("command") == "train"):
         # never empty a folder that is not an npsco train run (a population run, the current directory, ...)
@@ -75,6 +76,8 @@ def train_policy(
     """`npsco train`: train `cfg` into `out` (default `default_train_dir`), or find it trained there (returns None)."""
     out = Path(out) if out else default_train_dir(cfg)
     check_ppo_sizes(cfg.to_dict())
+    if tracking is not None:
+        require_wandb()
     record = train_record(cfg, preset_name)
     if not prepare_train_dir(out, record, force):  # checked before the lock: a refusal leaves the folder as it was
         with FolderLock(out):

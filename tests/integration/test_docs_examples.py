@@ -7,10 +7,12 @@ document."""
 import dataclasses
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
+from npsco.cli import main
 from npsco.policy import REQUIRED_METADATA
 from npsco.ppo.config import preset
 from npsco.ppo.train import train
@@ -33,6 +35,21 @@ def checkpoint(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("docs") / "run"
     train(cfg, run_dir=run_dir, progress=False, tensorboard=False)
     return run_dir / "policy.safetensors"
+
+
+def bash_commands(page: str) -> list[tuple[dict[str, str], list[str]]]:
+    """The `npsco` commands of a page's ```bash blocks: (the environment variables set before it, its arguments)."""
+    commands = []
+    for block in re.findall(r"^```bash\n(.*?)^```", (DOCS / page).read_text(encoding="utf-8"), re.S | re.M):
+        for line in block.splitlines():
+            words = shlex.split(line.split("#", 1)[0])
+            env = {}
+            while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+                key, _, value = words.pop(0).partition("=")
+                env[key] = value
+            if words[:1] == ["npsco"]:
+                commands.append((env, words[1:]))
+    return commands
 
 
 def run_example(page: str, index: int) -> None:
@@ -74,3 +91,46 @@ def test_checkpoints_page_describes_every_metadata_field_and_tensor(checkpoint):
         generic = re.sub(r"^actor\.\d+\.", "actor.{i}.", name)
         assert f"`{generic}`" in page, f"tensor {name} is not described in docs/checkpoints.md"
         assert info["dtype"] == "F32"
+
+
+def test_the_configuration_files_example_is_the_example_file():
+    page = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"^```toml\n(.*?)^```", page, re.S | re.M)
+    assert block == (DOCS.parent / "examples" / "maze_population.toml").read_text(encoding="utf-8")
+
+
+def test_the_config_and_track_commands_run_at_a_tiny_budget(tmp_path, monkeypatch, capsys):
+    """docs/configuration.md's commands as written from the repository root, with a tiny budget given on the command
+    line (which wins over the file: what the page says), W&B in offline mode as the page runs it."""
+    commands = bash_commands("configuration.md")
+    assert [(env, args[0]) for env, args in commands] == [
+        ({}, "population"),
+        ({}, "population"),
+        ({"WANDB_MODE": "offline"}, "train"),
+    ]
+    pytest.importorskip("wandb")  # (the dev extra installs it)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").symlink_to(DOCS.parent / "examples")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    tiny = ["--steps", "1024", "--set", "num_steps=32", "--set", "eval_every=0", "--no-progress"]
+    for env, args in commands:
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        if "--steps" in args:  # the track example's budget
+            i = args.index("--steps")
+            args = [*args[:i], *args[i + 2 :]]
+        extra = ["--novel", "1"] if args[0] == "population" else ["--no-tensorboard"]
+        assert main([*args, *tiny, *extra]) == 0, capsys.readouterr()
+    first, second = (
+        json.loads((tmp_path / "runs" / r / "config.json").read_text()) for r in ("maze-ipd", "maze-ipd-seed1")
+    )
+    assert (first["refs"], first["novel"], first["method"]["ipd_rule"], first["ppo"]["learning_rate"]) == (
+        2,
+        1,
+        "cumulative",
+        1e-3,
+    )
+    assert (first["ppo"]["seed"], second["ppo"]["seed"]) == (0, 1)
+    assert {k: v for k, v in first.items() if k != "ppo"} == {k: v for k, v in second.items() if k != "ppo"}
+    (run_file,) = (tmp_path / "runs" / "maze-tracked").glob("wandb/offline-run-*/run-*.wandb")
+    assert run_file.stat().st_size > 0

@@ -53,6 +53,8 @@ TINY = [
     "eval_episodes=5",
     "--no-progress",
 ]
+BORROWING = [a for i, a in enumerate(TINY) if "--refs" not in TINY[max(i - 1, 0) : i + 1]]
+"""TINY without --refs: the references come from elsewhere (--refs-from, --ref-checkpoints)."""
 STATUS_ORDER = ["pending", "training", "done"]
 
 
@@ -289,7 +291,7 @@ def test_refs_from_reuses_the_references_without_training_them(run, tmp_path, mo
 
     monkeypatch.setattr(Trainer, "__init__", spy)
     out = tmp_path / "borrow"
-    assert main([*TINY, "--novel", "1", "--refs-from", str(reference_run), "--out", str(out)]) == 0
+    assert main([*BORROWING, "--novel", "1", "--refs-from", str(reference_run), "--out", str(out)]) == 0
     assert trained == [1000]  # only the novel policy
     assert not (out / "refs").exists()
     ms = members(out)
@@ -309,7 +311,7 @@ def test_a_borrowed_reference_replaced_after_borrowing_is_refused_by_resume_eval
     shutil.copytree(run[0], source)
     out = tmp_path / "borrow"
     given = [str(source)] if borrow == "--refs-from" else [str(source / "refs" / r) for r in ("ref0", "ref1")]
-    args = [*TINY, borrow, *given, "--out", str(out)]
+    args = [*BORROWING, borrow, *given, "--out", str(out)]
     args[args.index("--novel") + 1] = "1"
     assert main(args) == 0
     assert all(len(m.get("sha256") or "") == 64 for m in members(out).values() if m["role"] == "reference")
@@ -388,6 +390,14 @@ def test_reference_paths_are_compared_resolved_and_shown_whole(tmp_path, monkeyp
     ]
 
 
+def test_a_borrowing_run_that_recorded_another_refs_resumes():
+    """An earlier npsco took --refs beside --refs-from (and ignored it): the R it recorded does not stop a resume."""
+    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ipd"), refs_from="/runs/refs").to_dict()
+    assert same_configuration({**config, "refs": 2}, config)
+    own = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ipd")).to_dict()
+    assert configuration_differences({**own, "refs": 2}, own) == ["refs: 2 in the run, 5 now"]
+
+
 def test_a_run_made_at_the_old_default_multiple_is_told_to_add_r0_scale_1(tmp_path, capsys):
     out = tmp_path / "run"
     old = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ipd"), r0_scales=(1.0,))
@@ -425,7 +435,7 @@ def test_a_tnb_run_made_at_the_old_default_rule_is_told_to_add_it(tmp_path):
 
 
 def test_refs_from_a_directory_without_a_population_is_refused(tmp_path, capsys):
-    assert main([*TINY, "--refs-from", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
+    assert main([*BORROWING, "--refs-from", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
     assert "no population manifest" in capsys.readouterr().err
 
 
@@ -638,6 +648,7 @@ def test_each_job_knows_the_rest_of_its_chain_so_the_scheduler_starts_the_longes
         refs = pop.ready(set())
         assert [job.label for job in refs] == ["ref0", "ref1"]
         assert all(job.after == 3 * steps for job in refs)  # the whole chain waits for every reference
+        pop.reach_checked = True  # (the threshold's warning would load the references, not trained here)
         for member in pop.members[:2]:
             member.status = "done"
         (first,) = pop.ready(set())

@@ -141,6 +141,11 @@ def make_inputs(root: Path) -> None:
     forged.save(root / "forged_task.safetensors")
     os.mkfifo(root / "fifo.safetensors")
     atomic_write_text(root / "big_grid.toml", 'tasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo"]\nrefs = 1e9\n')
+    # --config files with an unknown key, a value of the wrong type, a value outside the option's choices
+    atomic_write_text(root / "key.toml", 'env = "npsco/FourRewardMaze-v0"\nsed = 3\n')
+    atomic_write_text(root / "type.toml", "seed = true\n")
+    atomic_write_text(root / "choice.toml", 'method = "ipdd"\n')
+    atomic_write_text(root / "mset.toml", 'method = "ipd"\n[mset]\nwsr_weight = 5\n')
 
 
 # ------------------------------------------------------------------------------------------------------ the cases
@@ -303,6 +308,121 @@ CASES = [
         "--refs past npsco's limit",
         "population --refs 100000 --out DIR/out",
         "--refs = 100,000 is past npsco's limit of 1,000",
+        creates="out",
+    ),
+    Case(
+        "`npsco evaluate --episodes 0`",
+        "evaluate DIR/maze --episodes 0",
+        "--episodes must be >= 1, got 0",
+        creates="maze/policy.eval.json",
+    ),
+    Case(
+        "`npsco evaluate --episodes -3`",
+        "evaluate DIR/maze --episodes -3",
+        "--episodes must be >= 1, got -3",
+        creates="maze/policy.eval.json",
+    ),
+    Case(
+        "`npsco report --episodes 0`",
+        "report DIR/maze_pop --episodes 0 --out DIR/out",
+        "--episodes must be >= 1, got 0",
+        creates="out",
+        unchanged="maze_pop",
+    ),
+    Case(
+        "`npsco train --out` a file",
+        "train --steps 2048 --no-progress --out DIR/notes/notes.txt",
+        "notes.txt is a file, not a folder; choose another --out",
+        unchanged="notes",
+    ),
+    Case(
+        "`npsco train --out` inside a file",
+        "train --steps 2048 --no-progress --out DIR/notes/notes.txt/run",
+        "notes.txt/run: ",
+        unchanged="notes",
+    ),
+    Case(
+        "`npsco population --out` a file",
+        "population --steps 2048 --no-progress --out DIR/notes/notes.txt",
+        "notes.txt is a file, not a folder; choose another --out",
+        unchanged="notes",
+    ),
+    Case(
+        "`npsco report --out` a file",
+        "report DIR/maze_pop --out DIR/notes/notes.txt",
+        "notes.txt is a file, not a folder; choose another --out",
+        unchanged="maze_pop",  # nothing evaluated either
+    ),
+    Case(
+        "`npsco evaluate RUN --out` a file",
+        "evaluate DIR/maze_pop --out DIR/notes/notes.txt",
+        "notes.txt is a file, not a folder; choose another --out",
+        unchanged="maze_pop",
+    ),
+    Case(
+        "`npsco import` of a text file",
+        "import DIR/notes/notes.txt --env npsco/FourRewardMaze-v0 --out DIR/out",
+        "not a PyTorch or Stable-Baselines3 checkpoint (a text file)",
+        creates="out",
+    ),
+    Case(
+        "`npsco import` of an npsco checkpoint",
+        "import DIR/maze/policy.safetensors --env npsco/FourRewardMaze-v0 --out DIR/out",
+        "an npsco checkpoint is used as it is, without import",
+        creates="out",
+    ),
+    Case(
+        "--refs together with --refs-from",
+        "population --refs 5 --refs-from DIR/maze_pop --out DIR/out",
+        "--refs 5 does not apply with --refs-from",
+        creates="out",
+    ),
+    Case(
+        "--refs together with --ref-checkpoints",
+        "population --refs 2 --ref-checkpoints DIR/maze --r0 0.5 --out DIR/out",
+        "--refs 2 does not apply with --ref-checkpoints",
+        creates="out",
+    ),
+    Case(
+        "--mset of another method",
+        "population --method ipd --mset wsr_weight=5 --out DIR/out",
+        "--mset wsr_weight: not a setting of method ipd (its settings: r0,",
+        creates="out",
+    ),
+    Case(
+        "--wandb-project without --track",
+        "train --wandb-project demo --out DIR/out",
+        "--wandb-project applies with --track",
+        creates="out",
+    ),
+    Case(
+        "--config with an unknown key",
+        "train --config DIR/key.toml --out DIR/out",
+        "key.toml: unknown key 'sed'; npsco train reads env, preset, seed,",
+        creates="out",
+    ),
+    Case(
+        "--config with a value of the wrong type",
+        "train --config DIR/type.toml --out DIR/out",
+        "type.toml: seed must be a whole number, got true",
+        creates="out",
+    ),
+    Case(
+        "--config with a value outside the choices",
+        "population --config DIR/choice.toml --out DIR/out",
+        "choice.toml: method must be one of ppo,",
+        creates="out",
+    ),
+    Case(
+        "--config with a setting of another method",
+        "population --config DIR/mset.toml --out DIR/out",
+        "mset.toml: mset wsr_weight: not a setting of method ipd",
+        creates="out",
+    ),
+    Case(
+        "--config that does not exist",
+        "population --config DIR/nothing.toml --out DIR/out",
+        "nothing.toml: file not found",
         creates="out",
     ),
 ]

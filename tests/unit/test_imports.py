@@ -214,7 +214,7 @@ LAYERS = [
     ("analysis", ("npsco.evaluation.scoring", "npsco.evaluation.evaluate")),
     ("report", ("npsco.report",)),
     ("importers", ("npsco.importers", "npsco.export")),
-    ("commands", ("npsco.experiment", "npsco.api", "npsco.cli", "npsco.cli_parser")),
+    ("commands", ("npsco.experiment", "npsco.api", "npsco.cli", "npsco.cli_parser", "npsco.cli_config")),
 ]
 """npsco's layers, lowest first: a module imports only modules of its own layer or below (the package `npsco` itself
 is the public API, above them all; `npsco.evaluation`'s __init__ belongs with the episodes it re-exports)."""

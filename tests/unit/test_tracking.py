@@ -4,7 +4,6 @@ run is finished, and W&B's offline mode writes a run without a network."""
 from __future__ import annotations
 
 import sys
-import types
 
 import pytest
 
@@ -13,25 +12,10 @@ from npsco.logger import MetricsLogger, Tracking
 from npsco.ppo.train import train
 
 
-class FakeRun:
-    def __init__(self, **kwargs):
-        self.init, self.logged, self.finished = kwargs, [], False
-
-    def log(self, values, step):
-        self.logged.append((step, values))
-
-    def finish(self):
-        self.finished = True
-
-
-def test_every_row_goes_to_wandb_at_its_step(monkeypatch, tmp_path, tiny_maze):
-    runs: list[FakeRun] = []
-    fake = types.ModuleType("wandb")
-    fake.init = lambda **kwargs: runs.append(FakeRun(**kwargs)) or runs[-1]
-    monkeypatch.setitem(sys.modules, "wandb", fake)
+def test_every_row_goes_to_wandb_at_its_step(fake_wandb, tmp_path, tiny_maze):
     cfg = tiny_maze(total_timesteps=3 * 64)
     result = train(cfg, run_dir=tmp_path / "run", progress=False, tensorboard=False, tracking=Tracking(group="g"))
-    (run,) = runs
+    (run,) = fake_wandb
     assert run.finished and run.init["project"] == "npsco" and run.init["group"] == "g"
     assert run.init["config"]["ppo"]["seed"] == cfg.seed and run.init["dir"] == str(tmp_path / "run")
     assert [step for step, _ in run.logged] == [row["global_step"] for row in result.metrics] == [64, 128, 192]

@@ -29,7 +29,7 @@ from npsco.evaluation.measure import (
 from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
-from npsco.io import atomic_write_json, atomic_write_text, read_json
+from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json
 from npsco.manifest import Member
 from npsco.novelty.threshold import default_threshold
 from npsco.policy import Policy, load_policy
@@ -288,6 +288,8 @@ def evaluate_and_write(
 ) -> tuple[dict, list[Path]]:
     """`npsco evaluate RUN...`: every policy of each population run, written to `RUN/evaluation/`, or, with `out`, one
     combined table there. Returns the statistics (of the combined table for several runs) and the files written."""
+    if out is not None:
+        check_folder_path(out)  # before anything is evaluated or written
     missing = [r for r in runs if not (Path(r) / "manifest.json").exists()]
     if missing:
         raise NpscoError(

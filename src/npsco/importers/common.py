@@ -82,10 +82,32 @@ def read_zip_member(archive: zipfile.ZipFile, name: str, source: str, limit: int
     return data
 
 
+def not_torch_file(data: bytes) -> str | None:
+    """What a file is, in words, when it cannot be a `torch.save` file (a zip archive, or a pickle before PyTorch
+    1.6): `a text file`, `a safetensors file ...`; None when it can be one."""
+    if data[:1] == b"\x80" or zipfile.is_zipfile(io.BytesIO(data)):  # pickle protocol >= 2 starts with 0x80
+        return None
+    if not data:
+        return "an empty file"
+    header = int.from_bytes(data[:8], "little")
+    if len(data) >= 8 and 0 < header < len(data) and data[8:9] == b"{":
+        return "a safetensors file: an npsco checkpoint is used as it is, without import"
+    text = data[:4096].decode("utf-8", errors="replace").rstrip("\ufffd")  # (a character cut at the end is fine)
+    printable = all(c.isprintable() or c in "\t\n\r\f\v" for c in text) and "\ufffd" not in text
+    return "a text file" if printable else "a binary file of an unknown format"
+
+
 def torch_state_dict(data: bytes, source: str) -> dict[str, np.ndarray]:
     """A `torch.save`d state dict as float32 numpy arrays, read with `weights_only=True` (PyTorch's restricted
-    unpickler: tensors and plain containers only; a file that names any other code is refused). A zip file (the
-    format of `torch.save`) that would unpack to more than `MAX_IMPORT_BYTES` is refused before it is read."""
+    unpickler: tensors and plain containers only; a file that names any other code is refused). A file that is no
+    `torch.save` file at all (text, say) is refused saying so; a zip file (the format of `torch.save`) that would
+    unpack to more than `MAX_IMPORT_BYTES` is refused before it is read."""
+    kind = not_torch_file(data)
+    if kind is not None:
+        raise NpscoError(
+            f"{source}: not a PyTorch or Stable-Baselines3 checkpoint ({kind}); npsco imports an SB3 model .zip or a "
+            "CleanRL torch.save file"
+        )
     if zipfile.is_zipfile(io.BytesIO(data)):
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             check_zip_sizes(archive, source)

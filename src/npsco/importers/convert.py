@@ -11,6 +11,7 @@ from npsco.importers.cleanrl import read_cleanrl, read_obs_norm
 from npsco.importers.common import build_policy
 from npsco.importers.sb3 import is_sb3_zip, read_sb3
 from npsco.importers.vecnormalize import read_vecnormalize
+from npsco.io import check_folder_path
 from npsco.locks import FolderLock
 from npsco.policy import Policy
 
@@ -45,6 +46,7 @@ def import_policy(
 ) -> ImportResult:
     """Import `source` (an SB3 zip or a CleanRL checkpoint) as a policy of task `env_id` into folder `out`."""
     source = Path(source)
+    check_folder_path(out)
     if not source.is_file():
         raise NpscoError(f"{source}: no such file")
     if fmt not in FORMATS:

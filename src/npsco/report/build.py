@@ -29,7 +29,7 @@ from npsco.errors import NpscoError
 from npsco.evaluation.evaluate import combine, evaluate_runs
 from npsco.evaluation.measure import FIG2_START, MeasureCache
 from npsco.evaluation.rows import group_sort_key, rows_to_csv
-from npsco.io import atomic_write_json, atomic_write_text, read_json
+from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json
 from npsco.manifest import load_manifest
 from npsco.policy import load_policy
 from npsco.report.behaviour import (
@@ -324,7 +324,7 @@ def build_report(
     """Evaluate `runs` (reusing up-to-date evaluations) and write the report into `out`; returns report.md's path.
 
     `videos`: `auto` (MP4 when imageio-ffmpeg is installed, else GIF), `mp4`, `gif`, or None for none."""
-    out = Path(out)
+    out = check_folder_path(out)  # before anything is evaluated or written
     untrained = [str(r) for r in runs if not trained_members(r)]
     runs = [r for r in runs if str(r) not in untrained]
     if not runs:
