@@ -42,7 +42,8 @@ SCRIPT = np.array(
 def instant_stop(maze_policies, distances, r0, t_start):
     """Play an episode step by step through the tracker and the instant rule; the step it is ended at (or None)."""
     const = maze_policies.const
-    tracker = NoveltyTracker(ReferenceSet([const([0.0, 0.0]), const([0.0, 0.0])]), num_envs=1)
+    refs = ReferenceSet([const([0.0, 0.0]), const([0.0, 0.0])])
+    tracker = NoveltyTracker(refs, num_envs=1, compiled=False)  # the numpy path, which calls `distances`
     tracker.references.distances = lambda obs, action, std, metric: action  # feed the scripted distances
     for t, d in enumerate(distances, start=1):
         _, u = tracker.update(None, d[None])
@@ -318,9 +319,8 @@ def test_discounted_tracker_matches_the_discounted_running_novelty(maze_policies
     rng = np.random.default_rng(0)
     d = rng.uniform(0, 2, (30, 2))
     for g in (1.0, 0.9, 0.5):
-        tracker = NoveltyTracker(
-            ReferenceSet([maze_policies.const([0.0, 0.0]), maze_policies.const([0.0, 0.0])]), num_envs=1, discount=g
-        )
+        refs = ReferenceSet([maze_policies.const([0.0, 0.0]), maze_policies.const([0.0, 0.0])])
+        tracker = NoveltyTracker(refs, num_envs=1, discount=g, compiled=False)  # the numpy path calls `distances`
         tracker.references.distances = lambda obs, action, std, metric: action  # feed the scripted distances
         u = [tracker.update(None, row[None])[1][0] for row in d]
         np.testing.assert_allclose(u, running_novelty(d, g), rtol=1e-12)
