@@ -41,6 +41,9 @@ class NoveltyMethod(Method):
         self.references, self.r0, self.config = references, float(r0), config
         self.t_start = config.t_start if config.t_start is not None else default_t_start(env_id)
         self.tracker: NoveltyTracker | None = None
+        # set by `novelty` at each step: the envs past t_S (where the constraint applies) and the step's threshold
+        self.constrained = np.zeros(0, bool)
+        self.last_threshold: np.ndarray | float = self.r0
         # the iteration's statistics: per step u, the threshold, where the constraint applies; u at episode ends
         self._u_steps: list[np.ndarray] = []
         self._threshold_steps: list[np.ndarray | float] = []
