@@ -123,8 +123,9 @@ class NoveltyMethod(Method):
         self.tracker.reset(done)
 
     def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
-        u = np.stack(self._u_steps) if self._u_steps else np.zeros((0, 0))
-        mask = np.stack(self._constrained_steps) if self._u_steps else np.zeros(u.shape, bool)
+        # (concatenate, then reshape: several times faster than np.stack on a rollout's T small arrays)
+        u = np.concatenate(self._u_steps).reshape(len(self._u_steps), -1) if self._u_steps else np.zeros((0, 0))
+        mask = np.concatenate(self._constrained_steps).reshape(u.shape) if self._u_steps else np.zeros(u.shape, bool)
         active = u[mask]
         steps = self._threshold_steps
         if all(isinstance(th, float) for th in steps):  # a constant per step (the common case): no broadcast per step
