@@ -58,7 +58,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "maze-ipd": {
         "checkpoint": "5316582403acf9a7cbe44e0a74d7d73d4ac96242b6a7913099ebc1f15a1b3a9f",
-        "metrics": "155a82a8d6e1d9b6e30ebc04fdfff83ee65e4952a8d63ab048e189c028deef09"
+        "metrics": "488147dc05f3e984b2419f3111e41ca14292aea14373c587161c0b5afd276a07"
     },
     "maze-wsr": {
         "checkpoint": "b7c3da06234e564d40e70f0e556d3dbe594379396f377c014a4ae0fd36b95566",
@@ -82,7 +82,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "hopper-ipd": {
         "checkpoint": "35a5db08876aaca3ad197f9adeafc13371e0c02c352eb232bf8964bb34d4c95e",
-        "metrics": "b583dbc1c56aed19af3d9350d05213d37435f0b2f2ab91fa53dd05fb24ac97db"
+        "metrics": "8aa79ebd583e963c18b65620e41bc17f7eb28bb0fb3a813e558deae07924d7e3"
     }
 }
 

@@ -42,11 +42,12 @@ SCRIPT = np.array(
 def instant_stop(maze_policies, distances, r0, t_start):
     """Play an episode step by step through the tracker and the instant rule; the step it is ended at (or None)."""
     const = maze_policies.const
-    tracker = NoveltyTracker(ReferenceSet([const([0.0, 0.0]), const([0.0, 0.0])]), num_envs=1)
+    refs = ReferenceSet([const([0.0, 0.0]), const([0.0, 0.0])])
+    tracker = NoveltyTracker(refs, num_envs=1, compiled=False)  # the numpy path, which calls `distances`
     tracker.references.distances = lambda obs, action, std, metric: action  # feed the scripted distances
     for t, d in enumerate(distances, start=1):
         _, u = tracker.update(None, d[None])
-        if ipd_instant_violation(u, np.array([t]), r0, t_start)[0]:
+        if ipd_instant_violation(u, np.array([t]) > t_start, r0)[0]:
             return t
     return None
 
@@ -55,7 +56,7 @@ def cumulative_stop(distances, r0, t_start, slack):
     u = running_novelty(distances)
     margin = np.zeros(1)
     for t, ut in enumerate(u, start=1):
-        violated, margin = ipd_cumulative_violation(margin, np.array([ut]), np.array([t]), r0, t_start, slack)
+        violated, margin = ipd_cumulative_violation(margin, np.array([ut]), np.array([t]) > t_start, r0, slack)
         if violated[0]:
             return t
     return None
@@ -79,7 +80,7 @@ def test_instant_rule_never_fires_at_or_before_t_start(maze_policies):
 def test_instant_rule_is_per_env():
     u = np.array([0.1, 0.1, 0.9, 0.1])
     steps = np.array([4, 3, 7, 1])
-    np.testing.assert_array_equal(ipd_instant_violation(u, steps, r0=0.5, t_start=3), [True, False, False, False])
+    np.testing.assert_array_equal(ipd_instant_violation(u, steps > 3, r0=0.5), [True, False, False, False])
 
 
 @pytest.mark.parametrize(
@@ -104,7 +105,7 @@ def test_cumulative_rule_later_than_instant_on_the_same_script(maze_policies):
 def test_cumulative_rule_ignores_margins_at_or_before_t_start():
     zeros = np.zeros((10, 2))
     margin = np.zeros(3)
-    violated, margin = ipd_cumulative_violation(margin, np.zeros(3), np.array([1, 3, 4]), 0.5, 3, 0.1)
+    violated, margin = ipd_cumulative_violation(margin, np.zeros(3), np.array([1, 3, 4]) > 3, 0.5, 0.1)
     np.testing.assert_array_equal(margin, [0.0, 0.0, -0.5])
     np.testing.assert_array_equal(violated, [False, False, True])
     assert cumulative_stop(zeros, r0=0.5, t_start=10, slack=0.0) is None
@@ -126,8 +127,9 @@ class RecordingIPD(IPD):
     """IPD that keeps, per rollout step, the raw observations, episode steps and its termination decisions."""
 
     def on_step(self, step):
-        out = super().on_step(step)
-        self.steps.append((step.obs.copy(), step.episode_step.copy(), out.terminate.copy()))
+        out = super().on_step(step)  # None: no episode ended
+        ended = np.zeros(len(step.obs), bool) if out is None else out.terminate.copy()
+        self.steps.append((step.obs.copy(), step.episode_step.copy(), ended))
         return out
 
 
@@ -299,6 +301,23 @@ def test_novelty_metrics_of_an_iteration_on_scripted_values(maze_policies):
     assert empty["novelty/running_mean"] == 0.0 and math.isnan(empty["novelty/running_min"])
 
 
+def test_on_step_answers_none_unless_it_ends_an_episode_past_t_start(maze_policies):
+    trainer, ipd, _ = maze_trainer([maze_policies.const([0.3, 0.0])], r0=0.5, t_start=3, num_envs=2)
+    zeros = np.zeros((2, 2), np.float32)
+    for u, steps, ended in (
+        ([0.9, 0.6], [5, 5], None),  # novel enough
+        ([0.2, 0.1], [3, 1], None),  # below r0, but not past t_S
+        ([0.2, 0.9], [4, 4], [True, False]),
+    ):
+        ipd.tracker.update = lambda obs, action, std=None, u=u: (None, np.array(u))
+        step = StepInfo(
+            zeros, zeros, zeros, np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), np.array(steps), zeros[0]
+        )
+        out = ipd.on_step(step)
+        np.testing.assert_array_equal(ipd.constrained, np.array(steps) > 3)
+        assert (out is None) if ended is None else out.terminate.tolist() == ended
+
+
 # ------------------------------------------------------------------ settings that loosen the start of training
 def test_warmup_threshold_rises_linearly_to_r0_over_the_warmup_fraction():
     # 10 iterations, warm-up over half of them: progress (it - 1) / 10
@@ -318,9 +337,8 @@ def test_discounted_tracker_matches_the_discounted_running_novelty(maze_policies
     rng = np.random.default_rng(0)
     d = rng.uniform(0, 2, (30, 2))
     for g in (1.0, 0.9, 0.5):
-        tracker = NoveltyTracker(
-            ReferenceSet([maze_policies.const([0.0, 0.0]), maze_policies.const([0.0, 0.0])]), num_envs=1, discount=g
-        )
+        refs = ReferenceSet([maze_policies.const([0.0, 0.0]), maze_policies.const([0.0, 0.0])])
+        tracker = NoveltyTracker(refs, num_envs=1, discount=g, compiled=False)  # the numpy path calls `distances`
         tracker.references.distances = lambda obs, action, std, metric: action  # feed the scripted distances
         u = [tracker.update(None, row[None])[1][0] for row in d]
         np.testing.assert_allclose(u, running_novelty(d, g), rtol=1e-12)

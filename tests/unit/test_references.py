@@ -365,3 +365,71 @@ def test_actions_and_distances_come_from_one_forward_pass_and_equal_the_separate
     tracker = NoveltyTracker(refs, num_envs=3, keep_actions=True)
     tracker.update(obs, action)
     np.testing.assert_array_equal(tracker.reference_actions, actions)
+
+
+# -------------------------------------------------------------------------------------- the tracker's compiled step
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("output", ["linear", "tanh"])
+@pytest.mark.parametrize("metric", ["deterministic", "wasserstein2"])
+@pytest.mark.parametrize("discount", [1.0, 0.8])
+def test_the_compiled_step_equals_the_numpy_path(activation, output, metric, discount):
+    """Random references (some normalise, some clip the observations, means beyond the bounds; layers wider and
+    narrower than their input, so both loops of the kernel run), 3 envs, 12 steps with episode ends between them and
+    a NaN observation: the same d and u to float32 rounding. Each layer sums in another order than BLAS, the numpy
+    path folds the normalisers into the first layer, the compiled one sums the distance in float64: measured, u
+    differs by < 3e-7 relative and d by < 7e-6 (a small distance, whose subtraction cancels digits); the tolerance
+    is rtol 1e-5 (~80 float32 ulps), atol 1e-6."""
+    policies = [make_policy(40 + s, hidden=(8, 16), norm_obs=s != 1, bound=0.5 + s, obs_clip=2.0 + s) for s in range(4)]
+    for p in policies:
+        p.activation, p.output = activation, output
+    refs = ReferenceSet(policies)
+    fast = NoveltyTracker(refs, 3, metric, discount)
+    slow = NoveltyTracker(refs, 3, metric, discount, compiled=False)
+    assert fast._compiled_step is not None and slow._compiled_step is None
+    rng = np.random.default_rng(0)
+    std = np.array([0.3, 1.7], np.float32) if metric == "wasserstein2" else None
+    clipped = False
+    for t in range(12):
+        obs = observations(n=3, seed=t)
+        action = rng.uniform(-1.5, 1.5, (3, ACT_DIM)).astype(np.float32)
+        clipped |= any((np.abs(obs - p.obs_mean) > p.obs_clip * np.sqrt(p.obs_var)).any() for p in policies[2:])
+        if t == 5:
+            obs[1, 2] = np.nan  # env 1's novelty is NaN from here to its episode's end, on both paths
+        d_fast, u_fast = fast.update(obs, action, std)
+        d_slow, u_slow = slow.update(obs, action, std)
+        np.testing.assert_allclose(d_fast, d_slow, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(u_fast, u_slow, rtol=1e-5, atol=1e-6)
+        assert np.isnan(u_fast[1]) == (5 <= t < 8)
+        if t in (3, 7):  # episodes end
+            for tracker in (fast, slow):
+                tracker.reset(np.array([t == 3, True, False]))
+    np.testing.assert_allclose(fast.sums, slow.sums, rtol=1e-5)
+    np.testing.assert_allclose(fast.counts, slow.counts, rtol=1e-12)
+    # not vacuous: the references disagree, and some observation was clipped by a normaliser
+    assert np.ptp(d_slow, axis=1).min() > 0.05 and clipped
+
+
+def test_the_compiled_step_runs_up_to_its_work_limit_for_one_architecture_without_kept_actions(monkeypatch):
+    from npsco.novelty import references
+
+    refs = ReferenceSet([make_policy(s) for s in range(3)])
+    work = NoveltyTracker(refs, 1)._compiled_step.work
+    assert work == 3 * (8 * (OBS_DIM + 1) + 8 * 9 + ACT_DIM * 9)  # multiply-adds of the 3 forward passes
+    monkeypatch.setattr(references, "COMPILED_STEP_WORK", 4 * work)
+    assert NoveltyTracker(refs, 4)._compiled_step is not None
+    assert NoveltyTracker(refs, 5)._compiled_step is None  # numpy's matmuls beyond
+    assert NoveltyTracker(refs, 4, compiled=False)._compiled_step is None
+    assert NoveltyTracker(refs, 4, keep_actions=True)._compiled_step is None  # CPO's actions: the numpy path
+    mixed = ReferenceSet([make_policy(0), make_policy(1, hidden=(5,))])  # two architectures: the numpy path
+    assert NoveltyTracker(mixed, 1)._compiled_step is None
+
+
+def test_the_compiled_step_refuses_arrays_of_the_wrong_size():
+    tracker = NoveltyTracker(ReferenceSet([make_policy(0), make_policy(1)]), 2)
+    with pytest.raises(ValueError, match="size is not the references'"):
+        tracker.update(observations(n=2, obs_dim=OBS_DIM + 1), np.zeros((2, ACT_DIM), np.float32))
+    with pytest.raises(ValueError, match="size is not the references'"):
+        tracker.update(observations(n=2), np.zeros((2, ACT_DIM + 1), np.float32))
+    tracker._sums = np.zeros((3, 2))  # a training state of another reference set
+    with pytest.raises(ValueError, match="running sums"):
+        tracker.update(observations(n=2), np.zeros((2, ACT_DIM), np.float32))

@@ -56,19 +56,20 @@ class IPDOptions:
                 raise NpscoError(f"invalid method configuration: {message}")
 
 
-def ipd_instant_violation(u: np.ndarray, episode_step: np.ndarray, r0: float | np.ndarray, t_start: int) -> np.ndarray:
-    """Paper Alg. 1: violated where t > t_S and u_t < r0 (a number, or one threshold per env)."""
-    return (episode_step > t_start) & (u < r0)
+def ipd_instant_violation(u: np.ndarray, active: np.ndarray, r0: float | np.ndarray) -> np.ndarray:
+    """Paper Alg. 1: violated where the constraint is `active` (the episode's step t > t_S) and u_t < r0 (a number,
+    or one threshold per env)."""
+    return active & (u < r0)
 
 
 def ipd_cumulative_violation(
-    margin_sum: np.ndarray, u: np.ndarray, episode_step: np.ndarray, r0: float | np.ndarray, t_start: int, slack: float
+    margin_sum: np.ndarray, u: np.ndarray, active: np.ndarray, r0: float | np.ndarray, slack: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Authors' rule: margin_sum += (u_t - r0) where t > t_S; violated where margin_sum <= -slack.
+    """Authors' rule: margin_sum += (u_t - r0) where the constraint is `active` (t > t_S); violated where
+    margin_sum <= -slack.
 
     Returns (violated, the new margin_sum).
     """
-    active = episode_step > t_start
     margin_sum = margin_sum + np.where(active, u - r0, 0.0)
     return active & (margin_sum <= -slack), margin_sum
 
@@ -142,15 +143,18 @@ class IPD(NoveltyMethod):
             return self.r0_now
         return self.r0_now * profile_at(self.profile, episode_step)
 
-    def on_step(self, step: StepInfo) -> StepOutcome:
+    def on_step(self, step: StepInfo) -> StepOutcome | None:
         _, u = self.novelty(step)
         r0 = self.last_threshold  # `threshold(step.episode_step)`, which novelty() just recorded
         if self.options.ipd_rule == "cumulative":
             violated, self.margin_sum = ipd_cumulative_violation(
-                self.margin_sum, u, step.episode_step, r0, self.t_start, self.options.ipd_slack
+                self.margin_sum, u, self.constrained, r0, self.options.ipd_slack
             )
         else:
-            violated = ipd_instant_violation(u, step.episode_step, r0, self.t_start)
+            violated = ipd_instant_violation(u, self.constrained, r0)
+        # most steps end nothing: no outcome then (every numpy call counts here; count_nonzero is the cheapest test)
+        if not np.count_nonzero(violated):
+            return None
         # the constraint's ends at its first checked step (an episode the env ended there is not the constraint's)
         first = step.episode_step == self.t_start + 1
         self.first_check_ends += int((violated & first & ~(step.terminated | step.truncated)).sum())

@@ -41,6 +41,9 @@ class NoveltyMethod(Method):
         self.references, self.r0, self.config = references, float(r0), config
         self.t_start = config.t_start if config.t_start is not None else default_t_start(env_id)
         self.tracker: NoveltyTracker | None = None
+        # set by `novelty` at each step: the envs past t_S (where the constraint applies) and the step's threshold
+        self.constrained = np.zeros(0, bool)
+        self.last_threshold: np.ndarray | float = self.r0
         # the iteration's statistics: per step u, the threshold, where the constraint applies; u at episode ends
         self._u_steps: list[np.ndarray] = []
         self._threshold_steps: list[np.ndarray | float] = []
@@ -120,8 +123,9 @@ class NoveltyMethod(Method):
         self.tracker.reset(done)
 
     def iteration_metrics(self, rollout: RolloutSummary) -> dict[str, float]:
-        u = np.stack(self._u_steps) if self._u_steps else np.zeros((0, 0))
-        mask = np.stack(self._constrained_steps) if self._u_steps else np.zeros(u.shape, bool)
+        # (concatenate, then reshape: several times faster than np.stack on a rollout's T small arrays)
+        u = np.concatenate(self._u_steps).reshape(len(self._u_steps), -1) if self._u_steps else np.zeros((0, 0))
+        mask = np.concatenate(self._constrained_steps).reshape(u.shape) if self._u_steps else np.zeros(u.shape, bool)
         active = u[mask]
         steps = self._threshold_steps
         if all(isinstance(th, float) for th in steps):  # a constant per step (the common case): no broadcast per step

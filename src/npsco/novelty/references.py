@@ -128,6 +128,65 @@ class _Group:
         return x
 
 
+class _CompiledStep:
+    """`NoveltyTracker.update` for one group of references in one compiled call (`_kernels.novelty_step`): the
+    forward pass of every reference at the step's few states, the distances, the running sums and their minimum.
+
+    At a rollout's step numpy's per-call overhead, not arithmetic, is most of `mean_actions_t`'s time; this call has
+    none of it. It computes what the numpy path computes, to float32 rounding: the first layer applies each
+    reference's own normaliser and clip (the exact path), each layer sums in its own order (BLAS has its own). Each
+    layer is stored for its loop: by rows (one dot product per output) when it has no more outputs than inputs, else
+    by columns (each input's column added to every output).
+    """
+
+    def __init__(self, group: _Group, std: np.ndarray):
+        m, d = group.obs_mean.shape[:2]
+        clip = np.broadcast_to(group.obs_clip[..., 0], (m, d))
+        self.norm = np.ascontiguousarray(np.stack([group.obs_mean[..., 0], group.obs_scale[..., 0], clip], 1))
+        self.bounds = np.stack([group.low[..., 0], group.high[..., 0], std], 1).astype(np.float32)
+        layers = [np.concatenate([group.w1, group.b1], axis=2), *group.hidden]  # each (M, out, in + 1)
+        self.rows = np.array([w.shape[1] <= w.shape[2] for w in layers])
+        self.weights = tuple(
+            np.ascontiguousarray(w if by_rows else w.transpose(0, 2, 1), np.float32)
+            for w, by_rows in zip(layers, self.rows, strict=True)
+        )
+        self.relu, self.squash = group.relu, group.squash
+        self.work = sum(w.size for w in layers)
+        """Multiply-adds of the M references' forward passes at one state."""
+        self._no_std = np.zeros(0, np.float32)
+
+    def __call__(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        std: np.ndarray | None,
+        discount: float,
+        sums: np.ndarray,
+        counts: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(d (N, M), u (N,)) as `NoveltyTracker.update` returns them; `sums` (M, N) and `counts` (N,) updated in
+        place. `std`: the new policy's (A,) for the wasserstein2 metric, None for the deterministic one."""
+        n = len(obs)
+        d, u = np.empty((n, len(self.norm)), np.float32), np.empty(n)
+        _kernels.novelty_step(
+            np.ascontiguousarray(obs, np.float32),
+            np.ascontiguousarray(action, np.float32),
+            self._no_std if std is None else np.ascontiguousarray(std, np.float32),
+            self.norm,
+            self.bounds,
+            self.weights,
+            self.rows,
+            self.relu,
+            self.squash,
+            discount,
+            sums,
+            counts,
+            d,
+            u,
+        )
+        return d, u
+
+
 class ReferenceSet:
     """M frozen policies; `mean_actions(obs)` returns their executed deterministic actions, shape (M, N, A)."""
 
@@ -222,12 +281,22 @@ def _describe(space: gym.spaces.Box) -> str:
     return f"Box{tuple(space.shape)} {bounds}"
 
 
+COMPILED_STEP_WORK = 500_000
+"""`NoveltyTracker.update` runs compiled (`_CompiledStep`) when the references' forward passes at the N states of a
+step take at most this many multiply-adds, and with numpy (BLAS) beyond: about where numpy's matmuls start to win
+(benchmarks/results/throughput/design_measurements.md)."""
+
+
 class NoveltyTracker:
     """Per env and per reference, the running mean of the per-state distance over the current episode.
 
     `update(obs, action)` folds in one step and returns `(d, u)`: `d` (N, M) the per-state distances at this step and
     `u` (N,) the running novelty min_j mean_{t' <= t} d_j(s_t'), the quantity of the paper's Algorithm 1. With a
     `discount` g < 1 the mean is weighted by g^(t - t'): the past fades (`npsco.novelty.metrics.running_novelty`).
+
+    A step of a few envs against references of one architecture runs compiled, in one call (`_CompiledStep`, up to
+    `COMPILED_STEP_WORK`), unless `compiled` is False; otherwise, and with `keep_actions`, through
+    `ReferenceSet.distances`. Both give the same numbers to float32 rounding.
     """
 
     def __init__(
@@ -237,6 +306,7 @@ class NoveltyTracker:
         metric: str = "deterministic",
         discount: float = 1.0,
         keep_actions: bool = False,
+        compiled: bool = True,
     ):
         if len(references) == 0:
             raise NpscoError("novelty needs at least one reference policy")
@@ -250,6 +320,11 @@ class NoveltyTracker:
         """With `keep_actions`: the references' (M, N, A) mean actions at the last step's observations."""
         self._sums = np.zeros((len(references), num_envs))  # (M, N): what distances() computes, without a transpose
         self.counts = np.zeros(num_envs)
+        self._compiled_step: _CompiledStep | None = None
+        if compiled and len(references._groups) == 1 and not keep_actions:  # one architecture, distances only
+            assert references.std is not None  # (at least one reference)
+            step = _CompiledStep(references._groups[0][1], references.std)
+            self._compiled_step = step if num_envs * step.work <= COMPILED_STEP_WORK else None
 
     @property
     def sums(self) -> np.ndarray:
@@ -259,6 +334,10 @@ class NoveltyTracker:
     def update(
         self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
+        if self._compiled_step is not None:
+            _check_metric(self.metric, std)
+            std = std if self.metric == "wasserstein2" else None
+            return self._compiled_step(obs, action, std, self.discount, self._sums, self.counts)
         if self.keep_actions:
             self.reference_actions, d = self.references.actions_and_distances(obs, action, std, self.metric)
         else:

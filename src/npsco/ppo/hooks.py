@@ -131,8 +131,9 @@ class Hooks:
     streams: tuple[str, ...] = ()
     """Extra reward streams; the trainer gives each a critic and its own advantages in the batch."""
     on_step: Callable[[StepInfo], StepOutcome | None] | None = None
-    """Called after every vectorised env step, before episode ends are handled; None (plain PPO) skips building
-    the `StepInfo` every step. Only hooks that must act during the rollout need it (IPD ends episodes)."""
+    """Called after every vectorised env step, before episode ends are handled; it answers a `StepOutcome`, or None
+    when it changes nothing at this step. None in place of the hook (plain PPO) skips building the `StepInfo` every
+    step. Only hooks that must act during the rollout need it (IPD ends episodes)."""
     shape_rollout: Callable[[RolloutSteps], RolloutShaping] | None = None
     """Called once a rollout is collected, with all its steps: the training rewards and the streams' rewards of the
     whole rollout at once (a novelty reward computed for T x N states in one batched call instead of T small ones).
