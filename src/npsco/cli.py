@@ -214,6 +214,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         vecnormalize=args.vecnormalize,
         obs_norm=args.obs_norm,
         seed=args.seed,
+        force=args.force,
     )
     print(f"imported {result.description}")
     for line in result.lost:

@@ -178,7 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("source", help="the SB3 .zip, or the CleanRL .cleanrl_model file")
     im.add_argument("--env", required=True, help="Gymnasium id of the task the policy acts in, e.g. Hopper-v5")
     im.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
-    im.add_argument("--out", default=None, help="folder for policy.safetensors (default runs/imported/SOURCE_STEM)")
+    im.add_argument(
+        "--out",
+        default=None,
+        help="an empty or new folder for policy.safetensors (default runs/imported/SOURCE_STEM)",
+    )
+    im.add_argument(
+        "--force", action="store_true", help="replace the policy of an earlier import in --out (never a trained run)"
+    )
     im.add_argument(
         "--vecnormalize",
         default=None,

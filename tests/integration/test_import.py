@@ -370,3 +370,28 @@ def test_refuses_the_wrong_task_and_mismatched_statistics(pendulum_zip, hopper, 
     refused(capsys, [str(pendulum_zip), "--env", "NoSuchTask-v0"], "unknown environment id")
     with pytest.raises(NpscoError, match="--obs-norm is for CleanRL"):
         import_policy(pendulum_zip, "Pendulum-v1", tmp_path / "o", obs_norm=tmp_path / "s.npz")
+
+
+def test_an_import_never_overwrites_a_policy_or_a_run_without_a_word(pendulum_zip, tmp_path, capsys):
+    out = tmp_path / "pend"
+    assert main(["import", str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(out)]) == 0
+    before = (out / "policy.safetensors").read_bytes()
+    capsys.readouterr()
+    refused(capsys, [str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(out)], "already holds a policy", "--force")
+    assert (out / "policy.safetensors").read_bytes() == before
+    # --force replaces an earlier import's policy
+    assert main(["import", str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(out), "--force"]) == 0
+    assert load_policy(out / "policy.safetensors").metadata["env_id"] == "Pendulum-v1"
+    # a trained run is never replaced, --force or not; nor a folder holding something else
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"command": "train"}')
+    (run / "policy.safetensors").write_bytes(b"trained")
+    for extra in ([], ["--force"]):
+        refused(capsys, [str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(run), *extra], "holds an npsco run")
+    assert (run / "policy.safetensors").read_bytes() == b"trained"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    refused(capsys, [str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(other), "--force"], "is not empty")
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]

@@ -11,7 +11,7 @@ from npsco.importers.cleanrl import read_cleanrl, read_obs_norm
 from npsco.importers.common import build_policy
 from npsco.importers.sb3 import is_sb3_zip, read_sb3
 from npsco.importers.vecnormalize import read_vecnormalize
-from npsco.io import check_folder_path
+from npsco.io import check_folder_path, run_entries
 from npsco.locks import FolderLock
 from npsco.policy import Policy
 
@@ -35,6 +35,23 @@ def detect_format(path: Path) -> str:
     return "sb3" if is_sb3_zip(path) else "cleanrl"
 
 
+def check_import_folder(out: Path, force: bool) -> None:
+    """Refuse to import into a folder that holds anything (saying what), but for an earlier import's lone
+    policy.safetensors with `force`: an import never overwrites a trained policy or a run without a word."""
+    entries = run_entries(out) if out.is_dir() else []
+    if not entries or (force and entries == ["policy.safetensors"]):
+        return
+    if "config.json" in entries or "manifest.json" in entries:
+        raise NpscoError(f"{out} holds an npsco run ({', '.join(entries[:4])}); import into another --out")
+    if entries == ["policy.safetensors"]:
+        raise NpscoError(
+            f"{out} already holds a policy (policy.safetensors); choose another --out, or --force to replace it"
+        )
+    raise NpscoError(
+        f"{out} is not empty ({', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''}); choose another --out"
+    )
+
+
 def import_policy(
     source: str | Path,
     env_id: str,
@@ -43,10 +60,13 @@ def import_policy(
     vecnormalize: str | Path | None = None,
     obs_norm: str | Path | None = None,
     seed: int = 0,
+    force: bool = False,
 ) -> ImportResult:
-    """Import `source` (an SB3 zip or a CleanRL checkpoint) as a policy of task `env_id` into folder `out`."""
+    """Import `source` (an SB3 zip or a CleanRL checkpoint) as a policy of task `env_id` into folder `out`: an empty
+    or new folder, or with `force` one that holds only an earlier import's policy.safetensors."""
     source = Path(source)
     check_folder_path(out)
+    check_import_folder(Path(out), force)
     if not source.is_file():
         raise NpscoError(f"{source}: no such file")
     if fmt not in FORMATS:
@@ -76,6 +96,7 @@ def import_policy(
     stats = vecnormalize or obs_norm
     policy = build_policy(actor, env_id, norm, source, Path(stats) if stats else None)
     with FolderLock(out):  # one writer per folder; everything was read and checked before the folder is made
+        check_import_folder(Path(out), force)  # again under the lock: another process may have written it meanwhile
         checkpoint = policy.save(Path(out) / "policy.safetensors")
     hidden = "x".join(str(w.shape[0]) for w, _ in policy.weights[:-1]) or "no hidden layer"
     description = (
