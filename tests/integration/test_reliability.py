@@ -354,6 +354,18 @@ CASES = [
         unchanged="maze_pop",  # nothing evaluated either
     ),
     Case(
+        "`npsco report --out` a folder of other files",
+        "report DIR/maze_pop --out DIR/notes",
+        "notes holds other files (notes.txt) and no report.md; choose a new or empty folder for --out",
+        unchanged="notes",
+    ),
+    Case(
+        "`npsco import --out` a population run",
+        "import DIR/notes/notes.txt --env npsco/FourRewardMaze-v0 --out DIR/maze_pop",
+        "holds an npsco run (manifest.json, refs); import into another --out",
+        unchanged="maze_pop",
+    ),
+    Case(
         "`npsco evaluate RUN --out` a file",
         "evaluate DIR/maze_pop --out DIR/notes/notes.txt",
         "notes.txt is a file, not a folder; choose another --out",

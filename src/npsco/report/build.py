@@ -29,7 +29,7 @@ from npsco.errors import NpscoError
 from npsco.evaluation.evaluate import combine, evaluate_runs
 from npsco.evaluation.measure import FIG2_START, MeasureCache
 from npsco.evaluation.rows import group_sort_key, rows_to_csv
-from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json
+from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json, run_entries
 from npsco.manifest import load_manifest
 from npsco.policy import load_policy
 from npsco.report.behaviour import (
@@ -325,6 +325,10 @@ def build_report(
 
     `videos`: `auto` (MP4 when imageio-ffmpeg is installed, else GIF), `mp4`, `gif`, or None for none."""
     out = check_folder_path(out)  # before anything is evaluated or written
+    entries = run_entries(out) if out.is_dir() else []
+    if entries and "report.md" not in entries:  # a report folder is rewritten; never a folder of something else
+        listed = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+        raise NpscoError(f"{out} holds other files ({listed}) and no report.md; choose a new or empty folder for --out")
     untrained = [str(r) for r in runs if not trained_members(r)]
     runs = [r for r in runs if str(r) not in untrained]
     if not runs:
