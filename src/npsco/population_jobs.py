@@ -251,7 +251,8 @@ class PopulationSnapshot(PopulationMembers):
     ) -> Candidate:
         """Train candidate `index` of the slot `member` (its own seed and folder, `Candidate.of_slot`), evaluate it,
         and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
-        final evaluation's episodes (`FINAL_EVAL_SEED`)."""
+        final evaluation's episodes (`FINAL_EVAL_SEED`), in its threshold's metric (mean actions; or visited states
+        for `metric=state`)."""
         candidate = Candidate.of_slot(member, index)
         trained = self.train(
             dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index, tracking
@@ -266,8 +267,13 @@ class PopulationSnapshot(PopulationMembers):
         )
         states = np.concatenate(episodes.states)
         prior = prior_members(self.members, member)
-        avoided = ReferenceSet([self.policy(m) for m in prior], [m.name for m in prior])
-        nearest = float(avoided.distances(states, policy.mean_action(states)).mean(axis=0).min())
+        policies, names = [self.policy(m) for m in prior], [m.name for m in prior]
+        if self.config.method.metric == "state":  # the distance its threshold is in: between visited states
+            measure = self.state_distance(self.threshold_file(), names, policies)
+            nearest = float(measure.distances(measure.mean_embedding(states)).min())
+        else:  # between mean actions, on the candidate's states
+            avoided = ReferenceSet(policies, names)
+            nearest = float(avoided.distances(states, policy.mean_action(states)).mean(axis=0).min())
         baseline = self.reference_median()
         assert trained.final_eval is not None and trained.threshold is not None  # trained novel members have both
         return dataclasses.replace(

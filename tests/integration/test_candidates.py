@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from npsco.cli import main
 from npsco.errors import NpscoError
+from npsco.evaluation import run_episodes
 from npsco.evaluation.evaluate import evaluate_run
 from npsco.methods.settings import MethodConfig
+from npsco.novelty.states import StateDistance
+from npsco.policy import load_policy
 from npsco.population_config import PopulationConfig
+from npsco.population_jobs import FINAL_EVAL_SEED
 from npsco.ppo.config import preset
-from npsco.selection import Trained, choose
+from npsco.selection import Trained, choose, meets_criteria
 from npsco.tasks import MAZE_ID
 
 ARGS = ["population", "--method", "lagrangian", "--refs", "2", "--novel", "2", "--candidates", "3"]
@@ -87,3 +92,21 @@ def test_candidates_out_of_range_or_for_plain_ppo_are_refused():
         config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of(method), candidates=candidates)
         with pytest.raises(NpscoError, match=message):
             config.validate()
+
+
+def test_a_state_metric_candidate_is_measured_in_its_thresholds_metric(tmp_path):
+    # its threshold is a distance between visited states: so is the distance the criteria compare with it
+    out = tmp_path / "state"
+    args = ["population", "--method", "lagrangian", "--mset", "metric=state", "--refs", "2", "--novel", "1"]
+    args += ["--candidates", "2", *ARGS[9:], "--out", str(out)]
+    assert main(args) == 0
+    measure = StateDistance.from_dict(json.loads((out / "threshold.json").read_text())["state"])
+    members = json.loads((out / "manifest.json").read_text())["members"]
+    baseline = float(np.median([m["final_eval"]["return_mean"] for m in members if m["role"] == "reference"]))
+    (slot,) = slots(out)
+    for cand in slot["candidates"]:  # k0 avoids the references alone, whose embeddings threshold.json holds
+        policy = load_policy(out / cand["path"] / "policy.safetensors")
+        episodes = run_episodes(policy, cand["final_eval"]["episodes"], seed=FINAL_EVAL_SEED, record_states=True)
+        expected = float(measure.distances(measure.mean_embedding(np.concatenate(episodes.states))).min())
+        assert cand["nearest"] == pytest.approx(expected, rel=1e-9)
+        assert cand["meets"] == meets_criteria(cand["final_eval"]["return_mean"], baseline, expected, slot["threshold"])
