@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 RESULTS = re.compile(r"benchmarks/results/[\w./-]+\.(?:md|json|csv)")
-COMMAND = re.compile(r"python benchmarks/\w+\.py|npsco (?:train|population|evaluate|experiment|sweep|report)")
+COMMAND = re.compile(r"python benchmarks/[\w/]+\.py|npsco (?:train|population|evaluate|experiment|sweep|report)")
 
 
 def tracked_files() -> list[Path]:
