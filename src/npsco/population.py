@@ -556,7 +556,8 @@ class Population(PopulationMembers):
             if c.final_eval is not None and c.nearest is not None
         ]
         snapshot = PopulationSnapshot(self.out, self.config, self.members, self.r0_default)
-        kept = choose(trained, self.config.candidates, snapshot.reference_median(), self.threshold_for(member))
+        least = snapshot.criteria(self.threshold_for(member))[1]  # as each candidate was judged
+        kept = choose(trained, self.config.candidates, snapshot.reference_median(), least)
         if kept is not None:
             chosen = next(c for c in member.candidates if c.index == kept)
             for c in member.candidates:

@@ -251,8 +251,7 @@ class PopulationSnapshot(PopulationMembers):
     ) -> Candidate:
         """Train candidate `index` of the slot `member` (its own seed and folder, `Candidate.of_slot`), evaluate it,
         and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
-        final evaluation's episodes (`FINAL_EVAL_SEED`), in its threshold's metric (mean actions; or visited states
-        for `metric=state`)."""
+        final evaluation's episodes (`FINAL_EVAL_SEED`), as `criteria` says."""
         candidate = Candidate.of_slot(member, index)
         trained = self.train(
             dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index, tracking
@@ -268,14 +267,14 @@ class PopulationSnapshot(PopulationMembers):
         states = np.concatenate(episodes.states)
         prior = prior_members(self.members, member)
         policies, names = [self.policy(m) for m in prior], [m.name for m in prior]
-        if self.config.method.metric == "state":  # the distance its threshold is in: between visited states
+        assert trained.final_eval is not None and trained.threshold is not None  # trained novel members have both
+        metric, least = self.criteria(trained.threshold)
+        if metric == "state":
             measure = self.state_distance(self.threshold_file(), names, policies)
             nearest = float(measure.distances(measure.mean_embedding(states)).min())
         else:  # between mean actions, on the candidate's states
             avoided = ReferenceSet(policies, names)
             nearest = float(avoided.distances(states, policy.mean_action(states)).mean(axis=0).min())
-        baseline = self.reference_median()
-        assert trained.final_eval is not None and trained.threshold is not None  # trained novel members have both
         return dataclasses.replace(
             candidate,
             status="done",
@@ -283,8 +282,29 @@ class PopulationSnapshot(PopulationMembers):
             eval_curve=trained.eval_curve,
             wall_seconds=trained.wall_seconds,
             nearest=nearest,
-            meets=meets_criteria(trained.final_eval["return_mean"], baseline, nearest, trained.threshold),
+            meets=meets_criteria(trained.final_eval["return_mean"], self.reference_median(), nearest, least),
         )
+
+    def criteria(self, threshold: float) -> tuple[str, float]:
+        """How a candidate trained at `threshold` is judged by the paper's criteria: (the distance, the least it must
+        keep to the nearest policy it avoids). Between mean actions, at `threshold`; for a run whose threshold is
+        between visited states (`metric=state`), the same multiple of the references' mean pairwise *action*
+        distance (measured from them as the default threshold is, and as `npsco evaluate` measures it), so a kept
+        candidate is one that `npsco evaluate` says meets the criteria. A state threshold given as a number has no
+        action counterpart: judged between visited states."""
+        method = self.config.method
+        if method.metric != "state":
+            return "action", threshold
+        if method.r0 is not None or self.r0_default is None:
+            return "state", threshold
+        refs = [m for m in self.members if m.role == "reference"]
+        action = default_threshold(
+            [self.policy(m) for m in refs],
+            episodes=self.config.distance_episodes,
+            seed=0,
+            max_episode_steps=self.config.ppo.max_episode_steps,
+        )
+        return "action", threshold / self.r0_default * action.r0
 
     def reference_median(self) -> float:
         """The median final return of the references (the criteria's yardstick)."""

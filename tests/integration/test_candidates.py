@@ -14,7 +14,8 @@ from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.evaluation.evaluate import evaluate_run
 from npsco.methods.settings import MethodConfig
-from npsco.novelty.states import StateDistance
+from npsco.novelty.references import ReferenceSet
+from npsco.novelty.threshold import default_threshold
 from npsco.policy import load_policy
 from npsco.population_config import PopulationConfig
 from npsco.population_jobs import FINAL_EVAL_SEED
@@ -94,19 +95,26 @@ def test_candidates_out_of_range_or_for_plain_ppo_are_refused():
             config.validate()
 
 
-def test_a_state_metric_candidate_is_measured_in_its_thresholds_metric(tmp_path):
-    # its threshold is a distance between visited states: so is the distance the criteria compare with it
+def test_a_state_metric_candidate_is_judged_as_npsco_evaluate_judges_it(tmp_path):
+    # its threshold is a distance between visited states; the criteria are the paper's, between mean actions, at the
+    # same multiple of the references' mean pairwise action distance (what npsco evaluate's `meets` uses)
     out = tmp_path / "state"
     args = ["population", "--method", "lagrangian", "--mset", "metric=state", "--refs", "2", "--novel", "1"]
     args += ["--candidates", "2", *ARGS[9:], "--out", str(out)]
     assert main(args) == 0
-    measure = StateDistance.from_dict(json.loads((out / "threshold.json").read_text())["state"])
     members = json.loads((out / "manifest.json").read_text())["members"]
-    baseline = float(np.median([m["final_eval"]["return_mean"] for m in members if m["role"] == "reference"]))
+    refs = [m for m in members if m["role"] == "reference"]
+    baseline = float(np.median([m["final_eval"]["return_mean"] for m in refs]))
+    ref_policies = [load_policy(out / m["path"] / "policy.safetensors") for m in refs]
+    action_r0 = default_threshold(ref_policies, episodes=50, seed=0).r0  # the maze's threshold episodes
+    state_r0 = json.loads((out / "threshold.json").read_text())["r0_default"]
     (slot,) = slots(out)
-    for cand in slot["candidates"]:  # k0 avoids the references alone, whose embeddings threshold.json holds
+    least = slot["threshold"] / state_r0 * action_r0
+    assert slot["threshold"] == pytest.approx(state_r0)  # the Lagrangian's default multiple is 1
+    for cand in slot["candidates"]:  # k0 avoids the two references
         policy = load_policy(out / cand["path"] / "policy.safetensors")
         episodes = run_episodes(policy, cand["final_eval"]["episodes"], seed=FINAL_EVAL_SEED, record_states=True)
-        expected = float(measure.distances(measure.mean_embedding(np.concatenate(episodes.states))).min())
+        states = np.concatenate(episodes.states)
+        expected = float(ReferenceSet(ref_policies).distances(states, policy.mean_action(states)).mean(axis=0).min())
         assert cand["nearest"] == pytest.approx(expected, rel=1e-9)
-        assert cand["meets"] == meets_criteria(cand["final_eval"]["return_mean"], baseline, expected, slot["threshold"])
+        assert cand["meets"] == meets_criteria(cand["final_eval"]["return_mean"], baseline, expected, least)
