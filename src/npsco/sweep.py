@@ -127,9 +127,12 @@ class Sweep:
             if refs is None or any(m.status != "done" for m in refs.members if m.role == "reference"):
                 return None
             spec.config = dataclasses.replace(spec.config, refs_from=str((self.out / spec.refs_of).resolve()))
-        pop = Population(
-            self.out / spec.path, spec.config, progress=False, log=lambda line: None, tracking=self.tracking
-        )
+
+        def warnings_only(line: str, path: str = spec.path) -> None:  # the progress view says the rest
+            if line.startswith("warning"):
+                self.log(f"{path}: {line}")
+
+        pop = Population(self.out / spec.path, spec.config, progress=False, log=warnings_only, tracking=self.tracking)
         pop.open()
         self.pops[spec.path] = pop
         return pop
@@ -303,6 +306,13 @@ class Progress:
             print(line, file=self.stream)
         self._draw()
 
+    def note(self, line: str) -> None:
+        """A line for the log above the table (a population's warning, the utilisation at the end)."""
+        self._clear()
+        print(line, file=self.stream, flush=True)
+        if self.live:
+            self._draw()
+
     def tick(self) -> None:
         if self.live and time.monotonic() - self.last_draw >= 1.0:
             self._draw()
@@ -392,7 +402,12 @@ def run_sweep(
     try:
         with make_executor(backend, workers, address) as executor:
             log(f"backend: {executor.describe()}")
-            sweep.run(executor, Progress(sweep))
+            progress = Progress(sweep)
+            sweep.log = progress.note  # a population's warning, above the live table
+            try:
+                sweep.run(executor, progress)
+            finally:
+                sweep.log = log
     finally:
         sweep.close()
         if sweep.pops:

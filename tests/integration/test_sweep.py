@@ -12,7 +12,7 @@ import pytest
 from npsco.cli import main
 from npsco.errors import NpscoError
 from npsco.manifest import population_dirs
-from npsco.parallel import Job, LocalExecutor, Scheduler, by_critical_path
+from npsco.parallel import InlineExecutor, Job, LocalExecutor, Scheduler, by_critical_path
 from npsco.population import Population
 from npsco.sweep import Sweep, load_grid, parse_grid, plan
 
@@ -511,3 +511,18 @@ def test_a_grid_gives_every_methods_population_its_candidates(tmp_path):
     for bad in (0, 21, 1.5, True):
         with pytest.raises(NpscoError, match="candidates"):
             parse_grid({**grid, "candidates": bad}, "test")
+
+
+def test_a_populations_warning_and_the_utilisation_reach_the_sweeps_log(tmp_path):
+    path = tmp_path / "far.toml"
+    path.write_text(TINY_GRID + "\n[method.ipd]\nr0 = 1000.0\n")
+    lines: list[str] = []
+    sweep = Sweep(load_grid(path), tmp_path / "sweep", log=lines.append)
+    sweep.run(InlineExecutor())
+    warnings = [line for line in lines if ": warning: " in line]
+    assert len(warnings) == 1, lines
+    warning = warnings[0]
+    assert warning.startswith("FourRewardMaze-v0/ipd: warning: r0 = 1000 is above the largest distance")
+    assert any("utilisation" in line and "1 workers" in line for line in lines)
+    saved = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["utilisation"]
+    assert saved["workers"] == 1 and 0 < saved["busy_seconds"] <= saved["wall_seconds"] + 1e-6
