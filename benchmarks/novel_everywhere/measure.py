@@ -3,15 +3,19 @@ from npsco's own evaluation: every novel policy's return ratio, nearest distance
 paper's criteria, and its state novelty, per setting and task, with mean +- std and IQM [95% bootstrap CI].
 
     python benchmarks/novel_everywhere/measure.py RUN... --out results.md [--json results.json] [--title TITLE]
+        [--beside benchmarks/results/paper/report/evaluation.json]
 
 Each RUN is a population run directory (or a folder of them, searched for manifest.json); its setting is its folder
 name without a trailing `-s<seed>` (`lagr-s60000` -> `lagr`). Evaluation: `npsco evaluate RUN --episodes 10 --seed 0`
-(reused from RUN/evaluation/ when up to date).
+(reused from RUN/evaluation/ when up to date). `--beside EVALUATION_JSON` adds, per task, the table of the paper
+campaign's methods (its report's evaluation, the same 10 episodes, seeds 0-9) with each setting's row beside them, in
+the same columns.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -44,8 +48,9 @@ def fmt(summary: dict | None, digits: int = 2) -> str:
     )
 
 
-def measure(runs: list[Path]) -> list[dict]:
-    """One row per novel policy of `runs`: its task, setting, run, name, seed and `COLUMNS`."""
+def measure(runs: list[Path]) -> tuple[list[dict], list[dict]]:
+    """One row per novel policy of `runs` (its task, setting, run, name, seed and `COLUMNS`), and each run's
+    evaluation document."""
     docs = evaluate_runs([str(r) for r in runs], episodes=10, seed=0, log=lambda line: None)
     rows = []
     for run, doc in zip(runs, docs, strict=True):
@@ -61,7 +66,48 @@ def measure(runs: list[Path]) -> list[dict]:
                         **{c: p.get(c) for c in COLUMNS},
                     }
                 )
-    return rows
+    return rows, docs
+
+
+def beside(runs: list[Path], docs: list[dict], paper_json: str) -> list[str]:
+    """Per task, the paper campaign's methods (`paper_json`: its report's evaluation) and each setting of `runs`, in
+    the report's Table 1 columns."""
+    paper = json.loads(Path(paper_json).read_text())["statistics"]["per_task"]
+    new = [
+        (setting_of(run), s)
+        for run, doc in zip(runs, docs, strict=True)
+        for s in doc["statistics"]["per_task"]
+        if s["group"] != "ppo"  # a setting's references are the campaign's, whose row is the paper's PPO row
+    ]
+    lines = [
+        "## Beside the paper campaign's methods",
+        "",
+        f"The paper campaign's rows are its report's ({paper_json}); the settings' rows are measured here the same "
+        "way (10 deterministic episodes, seeds 0-9; success: the share of policies at the median PPO return, during "
+        "training as the paper scores it, then with the final policy; relative novelty as the paper defines it). "
+        "Meet: policies meeting the criteria (not measured in the campaign's report).",
+    ]
+    for task in sorted({s["task"] for _, s in new}):
+        lines += [
+            "",
+            f"### {task}",
+            "",
+            "| method | n | reward | reward IQM [95% CI] | success (during, final) | rel. novelty | state novelty "
+            "| meet |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        rows = [(s["group"], s) for s in paper if s["task"] == task] + [(n, s) for n, s in new if s["task"] == task]
+        for name, s in rows:
+            ret, nov, state = s["return"], s["relative_novelty_paper"], s["state_novelty"]
+            meets = s.get("meets_rate")
+            met = "-" if meets is None else f"{round(meets * s['n'])} of {s['n']}"
+            lines.append(
+                f"| {name} | {s['n']} | {ret['mean']:.0f} +- {ret['std']:.0f} "
+                f"| {ret['iqm']:.0f} [{ret['iqm_ci_low']:.0f}, {ret['iqm_ci_high']:.0f}] "
+                f"| {s['success_rate']:.1f}, {s['success_rate_final']:.1f} | {nov['mean']:.2f} "
+                f"| {state['mean']:.2f} | {met} |"
+            )
+    return lines
 
 
 def report(rows: list[dict], title: str, command: str) -> str:
@@ -119,11 +165,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="the Markdown table")
     parser.add_argument("--json", default=None, help="every row as JSON")
     parser.add_argument("--title", default="Novel and good on every task")
+    parser.add_argument("--beside", default=None, metavar="EVALUATION_JSON", help="the paper campaign's evaluation")
     args = parser.parse_args(argv)
     runs = population_runs(args.runs)
-    rows = measure(runs)
+    rows, docs = measure(runs)
     command = "python benchmarks/novel_everywhere/measure.py " + " ".join(args.runs) + f" --out {args.out}"
-    atomic_write_text(args.out, report(rows, args.title, command))
+    command += f" --beside {args.beside}" if args.beside else ""
+    text = report(rows, args.title, command)
+    if args.beside:
+        text += "\n".join(["", *beside(runs, docs, args.beside), ""])
+    atomic_write_text(args.out, text)
     if args.json:
         atomic_write_json(args.json, {"command": command, "rows": rows})
     print(f"{len(rows)} novel policies measured: {args.out}")
