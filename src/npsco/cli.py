@@ -252,6 +252,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         episodes=args.episodes,
         report=not args.no_report,
         log=lambda line: print(line, flush=True),
+        tracking=tracking(args),
     )
     return 0
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from npsco.grid import Grid
+from npsco.logger import Tracking
 from npsco.manifest import population_dirs
 from npsco.report.build import build_report
 from npsco.sweep import Sweep, report_command, run_sweep
@@ -19,10 +20,12 @@ def run_experiment(
     episodes: int | None = None,
     report: bool = True,
     log: Callable[[str], None] = print,
+    tracking: Tracking | None = None,
 ) -> Path | None:
     """`npsco experiment`: train the experiment's grid (`npsco.grid.experiment_grid`) as a sweep in `out` on a local
-    process pool, then write its report in `out/report`; returns report.md's path (None without `report`)."""
-    sweep = Sweep(grid, out, log=log)
+    process pool, then write its report in `out/report`; returns report.md's path (None without `report`). With
+    `tracking`, every policy's metrics also go to W&B."""
+    sweep = Sweep(grid, out, log=log, tracking=tracking)
     log(
         f"experiment in {out}: {grid.refs} PPO references per task, {grid.novel} novel policies per method and "
         f"threshold for {', '.join(grid.methods[1:]) or 'no method'}; {sum(s.policies for s in sweep.specs)} "

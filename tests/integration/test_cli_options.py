@@ -152,10 +152,11 @@ def test_track_on_train_names_the_run_after_its_folder(tmp_path, fake_wandb):
     assert [step for step, _ in run.logged] == [1024]  # one iteration of 16 envs x 64 steps
 
 
-@pytest.mark.parametrize("command", ["train", "population"])
+@pytest.mark.parametrize("command", ["train", "population", "experiment"])
 def test_track_without_wandb_says_what_to_install_and_writes_nothing(tmp_path, monkeypatch, capsys, command):
     monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError, find_spec finds nothing
-    assert main([command, "--steps", "1024", "--no-progress", "--out", str(tmp_path / "out"), "--track"]) == 2
+    quiet = [] if command == "experiment" else ["--no-progress"]
+    assert main([command, "--steps", "1024", *quiet, "--out", str(tmp_path / "out"), "--track"]) == 2
     err = capsys.readouterr().err
     assert err == f"npsco {command}: error: {NO_WANDB}\n" and "pip install 'npsco[wandb]'" in NO_WANDB
     assert not (tmp_path / "out").exists()
