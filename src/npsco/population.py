@@ -142,6 +142,8 @@ class Population(PopulationMembers):
         self.manifest_path = self.out / "manifest.json"
         self.members: list[Member] = []
         self.r0_default: float | None = None
+        self.action_r0: float | None = None
+        """The references' mean-action r0 of a run whose threshold is in another metric, once measured."""
         self.jobs_show_progress = False  # training jobs draw progress bars: set by `run` (one job at a time only)
         self._lock = FolderLock(self.out)
 
@@ -462,9 +464,12 @@ class Population(PopulationMembers):
             if self.config.candidates == 1:
                 jobs.append(train(nxt, after))
                 continue
-            started = {c.index for c in nxt.candidates}
+            # a candidate counts as started when it is trained or running now: one that a killed run or a dead
+            # worker left "training" is offered again
+            known = {c.index: c for c in nxt.candidates}
+            started = {i for i, c in known.items() if c.status == "done" or f"{out}:{nxt.name}#c{i}" in busy}
             waiting = [c for c in range(self.config.candidates) if c not in started]
-            needed = all(c.status == "done" and not c.meets for c in nxt.candidates)  # the next one is not spare
+            needed = all(known[i].status == "done" and not known[i].meets for i in started)  # the next is not spare
             for i, c in enumerate(waiting):
                 job = Job(
                     key=f"{out}:{nxt.name}#c{c}",
@@ -520,8 +525,10 @@ class Population(PopulationMembers):
             name, _, index = job.label.partition("#c")
             member = self.member(name)
             member.status = "training"
-            if index:
-                member.candidates.append(dataclasses.replace(Candidate.of_slot(member, int(index)), status="training"))
+            if index:  # (a candidate offered again replaces its earlier record)
+                fresh = dataclasses.replace(Candidate.of_slot(member, int(index)), status="training")
+                others = [c for c in member.candidates if c.index != fresh.index]
+                member.candidates = sorted([*others, fresh], key=lambda c: c.index)
             self.save_manifest()
 
     def finished(self, job: Job, result: Any) -> str:
@@ -555,8 +562,9 @@ class Population(PopulationMembers):
             for c in member.candidates
             if c.final_eval is not None and c.nearest is not None
         ]
-        snapshot = PopulationSnapshot(self.out, self.config, self.members, self.r0_default)
+        snapshot = PopulationSnapshot(self.out, self.config, self.members, self.r0_default, self.action_r0)
         least = snapshot.criteria(self.threshold_for(member))[1]  # as each candidate was judged
+        self.action_r0 = snapshot.action_r0  # measured at most once per process
         kept = choose(trained, self.config.candidates, snapshot.reference_median(), least)
         if kept is not None:
             chosen = next(c for c in member.candidates if c.index == kept)

@@ -118,6 +118,8 @@ class PopulationSnapshot(PopulationMembers):
     config: PopulationConfig
     members: list[Member]
     r0_default: float | None
+    action_r0: float | None = None
+    """`references_action_r0`, once computed (a population passes it on to its next snapshot)."""
 
     @classmethod
     def from_records(
@@ -272,9 +274,10 @@ class PopulationSnapshot(PopulationMembers):
         if metric == "state":
             measure = self.state_distance(self.threshold_file(), names, policies)
             nearest = float(measure.distances(measure.mean_embedding(states)).min())
-        else:  # between mean actions, on the candidate's states
-            avoided = ReferenceSet(policies, names)
-            nearest = float(avoided.distances(states, policy.mean_action(states)).mean(axis=0).min())
+        else:  # between the actions' distributions, on the candidate's states
+            std = policy.action_std if metric == "wasserstein2" else None
+            per_state = ReferenceSet(policies, names).distances(states, policy.mean_action(states), std, metric)
+            nearest = float(per_state.mean(axis=0).min())
         return dataclasses.replace(
             candidate,
             status="done",
@@ -286,25 +289,31 @@ class PopulationSnapshot(PopulationMembers):
         )
 
     def criteria(self, threshold: float) -> tuple[str, float]:
-        """How a candidate trained at `threshold` is judged by the paper's criteria: (the distance, the least it must
-        keep to the nearest policy it avoids). Between mean actions, at `threshold`; for a run whose threshold is
-        between visited states (`metric=state`), the same multiple of the references' mean pairwise *action*
-        distance (measured from them as the default threshold is, and as `npsco evaluate` measures it), so a kept
-        candidate is one that `npsco evaluate` says meets the criteria. A state threshold given as a number has no
-        action counterpart: judged between visited states."""
+        """How a candidate trained at `threshold` is judged for the criteria: (the metric of its distance to the
+        nearest policy it avoids, the least that distance must be). The paper's distance between mean actions
+        (`deterministic`), at `threshold`; for a run whose threshold is in another metric (`wasserstein2`, `state`),
+        the same multiple of the references' mean pairwise *mean-action* distance (`action_r0`), so that a kept
+        candidate is judged as `npsco evaluate` judges its distance. A threshold given as a number in another metric
+        has no mean-action counterpart: judged in its own metric."""
         method = self.config.method
-        if method.metric != "state":
-            return "action", threshold
+        if method.metric == "deterministic":
+            return "deterministic", threshold
         if method.r0 is not None or self.r0_default is None:
-            return "state", threshold
-        refs = [m for m in self.members if m.role == "reference"]
-        action = default_threshold(
-            [self.policy(m) for m in refs],
-            episodes=self.config.distance_episodes,
-            seed=0,
-            max_episode_steps=self.config.ppo.max_episode_steps,
-        )
-        return "action", threshold / self.r0_default * action.r0
+            return method.metric, threshold
+        return "deterministic", threshold / self.r0_default * self.references_action_r0()
+
+    def references_action_r0(self) -> float:
+        """The references' mean pairwise distance between mean actions, measured as the default threshold is (and
+        as `npsco evaluate` measures it for a run whose threshold is in another metric); computed once."""
+        if self.action_r0 is None:
+            refs = [m for m in self.members if m.role == "reference"]
+            self.action_r0 = default_threshold(
+                [self.policy(m) for m in refs],
+                episodes=self.config.distance_episodes,
+                seed=0,
+                max_episode_steps=self.config.ppo.max_episode_steps,
+            ).r0
+        return self.action_r0
 
     def reference_median(self) -> float:
         """The median final return of the references (the criteria's yardstick)."""

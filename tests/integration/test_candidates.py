@@ -17,8 +17,9 @@ from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.threshold import default_threshold
 from npsco.policy import load_policy
-from npsco.population_config import PopulationConfig
-from npsco.population_jobs import FINAL_EVAL_SEED
+from npsco.population import Population
+from npsco.population_config import PopulationConfig, population_settings
+from npsco.population_jobs import FINAL_EVAL_SEED, PopulationSnapshot
 from npsco.ppo.config import preset
 from npsco.selection import Trained, choose, meets_criteria
 from npsco.tasks import MAZE_ID
@@ -118,3 +119,42 @@ def test_a_state_metric_candidate_is_judged_as_npsco_evaluate_judges_it(tmp_path
         expected = float(ReferenceSet(ref_policies).distances(states, policy.mean_action(states)).mean(axis=0).min())
         assert cand["nearest"] == pytest.approx(expected, rel=1e-9)
         assert cand["meets"] == meets_criteria(cand["final_eval"]["return_mean"], baseline, expected, least)
+
+
+def test_a_candidate_left_training_by_a_kill_or_a_dead_worker_is_offered_again(tmp_path):
+    config = population_settings(
+        MAZE_ID, method="lagrangian", refs=2, novel=1, r0=0.3, steps=2048, overrides=["num_steps=32"], candidates=3
+    )
+    pop = Population(tmp_path / "run", config, progress=False, log=lambda line: None)
+    pop.open()
+    try:
+        pop.reach_checked = True  # (the threshold's warning would load the references, not trained here)
+        for member in pop.members[:2]:
+            member.status = "done"
+        first, spare, *_ = pop.ready(set())
+        assert (first.label, spare.label) == ("lagrangian/k0#c0", "lagrangian/k0#c1") and first.after == 0
+        pop.started(first)
+        running = {first.key}
+        assert [job.label for job in pop.ready(running)] == ["lagrangian/k0#c1", "lagrangian/k0#c2"]  # spare
+        # its worker died (or the run was killed and resumed): c0 is "training" in the manifest, running nowhere
+        offered = pop.ready(set())
+        assert offered[0].label == "lagrangian/k0#c0"  # needed again, not left waiting for ever
+        pop.started(offered[0])
+        assert [(c.index, c.status) for c in pop.member("lagrangian/k0").candidates] == [(0, "training")]
+    finally:
+        pop.close()
+
+
+def test_candidates_are_judged_by_the_mean_action_distance_whatever_the_thresholds_metric(tmp_path):
+    def criteria(metric, r0=None, r0_default=2.0):
+        method = MethodConfig.of("ipd", metric=metric, r0=r0)
+        config = PopulationConfig(ppo=preset(MAZE_ID), method=method)
+        # the references' mean-action r0, as if measured: 0.8
+        snapshot = PopulationSnapshot(tmp_path, config, [], r0_default, action_r0=0.8)
+        return snapshot.criteria(1.0)
+
+    assert criteria("deterministic") == ("deterministic", 1.0)
+    assert criteria("wasserstein2") == ("deterministic", pytest.approx(0.4))  # 1.0 = 0.5 x r0_default -> 0.5 x 0.8
+    assert criteria("state") == ("deterministic", pytest.approx(0.4))
+    assert criteria("wasserstein2", r0=1.0) == ("wasserstein2", 1.0)  # a number in W2: judged in W2
+    assert criteria("state", r0=1.0) == ("state", 1.0)

@@ -277,6 +277,21 @@ def test_report_of_an_experiment_directory_equals_its_population_runs(experiment
         assert a.read() == b.read()
 
 
+def test_a_report_cut_short_is_rewritten_by_the_next_run(experiment, tmp_path, monkeypatch):
+    # the first run writes its marker before anything else; a kill before report.md leaves the folder rewritable
+    out = tmp_path / "r"
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as mp:
+        mp.setattr("npsco.report.build.to_markdown", killed)
+        assert main(["report", str(experiment), "--out", str(out), "--no-filmstrips", "--no-videos"]) == 130
+    assert (out / ".npsco-report").exists() and (out / "evaluation.csv").exists() and not (out / "report.md").exists()
+    assert main(["report", str(experiment), "--out", str(out), "--no-filmstrips", "--no-videos"]) == 0
+    assert (out / "report.md").exists()
+
+
 def test_render_maze_gif(experiment, tmp_path, capsys):
     out = tmp_path / "ref0.gif"
     assert (

@@ -298,6 +298,11 @@ def distance_blocks(
     return blocks if len(blocks) > 2 else []
 
 
+REPORT_MARKER = ".npsco-report"
+"""Written into a report's folder before anything else: a report cut short (no report.md yet) is rewritten by the next
+run, and a folder of other files is refused."""
+
+
 def _config(run: str) -> dict:
     """A run's config.json ({} when it has none)."""
     path = Path(run) / "config.json"
@@ -326,7 +331,7 @@ def build_report(
     `videos`: `auto` (MP4 when imageio-ffmpeg is installed, else GIF), `mp4`, `gif`, or None for none."""
     out = check_folder_path(out)  # before anything is evaluated or written
     entries = run_entries(out) if out.is_dir() else []
-    if entries and "report.md" not in entries:  # a report folder is rewritten; never a folder of something else
+    if entries and not {"report.md", REPORT_MARKER} & set(entries):  # a report's folder is rewritten, no other
         listed = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
         raise NpscoError(f"{out} holds other files ({listed}) and no report.md; choose a new or empty folder for --out")
     untrained = [str(r) for r in runs if not trained_members(r)]
@@ -341,6 +346,7 @@ def build_report(
     combined = combine(docs)
     rows, stats = combined["policies"], combined["statistics"]
     log(f"writing the report into {out}")
+    atomic_write_text(out / REPORT_MARKER, "written by npsco report: a re-run may rewrite this folder\n")  # first
     command = relative_command(
         command or "npsco report " + " ".join(shlex.quote(str(r)) for r in runs) + f" --out {shlex.quote(str(out))}"
     )
