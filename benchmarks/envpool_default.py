@@ -34,12 +34,12 @@ def cpu_seconds(env: str, backend: str, steps: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [*NPSCO, "train", "--env", env, "--steps", str(steps), "--env-backend", backend, "--no-progress"]
         cmd += ["--set", "eval_every=0", "--out", str(Path(tmp) / "run")]
-        child = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "MUJOCO_GL": "egl"}
-        )
-        _, status, usage = os.wait4(child.pid, 0)
-        if status != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed: {child.stderr.read().decode() if child.stderr else ''}")
+        with open(Path(tmp) / "stderr", "w+b") as err:  # a file, not a pipe: a long stderr cannot block the child
+            child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "MUJOCO_GL": "egl"})
+            _, status, usage = os.wait4(child.pid, 0)
+            if status != 0:
+                err.seek(0)
+                raise SystemExit(f"{' '.join(cmd)} failed: {err.read().decode()}")
         return usage.ru_utime + usage.ru_stime
 
 
@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=61_440, help="training steps per process (whole 2048-step batches)")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
+    if args.steps % 2048 or args.steps <= 2048:
+        ap.error("--steps must be a multiple of 2048 above 2048 (whole batches; one is the start-up run's)")
 
     load_before = os.getloadavg()[0]
     start = {b: cpu_seconds(args.env, b, 2048) for b in ("sync", "envpool")}

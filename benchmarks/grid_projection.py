@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         "| task | PPO policy (s) | " + " | ".join(sorted(ratios)) + " |",
         "|---|---:|" + "---:|" * len(ratios),
     ]
-    scale = (args.steps or 1_000_000) / args.reference_steps
+    scale = (args.steps or load_grid(args.grid).steps or args.reference_steps) / args.reference_steps
     for task, seconds in sorted(ppo.items()):
         cells = " | ".join(f"{seconds * scale / ratios[m]:.0f}" for m in sorted(ratios))
         lines.append(f"| {task} | {seconds * scale:.0f} | {cells} |")

@@ -8,8 +8,9 @@ paper's criteria, and its state novelty, per setting and task, with mean +- std 
 Each RUN is a population run directory (or a folder of them, searched for manifest.json); its setting is its folder
 name without a trailing `-s<seed>` (`lagr-s60000` -> `lagr`). Evaluation: `npsco evaluate RUN --episodes 10 --seed 0`
 (reused from RUN/evaluation/ when up to date). `--beside EVALUATION_JSON` adds, per task, the table of the paper
-campaign's methods (its report's evaluation, the same 10 episodes, seeds 0-9) with each setting's row beside them, in
-the same columns.
+campaign's methods (its report's evaluation, the same 10 episodes, seeds 0-9) with a row per run beside them, in the
+same columns: for runs that borrow the campaign's references (their PPO row is the campaign's), one run per setting
+and task.
 """
 
 from __future__ import annotations

@@ -80,6 +80,8 @@ class Job:
     """Environment steps the job trains (for the overall steps/s)."""
     group: str = ""
     """The population it belongs to (for the progress view)."""
+    spare: bool = False
+    """A spare candidate (`--candidates`): it starts after every needed job of the same path."""
     after: int = 0
     """Environment steps that can only start once this job is done, one after another: the longest rest of its chain
     (the scheduler starts the job with the most `steps + after` first, so the critical path is never left waiting)."""
@@ -438,9 +440,9 @@ class View(Protocol):
 
 
 def by_critical_path(jobs: list[Job]) -> list[Job]:
-    """The jobs in the order to start them: the longest path of steps first (`Job.path_steps`); equal paths keep the
-    source's order (a population lists its spare candidates last)."""
-    return sorted(jobs, key=lambda job: -job.path_steps)
+    """The jobs in the order to start them: the longest path of steps first (`Job.path_steps`), a spare candidate
+    after the needed jobs of the same path; otherwise the source's order."""
+    return sorted(jobs, key=lambda job: (-job.path_steps, job.spare))
 
 
 class Scheduler:
@@ -481,7 +483,9 @@ class Scheduler:
         while True:
             if failed is None:
                 busy = {job.key for job in running.values()}
-                for job in by_critical_path(source.ready(busy)):
+                ready = source.ready(busy)
+                # with one worker the order changes no wall time: the source's (a chain after another, as logs count)
+                for job in by_critical_path(ready) if self.executor.workers > 1 else ready:
                     if len(running) >= self.executor.workers:
                         break
                     if job.key in busy:
@@ -490,7 +494,11 @@ class Scheduler:
                     if view:  # before submitting: an inline job has ended when `submit` returns
                         view.event("start", job)
                     began = time.monotonic()
-                    future = self.executor.submit(job.fn, *job.args)
+                    try:
+                        future = self.executor.submit(job.fn, *job.args)
+                    except BaseException:  # an inline job that raised: its time was busy too
+                        self.utilisation.busy_seconds += time.monotonic() - began
+                        raise
                     running[future], submitted[future] = job, began
                     busy.add(job.key)
             if not running:

@@ -488,6 +488,7 @@ class Population(PopulationMembers):
                         self.tracking,
                     ),
                     after=after if needed and i == 0 else 0,  # a spare candidate lies on no path: last
+                    spare=not (needed and i == 0),
                 )
                 (jobs if needed and i == 0 else spare).append(job)
         return [j for j in jobs + spare if j.key not in busy]

@@ -21,6 +21,7 @@ import dataclasses
 import shlex
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -73,7 +74,7 @@ class Sweep:
         self.started_at = time.monotonic()
         self.backend = ""
         self.utilisation: Utilisation | None = None
-        """How busy the workers were during the last `run` (also in `sweep.json`)."""
+        """How busy the workers were during the last `run` that trained something (also in `sweep.json`)."""
         self._lock = FolderLock(self.out)
 
     @property
@@ -91,6 +92,7 @@ class Sweep:
         try:
             self._check_folder()
             remove_stale_temps(self.out)
+            self.utilisation = self._recorded_utilisation()
             for spec in self.specs:
                 self._population(spec)
             self.save()
@@ -103,6 +105,13 @@ class Sweep:
         for pop in self.pops.values():
             pop.close()
         self._lock.release()
+
+    def _recorded_utilisation(self) -> Utilisation | None:
+        """The utilisation `sweep.json` recorded for the last run that trained something (None: none yet)."""
+        if not self.manifest_path.exists():
+            return None
+        use = read_checked(self.manifest_path, SWEEP).get("utilisation")
+        return None if use is None else Utilisation(use["workers"], use["wall_seconds"], use["busy_seconds"])
 
     def _check_folder(self) -> None:
         """Refuse a folder that is not a sweep directory, or one that ran another grid (reads only)."""
@@ -128,9 +137,12 @@ class Sweep:
                 return None
             spec.config = dataclasses.replace(spec.config, refs_from=str((self.out / spec.refs_of).resolve()))
 
+        sweep = weakref.ref(self)  # (not `self`: a cycle would keep a dropped sweep, and its lock, alive)
+
         def warnings_only(line: str, path: str = spec.path) -> None:  # the progress view says the rest
-            if line.startswith("warning"):
-                self.log(f"{path}: {line}")
+            owner = sweep()
+            if owner is not None and line.startswith("warning"):
+                owner.log(f"{path}: {line}")
 
         pop = Population(self.out / spec.path, spec.config, progress=False, log=warnings_only, tracking=self.tracking)
         pop.open()
@@ -234,7 +246,7 @@ class Sweep:
             self.save()
             scheduler = Scheduler(executor)
             try:
-                self.utilisation = scheduler.run(self, view)
+                scheduler.run(self, view)
             except KeyboardInterrupt:
                 self.status = "interrupted"
                 raise
@@ -244,10 +256,11 @@ class Sweep:
             else:
                 self.status = "done"
             finally:
-                self.utilisation = scheduler.utilisation
+                use = scheduler.utilisation
+                if use is not None and use.busy_seconds > 0:  # a re-run that trained nothing keeps the last record
+                    self.utilisation = use
+                    self.log(f"{self.out}: {use.describe()}")
                 self.save()
-                if self.utilisation is not None:
-                    self.log(f"{self.out}: {self.utilisation.describe()}")
         finally:
             self.close()
 

@@ -379,8 +379,10 @@ def test_an_import_never_overwrites_a_policy_or_a_run_without_a_word(pendulum_zi
     capsys.readouterr()
     refused(capsys, [str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(out)], "already holds a policy", "--force")
     assert (out / "policy.safetensors").read_bytes() == before
-    # --force replaces an earlier import's policy
+    # --force replaces an earlier import's policy (a temporary file that a killed import left is no obstacle)
+    (out / ".policy.safetensors.abcd1234.tmp").write_bytes(b"cut short")
     assert main(["import", str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(out), "--force"]) == 0
+    assert sorted(p.name for p in out.iterdir() if p.name != ".npsco.lock") == ["policy.safetensors"]
     assert load_policy(out / "policy.safetensors").metadata["env_id"] == "Pendulum-v1"
     # a trained run is never replaced, --force or not; nor a folder holding something else
     run = tmp_path / "run"

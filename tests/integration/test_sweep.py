@@ -526,3 +526,9 @@ def test_a_populations_warning_and_the_utilisation_reach_the_sweeps_log(tmp_path
     assert any("utilisation" in line and "1 workers" in line for line in lines)
     saved = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["utilisation"]
     assert saved["workers"] == 1 and 0 < saved["busy_seconds"] <= saved["wall_seconds"] + 1e-6
+    # a re-run that trains nothing keeps the record of the run that did
+    Sweep(load_grid(path), tmp_path / "sweep", log=lines.append).run(InlineExecutor())
+    again = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["utilisation"]
+    assert [again[k] for k in ("workers", "wall_seconds", "busy_seconds")] == [
+        saved[k] for k in ("workers", "wall_seconds", "busy_seconds")
+    ]

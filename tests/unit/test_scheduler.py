@@ -153,3 +153,43 @@ def test_equal_paths_keep_the_sources_order_and_utilisation_reads_as_a_sentence(
     assert use.describe() == "utilisation 75% (150 busy worker-seconds / 2 workers x 100 s)"
     assert use.to_dict() == {"workers": 2, "wall_seconds": 100.0, "busy_seconds": 150.0, "fraction": 0.75}
     assert Utilisation(workers=2, wall_seconds=0.0, busy_seconds=0.0).fraction == 0.0
+
+
+def test_a_spare_candidate_starts_after_the_needed_jobs_of_its_path():
+    jobs = [Job("a#c1", print, (), steps=1, spare=True), Job("b", print, (), steps=1), Job("c", print, (), steps=2)]
+    assert [job.key for job in by_critical_path(jobs)] == ["c", "b", "a#c1"]
+
+
+def test_one_worker_runs_the_sources_order_and_counts_a_job_that_raised_as_busy():
+    class Offered:  # a job on a longer path offered second: one worker keeps the source's order
+        def __init__(self):
+            self.done, self.starts = set(), []
+
+        def ready(self, busy):
+            jobs = [Job("short", record, ([], "s"), steps=1), Job("long", record, ([], "l"), steps=1, after=5)]
+            return [j for j in jobs if j.key not in self.done | busy]
+
+        def started(self, job):
+            self.starts.append(job.key)
+
+        def finished(self, job, result):
+            self.done.add(job.key)
+
+    source = Offered()
+    Scheduler(InlineExecutor(), tick_seconds=0.0).run(source)
+    assert source.starts == ["short", "long"]
+
+    class Slow:
+        def ready(self, busy):
+            return [Job("x", lambda: (time.sleep(0.05), fail("boom")), ())]
+
+        def started(self, job):
+            pass
+
+        def finished(self, job, result):
+            pass
+
+    scheduler = Scheduler(InlineExecutor(), tick_seconds=0.0)
+    with pytest.raises(ValueError, match="boom"):
+        scheduler.run(Slow())
+    assert scheduler.utilisation is not None and scheduler.utilisation.busy_seconds >= 0.05

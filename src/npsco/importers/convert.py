@@ -11,7 +11,7 @@ from npsco.importers.cleanrl import read_cleanrl, read_obs_norm
 from npsco.importers.common import build_policy
 from npsco.importers.sb3 import is_sb3_zip, read_sb3
 from npsco.importers.vecnormalize import read_vecnormalize
-from npsco.io import check_folder_path, run_entries
+from npsco.io import STALE_TEMP, check_folder_path, remove_stale_temps, run_entries
 from npsco.locks import FolderLock
 from npsco.policy import Policy
 
@@ -38,7 +38,8 @@ def detect_format(path: Path) -> str:
 def check_import_folder(out: Path, force: bool) -> None:
     """Refuse to import into a folder that holds anything (saying what), but for an earlier import's lone
     policy.safetensors with `force`: an import never overwrites a trained policy or a run without a word."""
-    entries = run_entries(out) if out.is_dir() else []
+    # (a temporary file that a killed import left is not something to keep: it goes when the import writes)
+    entries = [e for e in run_entries(out) if not STALE_TEMP.match(e)] if out.is_dir() else []
     if not entries or (force and entries == ["policy.safetensors"]):
         return
     if "config.json" in entries or "manifest.json" in entries:
@@ -97,6 +98,7 @@ def import_policy(
     policy = build_policy(actor, env_id, norm, source, Path(stats) if stats else None)
     with FolderLock(out):  # one writer per folder; everything was read and checked before the folder is made
         check_import_folder(Path(out), force)  # again under the lock: another process may have written it meanwhile
+        remove_stale_temps(out)
         checkpoint = policy.save(Path(out) / "policy.safetensors")
     hidden = "x".join(str(w.shape[0]) for w, _ in policy.weights[:-1]) or "no hidden layer"
     description = (
