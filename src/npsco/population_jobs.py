@@ -216,7 +216,7 @@ class PopulationSnapshot(PopulationMembers):
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         if not resume:  # the policy's folder says how it was trained, as an `npsco train` run's does
             run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(run_dir / "config.json", member_record(cfg, self.config, member))
+            atomic_write_json(run_dir / "config.json", member_record(cfg, self.config, member, candidate))
         if tracking is not None and tracking.name is None:
             suffix = f"#c{candidate}" if candidate else ""
             tracking = dataclasses.replace(tracking, name=f"{self.out}/{member.name}{suffix}")
@@ -341,9 +341,10 @@ class PopulationSnapshot(PopulationMembers):
         return th.r0
 
 
-def member_record(cfg: PPOConfig, config: PopulationConfig, member: Member) -> dict[str, Any]:
+def member_record(cfg: PPOConfig, config: PopulationConfig, member: Member, candidate: int = 0) -> dict[str, Any]:
     """What a population policy's `config.json` holds: as an `npsco train` run's (`command`, `ppo`: its settings, its
-    own seed), then its method's settings (null for a reference) and its place in the population."""
+    own seed), then its method's settings (null for a reference) and its place in the population (`candidate`: which
+    candidate of its slot it is, 0 without `--candidates`)."""
     return {
         "command": "population",
         "ppo": cfg.to_dict(),
@@ -355,6 +356,7 @@ def member_record(cfg: PPOConfig, config: PopulationConfig, member: Member) -> d
             "index": member.index,
             "threshold": member.threshold,
             "references": list(member.references),
+            "candidate": candidate,
         },
     }
 

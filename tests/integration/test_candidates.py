@@ -113,6 +113,8 @@ def test_a_state_metric_candidate_is_judged_as_npsco_evaluate_judges_it(tmp_path
     least = slot["threshold"] / state_r0 * action_r0
     assert slot["threshold"] == pytest.approx(state_r0)  # the Lagrangian's default multiple is 1
     for cand in slot["candidates"]:  # k0 avoids the two references
+        record = json.loads((out / cand["path"] / "config.json").read_text())["member"]
+        assert (record["name"], record["candidate"]) == (slot["name"], cand["index"])
         policy = load_policy(out / cand["path"] / "policy.safetensors")
         episodes = run_episodes(policy, cand["final_eval"]["episodes"], seed=FINAL_EVAL_SEED, record_states=True)
         states = np.concatenate(episodes.states)

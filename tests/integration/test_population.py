@@ -140,7 +140,7 @@ def test_every_policy_folder_has_a_config_json_as_a_train_run_has(run, capsys):
         assert record["command"] == "population" and record["ppo"] == meta["config"]
         assert record["ppo"] == {**population["ppo"], "seed": m["seed"]}
         assert record["method"] == (None if m["role"] == "reference" else population["method"])
-        member = {k: m[k] for k in ("name", "role", "chain", "index", "threshold", "references")}
+        member = {k: m[k] for k in ("name", "role", "chain", "index", "threshold", "references")} | {"candidate": 0}
         assert record["member"] == member
     # npsco train does not take a population's policy folder for its own
     assert main(["train", "--env", MAZE_ID, "--steps", "1024", "--out", str(out / "refs/ref0")]) == 2
