@@ -172,6 +172,9 @@ class Population(PopulationMembers):
             remove_stale_temps(self.out)  # what a killed write left (no other writer: we hold the lock)
             if self._check_folder():  # again, under the lock: another process may have written it meanwhile
                 self.members = plan if plan is not None else self._plan()
+                if self.config.refs_from or self.config.ref_checkpoints:  # R: as many as it borrows
+                    borrowed = sum(m.role == "reference" for m in self.members)
+                    self.config = dataclasses.replace(self.config, refs=borrowed)
                 atomic_write_json(self.out / "config.json", self.config.to_dict())
             else:
                 self._resume()

@@ -301,6 +301,10 @@ def test_refs_from_reuses_the_references_without_training_them(run, tmp_path, mo
     assert manifest(out)["r0_default"] == manifest(reference_run)["r0_default"]
     # same references, threshold and seed: the same first novel policy as in the run it borrowed from
     assert ms["ipd-r0x0.5/k0"]["final_eval"] == members(reference_run)["ipd-r0x0.5/k0"]["final_eval"]
+    # its config.json says how many references it has (the 2 it borrows), and a re-run resumes it
+    assert json.loads((out / "config.json").read_text())["refs"] == 2
+    assert main([*BORROWING, "--novel", "1", "--refs-from", str(reference_run), "--out", str(out)]) == 0
+    assert trained == [1000]
 
 
 @pytest.mark.parametrize("borrow", ["--refs-from", "--ref-checkpoints"])
