@@ -1,15 +1,18 @@
 """Should envpool be the default backend on MuJoCo? Its speed at npsco's default settings, against Gymnasium's.
+Also compares any other backend with Gymnasium's `SyncVectorEnv` (`--backend auto`: npsco's `LeanSyncVectorEnv`).
 
     python benchmarks/envpool_default.py                 # Hopper-v5, default preset (1 env x 2048), 3 repeats
     python benchmarks/envpool_default.py --steps 20480 --repeats 1      # a quick look
+    python benchmarks/envpool_default.py --backend auto --out benchmarks/results/throughput/lean_env
+    python benchmarks/envpool_default.py --backend auto --set num_envs=8 --set num_steps=256 --out /tmp/lean8
 
 Each repeat trains the same `npsco train` command twice in fresh processes, `--env-backend sync` and
-`--env-backend envpool` (the order alternating), no evaluation; what is compared is each process's CPU seconds
-(user + sys, from `os.wait4`), less sensitive to other processes on this shared machine than wall time. The ratio is
-the median of the repeats' ratios, with their min and max. A process's start-up (imports, env construction) is in
-its CPU time too: it is measured once per backend with `--steps 2048` and subtracted.
+`--env-backend envpool` (or `--backend`; the order alternating), no evaluation; what is compared is each process's
+CPU seconds (user + sys, from `os.wait4`), less sensitive to other processes on this shared machine than wall time.
+The ratio is the median of the repeats' ratios, with their min and max. A process's start-up (imports, env
+construction) is in its CPU time too: it is measured once per backend with `--steps 2048` and subtracted.
 
-Writes benchmarks/results/throughput/envpool_default.{md,json}.
+Writes benchmarks/results/throughput/envpool_default.{md,json} (or `--out`.{md,json}).
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ OUT = ROOT / "benchmarks/results/throughput/envpool_default"
 NPSCO = [str(Path(sys.executable).parent / "npsco")]
 
 
-def cpu_seconds(env: str, backend: str, steps: int) -> float:
+def cpu_seconds(env: str, backend: str, steps: int, sets: tuple[str, ...] = ()) -> float:
     """CPU seconds of one `npsco train` process (no evaluation, no checkpoints but the final one)."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [*NPSCO, "train", "--env", env, "--steps", str(steps), "--env-backend", backend, "--no-progress"]
         cmd += ["--set", "eval_every=0", "--out", str(Path(tmp) / "run")]
+        for kv in sets:
+            cmd += ["--set", kv]
         with open(Path(tmp) / "stderr", "w+b") as err:  # a file, not a pipe: a long stderr cannot block the child
             child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "MUJOCO_GL": "egl"})
             _, status, usage = os.wait4(child.pid, 0)
@@ -48,16 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--env", default="Hopper-v5")
     ap.add_argument("--steps", type=int, default=61_440, help="training steps per process (whole 2048-step batches)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backend", default="envpool", choices=("envpool", "auto", "async"), help="compared with sync")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to npsco train")
+    ap.add_argument("--out", type=Path, default=OUT, help="results path without suffix (.md and .json are written)")
     args = ap.parse_args(argv)
+    other, out, sets = args.backend, args.out, tuple(args.set)
     if args.steps % 2048 or args.steps <= 2048:
         ap.error("--steps must be a multiple of 2048 above 2048 (whole batches; one is the start-up run's)")
 
     load_before = os.getloadavg()[0]
-    start = {b: cpu_seconds(args.env, b, 2048) for b in ("sync", "envpool")}
+    start = {b: cpu_seconds(args.env, b, 2048, sets) for b in ("sync", other)}
     runs: list[dict[str, float]] = []
     for r in range(args.repeats):
-        order = ("sync", "envpool") if r % 2 == 0 else ("envpool", "sync")
-        row = {b: cpu_seconds(args.env, b, args.steps) for b in order}
+        order = ("sync", other) if r % 2 == 0 else (other, "sync")
+        row = {b: cpu_seconds(args.env, b, args.steps, sets) for b in order}
         runs.append(row)
         print(f"repeat {r}: " + ", ".join(f"{b} {row[b]:.1f} CPU s" for b in order), flush=True)
     trained = args.steps - 2048  # the start-up run trained one batch too
@@ -65,31 +74,37 @@ def main(argv: list[str] | None = None) -> int:
     def rate(b: str, row: dict[str, float]) -> float:
         return trained / (row[b] - start[b])
 
-    ratios = [rate("envpool", row) / rate("sync", row) for row in runs]
+    ratios = [rate(other, row) / rate("sync", row) for row in runs]
     result = {
         "command": "python benchmarks/envpool_default.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "env": args.env,
         "steps": args.steps,
+        "set": list(sets),
         "startup_cpu_seconds": start,
         "runs_cpu_seconds": runs,
-        "steps_per_cpu_second": {b: statistics.median(rate(b, row) for row in runs) for b in ("sync", "envpool")},
-        "ratio_envpool_to_sync": statistics.median(ratios),
+        "backend": other,
+        "steps_per_cpu_second": {b: statistics.median(rate(b, row) for row in runs) for b in ("sync", other)},
+        f"ratio_{other}_to_sync": statistics.median(ratios),
         "ratio_min_max": [min(ratios), max(ratios)],
         "load_average_before_after": [load_before, os.getloadavg()[0]],
     }
-    OUT.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     sps = result["steps_per_cpu_second"]
-    OUT.with_suffix(".md").write_text(
-        f"# envpool at npsco's default settings\n\n`{result['command']}` on {result['date']} (2 cores; load average "
+    names = {"envpool": "envpool", "auto": "auto (npsco's LeanSyncVectorEnv)", "async": "async (Gymnasium)"}
+    out.with_suffix(".md").write_text(
+        f"# The {other} backend at npsco's default settings\n\n"
+        f"`{result['command']}` on {result['date']} (2 cores; load average "
         f"{load_before:.1f} before, {result['load_average_before_after'][1]:.1f} after).\n\n"
-        f"{args.env}, `default` preset (1 env x 2048 steps, minibatch 64, 10 epochs), no evaluation; steps per CPU "
+        f"{args.env}, `default` preset (1 env x 2048 steps, minibatch 64, 10 epochs)"
+        + (f" with `--set {' --set '.join(sets)}`" if sets else "")
+        + ", no evaluation; steps per CPU "
         f"second of training (start-up subtracted), median over {args.repeats} alternating repeats.\n\n"
         "| backend | steps per CPU second |\n|---|---:|\n"
-        f"| sync (Gymnasium) | {sps['sync']:,.0f} |\n| envpool | {sps['envpool']:,.0f} |\n\n"
-        f"envpool / sync: **{result['ratio_envpool_to_sync']:.2f}x** [{min(ratios):.2f}, {max(ratios):.2f}].\n"
+        f"| sync (Gymnasium) | {sps['sync']:,.0f} |\n| {names[other]} | {sps[other]:,.0f} |\n\n"
+        f"{other} / sync: **{statistics.median(ratios):.2f}x** [{min(ratios):.2f}, {max(ratios):.2f}].\n"
     )
-    print(OUT.with_suffix(".md").read_text())
+    print(out.with_suffix(".md").read_text())
     return 0
 
 

@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode
 
 from npsco.envs import mujoco_warnings
 from npsco.envs.envpool_backend import EnvPoolVectorEnv, check_envpool_task, import_envpool
+from npsco.envs.lean import LeanSyncVectorEnv
 from npsco.envs.maze import FourRewardMazeVec
 from npsco.errors import NpscoError
 from npsco.task_ids import may_import, names_module
@@ -163,9 +164,10 @@ def make_vector_env(
 ) -> gym.vector.VectorEnv:
     """`num_envs` copies of the task in one vector env with same-step autoreset.
 
-    `auto` uses the batched numpy twin for the maze (all mazes stepped in one call) and `SyncVectorEnv` otherwise
-    (one process: MuJoCo's steps are too short to gain from `async`'s worker processes on a few cores). `envpool`
-    (MuJoCo only, optional package) steps the tasks in C++.
+    `auto` uses the batched numpy twin for the maze (all mazes stepped in one call) and `LeanSyncVectorEnv` otherwise
+    (one process: MuJoCo's steps are too short to gain from `async`'s worker processes on a few cores; the same
+    transitions as Gymnasium's `SyncVectorEnv`, which `sync` selects, with less work per step). `envpool` (MuJoCo
+    only, optional package) steps the tasks in C++.
     Seed it with `env.reset(seed=s)`: sub-env i gets seed s + i.
     """
     check_env_id(env_id)
@@ -176,6 +178,8 @@ def make_vector_env(
     if env_id == MAZE_ID and backend == "auto":
         return FourRewardMazeVec(num_envs, **({} if max_episode_steps is None else {"max_steps": max_episode_steps}))
     fns = [lambda: make_env(env_id, max_episode_steps) for _ in range(num_envs)]
+    if backend == "auto":
+        return LeanSyncVectorEnv(fns)
     cls = gym.vector.AsyncVectorEnv if backend == "async" else gym.vector.SyncVectorEnv
     return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
 

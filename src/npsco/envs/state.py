@@ -2,10 +2,10 @@
 resumed from a saved state steps exactly as an uninterrupted one would.
 
 What can be captured: the maze's numpy twin (positions, step counters, each maze's random generator), and a
-`SyncVectorEnv` of MuJoCo tasks (each sub-env's full integration state, `mujoco.mj_getState` with
-`mjSTATE_INTEGRATION`, its random generator, and its time limit's step counter). Anything else (the async and envpool
-backends, other tasks) returns None from `capture`: a resumed run then restarts its episodes, which is documented as
-not bitwise equal to an uninterrupted run.
+`SyncVectorEnv` (or npsco's `LeanSyncVectorEnv`) of MuJoCo tasks (each sub-env's full integration state,
+`mujoco.mj_getState` with `mjSTATE_INTEGRATION`, its random generator, and its time limit's step counter). Anything
+else (the async and envpool backends, other tasks) returns None from `capture`: a resumed run then restarts its
+episodes, which is documented as not bitwise equal to an uninterrupted run.
 
 States are plain JSON (lists of floats, which Python's float repr round-trips exactly, and the generators' states).
 """
@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from npsco.envs.lean import LeanSyncVectorEnv
 from npsco.envs.maze import FourRewardMazeVec
 
 FORMAT = 1
@@ -47,7 +48,7 @@ def capture(envs: gym.vector.VectorEnv) -> dict[str, Any] | None:
             "was_reset": envs._was_reset.tolist(),
             "rngs": [None if r is None else r.bit_generator.state for r in envs._rngs],
         }
-    if type(envs) is not gym.vector.SyncVectorEnv:
+    if type(envs) not in (gym.vector.SyncVectorEnv, LeanSyncVectorEnv):
         return None
     import mujoco  # lazy: only MuJoCo tasks get here
 

@@ -33,8 +33,8 @@ class PPOConfig:
     num_steps: int = 2048
     """Steps per environment per rollout; a rollout (batch) holds `num_envs * num_steps` transitions."""
     env_backend: str = "auto"
-    """Vector-env backend: `auto` (numpy twin for the maze, `sync` otherwise), `sync`, `async`, `envpool` (MuJoCo
-    only)."""
+    """Vector-env backend: `auto` (numpy twin for the maze, otherwise `sync`'s transitions with a leaner step), `sync`,
+    `async`, `envpool` (MuJoCo only)."""
     max_episode_steps: int | None = None
     """Override of the task's episode length (the maze default is 100, MuJoCo 1000); None keeps the task's own."""
     learning_rate: float = 3e-4

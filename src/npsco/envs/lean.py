@@ -1,0 +1,52 @@
+"""`LeanSyncVectorEnv`: Gymnasium's `SyncVectorEnv` with same-step autoreset, stepped by a shorter loop.
+
+Gymnasium's step merges every sub-env's `info` dict into the vector's infos (and deep-copies the observations) on
+every step: about 20 us per step of one MuJoCo env, a fifth of the env's own cost. npsco reads only the last
+observation of each finished episode (`infos["final_obs"]`, masked by `infos["_final_obs"]`), so this step builds only
+that. Transitions, seeds and resets are Gymnasium's: the same sub-envs, stepped and reset by the same calls, so a run
+trains bit for bit as on `SyncVectorEnv` (tests/unit/test_lean_vector_env.py). Reset, state capture and everything
+else are inherited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+
+class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
+    """`SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)` whose `step` returns only `final_obs` in its infos."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]):
+        super().__init__(env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        # observations that are not one flat array (Dict, Tuple spaces) take Gymnasium's own step
+        self._flat = isinstance(self.single_observation_space, gym.spaces.Box)
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        if not self._flat:
+            return super().step(actions)
+        infos: dict[str, Any] = {}
+        for i, env in enumerate(self.envs):
+            obs, self._rewards[i], self._terminations[i], self._truncations[i], _ = env.step(actions[i])
+            if self._terminations[i] or self._truncations[i]:
+                if not infos:
+                    infos = {
+                        "final_obs": np.full(self.num_envs, None, dtype=object),
+                        "_final_obs": np.zeros(self.num_envs, dtype=np.bool_),
+                    }
+                infos["final_obs"][i], infos["_final_obs"][i] = obs, True
+                obs, _ = env.reset()
+            self._env_obs[i] = obs  # a masked reset re-stacks every sub-env's latest observation from here
+            self._observations[i] = obs
+        self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
+        return (
+            self._observations.copy(),
+            self._rewards.copy(),
+            self._terminations.copy(),
+            self._truncations.copy(),
+            infos,
+        )

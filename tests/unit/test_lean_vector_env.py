@@ -1,0 +1,111 @@
+"""`LeanSyncVectorEnv` steps exactly as Gymnasium's `SyncVectorEnv` (same-step autoreset): same observations,
+rewards, ends and final observations, through terminations, truncations and masked resets; and npsco's `auto`
+backend trains bit for bit as `sync`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+from npsco.envs.lean import LeanSyncVectorEnv
+from npsco.envs.make import final_observations, make_env, make_vector_env
+from npsco.envs.state import capture
+from npsco.ppo.config import preset
+from npsco.ppo.trainer import Trainer
+
+
+def _pair(n: int, limit: int) -> tuple[gym.vector.VectorEnv, gym.vector.VectorEnv]:
+    fns = [lambda: make_env("Hopper-v5", limit) for _ in range(n)]
+    return LeanSyncVectorEnv(fns), gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def test_lean_steps_as_sync_through_ends_and_masked_resets():
+    n, limit = 3, 40  # short episodes: truncations at 40 steps; the large actions make Hopper fall (terminations)
+    lean, sync = _pair(n, limit)
+    rng = np.random.default_rng(0)
+    obs_l, _ = lean.reset(seed=7)
+    obs_s, _ = sync.reset(seed=7)
+    np.testing.assert_array_equal(obs_l, obs_s)
+    terminations = truncations = 0
+    for t in range(400):
+        action = rng.uniform(-1, 1, (n, 3)).astype(np.float32) * 3
+        out_l, out_s = lean.step(action), sync.step(action)
+        for a, b in zip(out_l[:4], out_s[:4], strict=True):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == b.dtype
+        done = out_s[2] | out_s[3]
+        terminations += int(out_s[2].sum())
+        truncations += int(out_s[3].sum())
+        np.testing.assert_array_equal(
+            final_observations(out_l[4], done, out_l[0]), final_observations(out_s[4], done, out_s[0])
+        )
+        if done.any():
+            np.testing.assert_array_equal(out_l[4]["_final_obs"], out_s[4]["_final_obs"])
+        if t % 17 == 5:  # end env 1's episode now, as IPD does
+            mask = np.array([False, True, False])
+            np.testing.assert_array_equal(
+                lean.reset(options={"reset_mask": mask.copy()})[0], sync.reset(options={"reset_mask": mask.copy()})[0]
+            )
+    assert terminations > 0 and truncations > 0  # both kinds of end were compared
+    assert capture(lean) == capture(sync)  # a training state saved on one restores on the other
+
+
+def test_lean_returns_no_infos_when_no_episode_ends():
+    lean, _ = _pair(2, 1000)
+    lean.reset(seed=0)
+    assert lean.step(np.zeros((2, 3), np.float32))[4] == {}
+
+
+class _DictObs(gym.Env):
+    """A tiny env with a Dict observation: the lean step hands it to Gymnasium's own."""
+
+    observation_space = gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,))})
+    action_space = gym.spaces.Box(-1, 1, (1,))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return {"x": np.zeros(2, np.float32)}, {}
+
+    def step(self, action):
+        return {"x": np.full(2, float(action[0]), np.float32)}, 1.0, False, True, {}
+
+
+def test_non_flat_observations_take_gymnasiums_step():
+    lean = LeanSyncVectorEnv([_DictObs, _DictObs])
+    lean.reset(seed=0)
+    obs, reward, _, truncated, infos = lean.step(np.array([[0.5], [-0.5]], np.float32))
+    np.testing.assert_array_equal(obs["x"], [[0, 0], [0, 0]])  # autoreset: the new episodes' first observation
+    np.testing.assert_array_equal(infos["final_obs"][0]["x"], [0.5, 0.5])
+    assert truncated.all() and reward.tolist() == [1.0, 1.0]
+
+
+def test_auto_backend_is_lean_and_sync_is_gymnasiums():
+    assert type(make_vector_env("Hopper-v5", 1)) is LeanSyncVectorEnv
+    assert type(make_vector_env("Hopper-v5", 1, "sync")) is gym.vector.SyncVectorEnv
+
+
+@pytest.mark.parametrize("num_envs", [1, 2])
+def test_training_on_auto_is_bit_for_bit_training_on_sync(num_envs):
+    def weights(backend: str) -> list[np.ndarray]:
+        cfg = dataclasses.replace(
+            preset("Hopper-v5"),
+            seed=3,
+            eval_every=0,
+            num_envs=num_envs,
+            num_steps=256,
+            env_backend=backend,
+            max_episode_steps=100,
+        )
+        trainer = Trainer(cfg, tensorboard=False)
+        for _ in range(2):
+            buf = trainer.collect_rollout()
+            trainer.hooks.update(trainer.learner, trainer.compute_advantages(buf))
+        trainer.envs.close()
+        return [p.detach().numpy().copy() for p in trainer.agent.parameters()] + [trainer.agent.obs_rms.mean]
+
+    for a, b in zip(weights("auto"), weights("sync"), strict=True):
+        np.testing.assert_array_equal(a, b)
