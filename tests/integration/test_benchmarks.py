@@ -511,3 +511,23 @@ def test_grid_projection_plans_the_paper_grid_as_the_sweep_does(load_script):
     assert max(gp.longest_paths(jobs).values()) == pytest.approx(99.9424 + 10 + 5 * 199.8848)
     hop = next(job for job in jobs if job.name == "Hopper-v5/ipd/ipd-r0x2/k1")
     assert hop.after == ["Hopper-v5/ipd/ipd-r0x2/k0"]
+
+
+def test_grid_projection_speedup_divides_every_policy_time(load_script, tmp_path):
+    gp = load_script("benchmarks/grid_projection.py")
+    grid = "benchmarks/paper_campaign/grid.toml"
+    out = {}
+    for speedup in ("1", "2"):
+        path = tmp_path / f"{speedup}.json"
+        assert (
+            gp.main(
+                [grid, "--machine", "here", "--ppo-seconds", "Hopper-v5=200", "--speedup", speedup, "--json", str(path)]
+            )
+            == 0
+        )
+        out[speedup] = json.loads(path.read_text())
+    assert out["2"]["ppo_seconds"]["Hopper-v5"] == 100.0 and out["1"]["ppo_seconds"]["Hopper-v5"] == 200.0
+    thresholds = 15 * 30.0  # a 30 s threshold job per method population: not sped up
+    assert out["2"]["work_seconds"] == pytest.approx((out["1"]["work_seconds"] - thresholds) / 2 + thresholds)
+    with pytest.raises(SystemExit):
+        gp.main([grid, "--speedup", "0"])
