@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,22 @@ def test_nothing_in_src_deletes_but_the_one_checked_function(module_calls):
         "f: os.unlink(p)",
         "f: p.unlink()",
     ]
+
+
+def test_an_evaluation_folder_that_is_a_symbolic_link_is_never_written_through(planned_run, victim, tmp_path, capsys):
+    """`npsco evaluate` writes RUN/evaluation/ only when it is a real folder of the run: a link to elsewhere is refused
+    before anything is evaluated, and what it points to is left as it was."""
+    out = tmp_path / "run"
+    planned_run(out)
+    edit_member(out, "ipd/k0", status="done", final_eval={"return_mean": 0.0, "return_std": 0.0})
+    (out / "novel" / "ipd" / "k0").mkdir(parents=True)
+    shutil.copy(out / "refs" / "ref0" / "policy.safetensors", out / "novel" / "ipd" / "k0" / "policy.safetensors")
+    os.symlink(victim, out / "evaluation")
+    before = snapshot(victim)
+    assert main(["evaluate", str(out), "--episodes", "2"]) == 2
+    err = one_line_error(capsys)
+    assert "a symbolic link inside" in err and str(out / "evaluation") in err, err
+    assert snapshot(victim) == before
+    (out / "evaluation").unlink()  # the same run with a real folder: evaluated and written
+    assert main(["evaluate", str(out), "--episodes", "2"]) == 0
+    assert (out / "evaluation" / "evaluation.json").is_file()

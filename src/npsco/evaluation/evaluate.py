@@ -29,7 +29,7 @@ from npsco.evaluation.measure import (
 from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
-from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json
+from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, inside, read_json
 from npsco.manifest import Member
 from npsco.novelty.threshold import default_threshold
 from npsco.policy import Policy, load_policy
@@ -250,10 +250,12 @@ def evaluate_runs(
         if doc is not None:
             log(f"{run}: evaluation up to date ({evaluation_dir(run) / 'evaluation.json'})")
         else:
+            # written only into a real folder of the run, never through a link (checked before the work)
+            out = inside(run, evaluation_dir(run)) if write else None
             log(f"{run}: evaluating")
             doc = json_ready(evaluate_run(run, episodes, seed, cache, log))
-            if write:
-                write_evaluation(doc, evaluation_dir(run))
+            if out is not None:
+                write_evaluation(doc, out)
         docs.append(doc)
     return docs
 
