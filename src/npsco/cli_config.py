@@ -1,6 +1,6 @@
-"""`--config FILE.toml` of `npsco train` and `npsco population`: a TOML file whose keys are the command's options,
-spelled as their argparse names (`env`, `steps`, `env_package`, `r0_scale`, ...), read as the command line's
-defaults, so that a flag given on the command line wins over the file.
+"""`--config FILE.toml` of `npsco train`, `npsco population` and `npsco experiment`: a TOML file whose keys are the
+command's options, spelled as their argparse names (`env`, `steps`, `env_package`, `r0_scale`, ...), read as the
+command line's defaults, so that a flag given on the command line wins over the file.
 
 `set` and `mset` are a list of "key=value" texts or a table (`[set]`, `learning_rate = 1e-3`); the file's come first
 and the command line's after them, so those win too. Every key and value is checked before anything runs: an unknown

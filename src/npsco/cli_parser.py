@@ -240,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--preset", default="default", choices=PRESETS)
     x.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
     x.add_argument("--no-report", action="store_true", help="train only")
+    add_config(x)
     add_tracking(x)
 
     pp = sub.add_parser(

@@ -61,6 +61,29 @@ def test_population_options_of_several_values_and_method_settings(tmp_path):
     )
 
 
+def test_experiment_reads_its_options_from_a_file_too(tmp_path, capsys):
+    config = tmp_path / "experiment.toml"
+    config.write_text(
+        'env = ["Hopper-v5", "Walker2d-v5"]\nmethods = ["ipd", "lagrangian"]\nrefs = 2\nnovel = 2\nsteps = 1e5\n'
+        "ablation = [2.0]\nworkers = 4\nno_report = true\n[set]\neval_every = 5\n"
+    )
+    args = parsed(["experiment", "--config", str(config), "--novel", "3"])
+    assert (args.env, args.methods, args.refs, args.novel, args.steps) == (
+        ["Hopper-v5", "Walker2d-v5"],
+        ["ipd", "lagrangian"],
+        2,
+        3,
+        1e5,
+    )
+    assert (args.ablation, args.workers, args.no_report, args.set) == ([2.0], 4, True, ["eval_every=5"])
+    config.write_text('methods = ["ipd", "nonesuch"]\n')  # checked as the command line's, before anything is written
+    assert main(["experiment", "--config", str(config), "--out", str(tmp_path / "x")]) == 2
+    assert "--methods: unknown nonesuch" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    config.write_text("[mset]\nwsr_weight = 2.0\n")  # an experiment runs every method: no method settings
+    with pytest.raises(NpscoError, match="unknown key 'mset'"):
+        parsed(["experiment", "--config", str(config)])
+
+
 def test_a_method_chosen_on_the_command_line_checks_the_files_method_settings(tmp_path):
     config = tmp_path / "population.toml"
     config.write_text("[mset]\nwsr_weight = 2.0\n")
