@@ -10,7 +10,9 @@ name without a trailing `-s<seed>` (`lagr-s60000` -> `lagr`). Evaluation: `npsco
 (reused from RUN/evaluation/ when up to date). `--beside EVALUATION_JSON` adds, per task, the table of the paper
 campaign's methods (its report's evaluation, the same 10 episodes, seeds 0-9) with a row per run beside them, in the
 same columns: for runs that borrow the campaign's references (their PPO row is the campaign's), one run per setting
-and task.
+and task. Runs trained with `--candidates C` also get a table of every slot's candidates: how many were trained,
+which was kept, and whether the first and the kept one met the criteria in the population's own check (its final
+evaluation, seed 10000, as the manifest records it), beside the kept one's verdict measured here.
 """
 
 from __future__ import annotations
@@ -111,6 +113,73 @@ def beside(runs: list[Path], docs: list[dict], paper_json: str) -> list[str]:
     return lines
 
 
+def candidate_slots(runs: list[Path]) -> list[dict]:
+    """Per novel slot of `runs` trained with candidates (its manifest member has `candidates`): the task, setting,
+    slot, the number of candidates trained, the kept index, and the population's verdicts on the first and the kept
+    candidate."""
+    slots = []
+    for run in runs:
+        manifest = json.loads((run / "manifest.json").read_text())
+        for member in manifest["members"]:
+            cands = member.get("candidates") or []
+            if member.get("role") != "novel" or not cands:
+                continue
+            kept = next((c for c in cands if c.get("kept")), None)
+            slots.append(
+                {
+                    "task": manifest["env_id"],
+                    "setting": setting_of(run),
+                    "name": member["name"],
+                    "trained": sum(c.get("status") == "done" for c in cands),
+                    "kept": None if kept is None else kept["index"],
+                    "first_meets": bool(cands[0].get("meets")),
+                    "kept_meets": bool(kept and kept.get("meets")),
+                }
+            )
+    return slots
+
+
+def candidates_section(slots: list[dict], rows: list[dict]) -> list[str]:
+    """The candidates table: per task and setting, then per slot."""
+    measured = {(r["task"], r["setting"], r["name"]): bool(r["meets"]) for r in rows}
+    lines = [
+        "## Candidates",
+        "",
+        "Per slot, the candidates trained (`--candidates`): the first is the slot's own seed; the first that meets the "
+        "criteria in the population's own check is kept, else the closest. \"Check\": the population's verdict "
+        "(its final evaluation, 10 deterministic episodes from seed 10000, as the manifest records it); "
+        "\"measured\": this file's (seeds 0-9, the protocol's measurement).",
+        "",
+        "| task | setting | slots | candidates trained | first meets (check) | kept meets (check) "
+        "| kept meets (measured) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for slot in slots:
+        groups[(slot["task"], slot["setting"])].append(slot)
+    for (task, setting), sel in sorted(groups.items()):
+        n = len(sel)
+        met = sum(measured.get((task, setting, x["name"]), False) for x in sel)
+        lines.append(
+            f"| {task} | {setting} | {n} | {sum(x['trained'] for x in sel)} "
+            f"| {sum(x['first_meets'] for x in sel)} of {n} | {sum(x['kept_meets'] for x in sel)} of {n} "
+            f"| {met} of {n} |"
+        )
+    lines += [
+        "",
+        "| task | setting | slot | trained | kept | first meets (check) | kept meets (check) | kept meets (measured) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    yes = {True: "yes", False: "no"}
+    for x in sorted(slots, key=lambda x: (x["task"], x["setting"], x["name"])):
+        got = measured.get((x["task"], x["setting"], x["name"]))
+        lines.append(
+            f"| {x['task']} | {x['setting']} | {x['name']} | {x['trained']} | {x['kept']} | {yes[x['first_meets']]} "
+            f"| {yes[x['kept_meets']]} | {'-' if got is None else yes[got]} |"
+        )
+    return lines
+
+
 def report(rows: list[dict], title: str, command: str) -> str:
     lines = [f"# {title}", "", f"Made by `{command}`.", "", "## Per setting and task", ""]
     lines += [
@@ -173,11 +242,14 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/novel_everywhere/measure.py " + " ".join(args.runs) + f" --out {args.out}"
     command += f" --beside {args.beside}" if args.beside else ""
     text = report(rows, args.title, command)
+    slots = candidate_slots(runs)
+    if slots:
+        text += "\n".join(["", *candidates_section(slots, rows), ""])
     if args.beside:
         text += "\n".join(["", *beside(runs, docs, args.beside), ""])
     atomic_write_text(args.out, text)
     if args.json:
-        atomic_write_json(args.json, {"command": command, "rows": rows})
+        atomic_write_json(args.json, {"command": command, "rows": rows, "candidates": slots})
     print(f"{len(rows)} novel policies measured: {args.out}")
 
 

@@ -531,3 +531,32 @@ def test_grid_projection_speedup_divides_every_policy_time(load_script, tmp_path
     assert out["2"]["work_seconds"] == pytest.approx((out["1"]["work_seconds"] - thresholds) / 2 + thresholds)
     with pytest.raises(SystemExit):
         gp.main([grid, "--speedup", "0"])
+
+
+# ------------------------------------------------------------------------------------- novel_everywhere/measure.py
+def test_novel_everywhere_counts_first_and_kept_candidates(load_script, tmp_path):
+    me = load_script("benchmarks/novel_everywhere/measure.py")
+    run = tmp_path / "Hopper-v5" / "lagr-state-s70000"
+    run.mkdir(parents=True)
+
+    def slot(name, verdicts, kept):
+        cands = [{"index": i, "status": "done", "meets": v, "kept": i == kept} for i, v in enumerate(verdicts)]
+        return {"name": name, "role": "novel", "candidates": cands}
+
+    members = [{"name": "ref0", "role": "reference", "candidates": []}]
+    members += [slot("lagrangian/k0", [True], 0), slot("lagrangian/k1", [False, True], 1)]
+    members += [slot("lagrangian/k2", [False, False, False], 2)]
+    (run / "manifest.json").write_text(json.dumps({"env_id": "Hopper-v5", "members": members}))
+    slots = me.candidate_slots([run])
+    assert [(x["name"], x["trained"], x["kept"], x["first_meets"], x["kept_meets"]) for x in slots] == [
+        ("lagrangian/k0", 1, 0, True, True),
+        ("lagrangian/k1", 2, 1, False, True),
+        ("lagrangian/k2", 3, 2, False, False),
+    ]
+    rows = [  # the protocol's measurement of the kept policies: k1's kept candidate does not meet there
+        {"task": "Hopper-v5", "setting": "lagr-state", "name": f"lagrangian/k{i}", "meets": m}
+        for i, m in enumerate([True, False, False])
+    ]
+    text = "\n".join(me.candidates_section(slots, rows))
+    assert "| Hopper-v5 | lagr-state | 3 | 6 | 1 of 3 | 2 of 3 | 1 of 3 |" in text
+    assert "| Hopper-v5 | lagr-state | lagrangian/k1 | 2 | 1 | no | yes | no |" in text
