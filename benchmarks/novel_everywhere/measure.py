@@ -113,6 +113,14 @@ def beside(runs: list[Path], docs: list[dict], paper_json: str) -> list[str]:
     return lines
 
 
+def by_task_and_setting(items: list[dict]) -> list[tuple[tuple[str, str], list[dict]]]:
+    """`items` (dicts with `task` and `setting`) grouped by the two, sorted."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for item in items:
+        groups[(item["task"], item["setting"])].append(item)
+    return sorted(groups.items())
+
+
 def candidate_slots(runs: list[Path]) -> list[dict]:
     """Per novel slot of `runs` trained with candidates (its manifest member has `candidates`): the task, setting,
     slot, the number of candidates trained, the kept index, and the population's verdicts on the first and the kept
@@ -154,10 +162,7 @@ def candidates_section(slots: list[dict], rows: list[dict]) -> list[str]:
         "| kept meets (measured) |",
         "|---|---|---|---|---|---|---|",
     ]
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for slot in slots:
-        groups[(slot["task"], slot["setting"])].append(slot)
-    for (task, setting), sel in sorted(groups.items()):
+    for (task, setting), sel in by_task_and_setting(slots):
         n = len(sel)
         met = sum(measured.get((task, setting, x["name"]), False) for x in sel)
         lines.append(
@@ -187,10 +192,7 @@ def report(rows: list[dict], title: str, command: str) -> str:
         "| state distance (MMD) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in rows:
-        groups[(r["task"], r["setting"])].append(r)
-    for (task, setting), sel in sorted(groups.items()):
+    for (task, setting), sel in by_task_and_setting(rows):
         meets = sum(bool(r["meets"]) for r in sel)
         lines.append(
             f"| {task} | {setting} | {len(sel)} | {meets} | {fmt(metric_summary([r['return_ratio'] for r in sel]))} "
