@@ -17,7 +17,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from npsco.envs.lean import LeanSyncVectorEnv
 from npsco.envs.maze import FourRewardMazeVec
 
 FORMAT = 1
@@ -48,7 +47,7 @@ def capture(envs: gym.vector.VectorEnv) -> dict[str, Any] | None:
             "was_reset": envs._was_reset.tolist(),
             "rngs": [None if r is None else r.bit_generator.state for r in envs._rngs],
         }
-    if type(envs) not in (gym.vector.SyncVectorEnv, LeanSyncVectorEnv):
+    if not isinstance(envs, gym.vector.SyncVectorEnv):  # Gymnasium's, or npsco's LeanSyncVectorEnv (a subclass)
         return None
     import mujoco  # lazy: only MuJoCo tasks get here
 
