@@ -234,7 +234,9 @@ def test_nothing_in_src_deletes_but_the_one_checked_function(module_calls):
     ]
 
 
-def test_an_evaluation_folder_that_is_a_symbolic_link_is_never_written_through(planned_run, victim, tmp_path, capsys):
+def test_an_evaluation_folder_that_is_a_symbolic_link_is_never_written_through(
+    planned_run, victim, tmp_path, capsys, monkeypatch
+):
     """`npsco evaluate` writes RUN/evaluation/ only when it is a real folder of the run: a link to elsewhere is refused
     before anything is evaluated, and what it points to is left as it was."""
     out = tmp_path / "run"
@@ -248,6 +250,7 @@ def test_an_evaluation_folder_that_is_a_symbolic_link_is_never_written_through(p
     err = one_line_error(capsys)
     assert "a symbolic link inside" in err and str(out / "evaluation") in err, err
     assert snapshot(victim) == before
-    (out / "evaluation").unlink()  # the same run with a real folder: evaluated and written
-    assert main(["evaluate", str(out), "--episodes", "2"]) == 0
-    assert (out / "evaluation" / "evaluation.json").is_file()
+    (out / "evaluation").unlink()  # the same run with a real folder: evaluated and written there (a relative path too)
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate", "run", "--episodes", "2"]) == 0
+    assert (out / "evaluation" / "evaluation.json").is_file() and not (out / "run").exists()

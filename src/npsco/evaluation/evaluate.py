@@ -251,7 +251,7 @@ def evaluate_runs(
             log(f"{run}: evaluation up to date ({evaluation_dir(run) / 'evaluation.json'})")
         else:
             # written only into a real folder of the run, never through a link (checked before the work)
-            out = inside(run, evaluation_dir(run)) if write else None
+            out = inside(run, evaluation_dir(run).name) if write else None
             log(f"{run}: evaluating")
             doc = json_ready(evaluate_run(run, episodes, seed, cache, log))
             if out is not None:
