@@ -12,7 +12,10 @@ campaign's methods (its report's evaluation, the same 10 episodes, seeds 0-9) wi
 same columns: for runs that borrow the campaign's references (their PPO row is the campaign's), one run per setting
 and task. Runs trained with `--candidates C` also get a table of every slot's candidates: how many were trained,
 which was kept, and whether the first and the kept one met the criteria in the population's own check (its final
-evaluation, seed 10000, as the manifest records it), beside the kept one's verdict measured here.
+evaluation, seed 10000, as the manifest records it), beside the kept one's verdict measured here. Runs whose
+threshold is a state distance (`threshold.json` with `metric: state`) also get, post hoc and judging nothing, their
+policies' state distance over that threshold and how many would meet on it (return ratio >= 0.8 and state distance
+>= the state threshold).
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ def measure(runs: list[Path]) -> tuple[list[dict], list[dict]]:
     docs = evaluate_runs([str(r) for r in runs], episodes=10, seed=0, log=lambda line: None)
     rows = []
     for run, doc in zip(runs, docs, strict=True):
+        threshold = json.loads((run / "threshold.json").read_text()) if (run / "threshold.json").exists() else {}
+        state_r0 = threshold.get("r0_default") if threshold.get("metric") == "state" else None
         for p in doc["policies"]:
             if p["role"] == "novel":
                 rows.append(
@@ -67,6 +72,7 @@ def measure(runs: list[Path]) -> tuple[list[dict], list[dict]]:
                         "name": p["name"],
                         "seed": p["seed"],
                         **{c: p.get(c) for c in COLUMNS},
+                        "state_ratio": None if state_r0 is None else p["state_distance"] / state_r0,
                     }
                 )
     return rows, docs
@@ -185,6 +191,35 @@ def candidates_section(slots: list[dict], rows: list[dict]) -> list[str]:
     return lines
 
 
+def state_section(rows: list[dict]) -> list[str]:
+    """Post hoc, for runs with a state threshold: per task and setting, the state distance / the state threshold and
+    how many policies would meet the criteria on it; and per policy."""
+    sel_rows = [r for r in rows if r.get("state_ratio") is not None]
+    if not sel_rows:
+        return []
+    lines = [
+        "## On the state distance (post hoc, not a criterion)",
+        "",
+        "For runs trained against a state-distance threshold: the MMD state distance to the nearest avoided policy "
+        "(this evaluation's) over the run's state threshold (`threshold.json`, the references' mean pairwise MMD), "
+        'and how many policies would meet "return ratio >= 0.8 and state distance >= the state threshold". The '
+        "protocol judges by the action distance; this decides nothing.",
+        "",
+        "| task | setting | n | state distance / state r0 | would meet on states |",
+        "|---|---|---|---|---|",
+    ]
+    for (task, setting), sel in by_task_and_setting(sel_rows):
+        would = sum(r["return_ratio"] >= 0.8 and r["state_ratio"] >= 1.0 for r in sel)
+        lines.append(
+            f"| {task} | {setting} | {len(sel)} | {fmt(metric_summary([r['state_ratio'] for r in sel]))} "
+            f"| {would} of {len(sel)} |"
+        )
+    lines += ["", "| task | setting | policy | state distance / state r0 |", "|---|---|---|---|"]
+    for r in sorted(sel_rows, key=lambda r: (r["task"], r["setting"], r["run"], r["name"])):
+        lines.append(f"| {r['task']} | {r['setting']} | {Path(r['run']).name}/{r['name']} | {r['state_ratio']:.3f} |")
+    return lines
+
+
 def report(rows: list[dict], title: str, command: str) -> str:
     lines = [f"# {title}", "", f"Made by `{command}`.", "", "## Per setting and task", ""]
     lines += [
@@ -244,6 +279,9 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/novel_everywhere/measure.py " + " ".join(args.runs) + f" --out {args.out}"
     command += f" --beside {args.beside}" if args.beside else ""
     text = report(rows, args.title, command)
+    states = state_section(rows)
+    if states:
+        text += "\n".join(["", *states, ""])
     slots = candidate_slots(runs)
     if slots:
         text += "\n".join(["", *candidates_section(slots, rows), ""])

@@ -560,3 +560,17 @@ def test_novel_everywhere_counts_first_and_kept_candidates(load_script, tmp_path
     text = "\n".join(me.candidates_section(slots, rows))
     assert "| Hopper-v5 | lagr-state | 3 | 6 | 1 of 3 | 2 of 3 | 1 of 3 |" in text
     assert "| Hopper-v5 | lagr-state | lagrangian/k1 | 2 | 1 | no | yes | no |" in text
+
+
+def test_novel_everywhere_state_section_counts_policies_past_the_state_threshold(load_script):
+    me = load_script("benchmarks/novel_everywhere/measure.py")
+    base = {"task": "Hopper-v5", "setting": "lagr-state", "run": "x/lagr-state-s1"}
+    rows = [
+        {**base, "name": "k0", "return_ratio": 0.9, "state_ratio": 1.2},  # would meet
+        {**base, "name": "k1", "return_ratio": 0.7, "state_ratio": 1.5},  # too poor
+        {**base, "name": "k2", "return_ratio": 1.1, "state_ratio": 0.95},  # too close
+        {**base, "setting": "lagr", "name": "k0", "return_ratio": 1.0, "state_ratio": None},  # no state threshold
+    ]
+    text = "\n".join(me.state_section(rows))
+    assert "| Hopper-v5 | lagr-state | 3 |" in text and "| 1 of 3 |" in text and "| lagr |" not in text
+    assert me.state_section([rows[-1]]) == []
