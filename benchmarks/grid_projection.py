@@ -89,8 +89,10 @@ def grid_jobs(
     steps: int | None,
     threshold_seconds: float,
     reference_steps: int,
+    saved: float = 0.0,
 ) -> list[Task]:
-    """The grid's jobs with their times and dependencies."""
+    """The grid's jobs with their times and dependencies. `saved`: the share of a PPO policy's time that a later
+    speed-up of the env step removes from every policy, whatever its method (`policy_seconds`)."""
     grid = load_grid(grid_file)
     if steps is not None:
         grid.steps = steps
@@ -100,7 +102,7 @@ def grid_jobs(
         scale = spec.config.ppo.policy_steps / reference_steps
         refs = [f"{task}/ppo/ref{i}" for i in range(spec.config.refs)]
         if spec.refs_of is None:
-            jobs += [Task(name, ppo_seconds[task] * scale) for name in refs]
+            jobs += [Task(name, policy_seconds(ppo_seconds[task] * scale, 1.0, saved)) for name in refs]
             continue
         method = spec.config.method.method
         key = "lagrangian-state" if method == "lagrangian" and spec.config.method.metric == "state" else method
@@ -112,9 +114,15 @@ def grid_jobs(
             before = start
             for k in range(spec.config.novel):
                 name = f"{spec.path}/{chain.name}/k{k}"
-                jobs.append(Task(name, ppo_seconds[task] * scale / ratios[key], before))
+                jobs.append(Task(name, policy_seconds(ppo_seconds[task] * scale, ratios[key], saved), before))
                 before = [name]
     return jobs
+
+
+def policy_seconds(ppo: float, ratio: float, saved: float = 0.0) -> float:
+    """A policy's seconds: its task's PPO policy time `ppo` over its method's speed relative to PPO, less the time
+    a faster env step saves, `saved` x `ppo` (the same env steps in every method, so the same seconds saved)."""
+    return ppo / ratio - saved * ppo
 
 
 def longest_paths(jobs: list[Task]) -> dict[str, float]:
@@ -181,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         "--speedup",
         type=float,
         default=1.0,
-        help="every policy this many times faster than the PPO times say: a measured per-process speed-up that "
-        "came after they were measured (the projection then rests on it as well)",
+        help="PPO this many times faster than the PPO times say (a speed-up of the env step measured after them; "
+        "not for PPO times measured with it): every policy saves the same seconds, (1 - 1/X) x its task's PPO "
+        "time, so a method slower than PPO gains less",
     )
     ap.add_argument("--json", type=Path, help="write the numbers here")
     args = ap.parse_args(argv)
@@ -198,11 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         ppo[task] = float(seconds)
     if args.speedup <= 0:
         ap.error("--speedup must be > 0")
-    ppo = {task: seconds / args.speedup for task, seconds in ppo.items()}
+    saved = 1.0 - 1.0 / args.speedup
     ratios = method_ratios()
     workers = args.workers or machine["workers"]
     threshold = args.threshold_seconds if args.threshold_seconds is not None else machine["threshold_seconds"]
-    jobs = grid_jobs(args.grid, ppo, ratios, args.steps, threshold, args.reference_steps)
+    jobs = grid_jobs(args.grid, ppo, ratios, args.steps, threshold, args.reference_steps, saved)
     wall, busy = simulate(jobs, workers, machine["alone_speedup"])
     path = longest_paths(jobs)
     critical = max(path.values())
@@ -216,15 +225,19 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Machine model: {machine['note']}. Methods' speed relative to PPO: {METHODS_JSON.relative_to(ROOT)}. "
         f"Threshold job: {threshold:.0f} s. Policies: {policies}, steps per policy: {args.steps or 'the grid'}'s."
-        + (f" PPO times divided by a speed-up of {args.speedup:g}." if args.speedup != 1.0 else ""),
+        + (
+            f" PPO {args.speedup:g}x faster than these times: every policy {saved:.1%} of its task's PPO time faster."
+            if args.speedup != 1.0
+            else ""
+        ),
         "",
         "| task | PPO policy (s) | " + " | ".join(sorted(ratios)) + " |",
         "|---|---:|" + "---:|" * len(ratios),
     ]
     scale = (args.steps or load_grid(args.grid).steps or args.reference_steps) / args.reference_steps
     for task, seconds in sorted(ppo.items()):
-        cells = " | ".join(f"{seconds * scale / ratios[m]:.0f}" for m in sorted(ratios))
-        lines.append(f"| {task} | {seconds * scale:.0f} | {cells} |")
+        cells = " | ".join(f"{policy_seconds(seconds * scale, ratios[m], saved):.0f}" for m in sorted(ratios))
+        lines.append(f"| {task} | {policy_seconds(seconds * scale, 1.0, saved):.0f} | {cells} |")
     lines += [
         "",
         f"- total work: {work:,.0f} worker-seconds at full load = {work / workers / 3600:.2f} h on {workers} workers "
@@ -244,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                     "machine": args.machine,
                     "workers": workers,
                     "steps": args.steps,
-                    "ppo_seconds": ppo,
+                    "ppo_seconds": {task: seconds / args.speedup for task, seconds in ppo.items()},
                     "speedup": args.speedup,
                     "ratios": ratios,
                     "threshold_seconds": threshold,
