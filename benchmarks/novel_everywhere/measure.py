@@ -29,6 +29,7 @@ from pathlib import Path
 from npsco.evaluation.evaluate import evaluate_runs
 from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text
+from npsco.tasks import task_name
 
 COLUMNS = ("return_mean", "return_ratio", "nearest", "nearest_ratio", "meets", "state_novelty", "state_distance")
 
@@ -72,7 +73,9 @@ def measure(runs: list[Path]) -> tuple[list[dict], list[dict]]:
                         "name": p["name"],
                         "seed": p["seed"],
                         **{c: p.get(c) for c in COLUMNS},
-                        "state_ratio": None if state_r0 is None else p["state_distance"] / state_r0,
+                        "state_ratio": None
+                        if state_r0 is None or p.get("state_distance") is None
+                        else p["state_distance"] / state_r0,
                     }
                 )
     return rows, docs
@@ -141,8 +144,9 @@ def candidate_slots(runs: list[Path]) -> list[dict]:
             kept = next((c for c in cands if c.get("kept")), None)
             slots.append(
                 {
-                    "task": manifest["env_id"],
+                    "task": task_name(manifest["env_id"]),  # as the evaluation's rows name it
                     "setting": setting_of(run),
+                    "run": str(run),
                     "name": member["name"],
                     "trained": sum(c.get("status") == "done" for c in cands),
                     "kept": None if kept is None else kept["index"],
@@ -155,7 +159,7 @@ def candidate_slots(runs: list[Path]) -> list[dict]:
 
 def candidates_section(slots: list[dict], rows: list[dict]) -> list[str]:
     """The candidates table: per task and setting, then per slot."""
-    measured = {(r["task"], r["setting"], r["name"]): bool(r["meets"]) for r in rows}
+    measured = {(r["run"], r["name"]): bool(r["meets"]) for r in rows}
     lines = [
         "## Candidates",
         "",
@@ -170,7 +174,7 @@ def candidates_section(slots: list[dict], rows: list[dict]) -> list[str]:
     ]
     for (task, setting), sel in by_task_and_setting(slots):
         n = len(sel)
-        met = sum(measured.get((task, setting, x["name"]), False) for x in sel)
+        met = sum(measured.get((x["run"], x["name"]), False) for x in sel)
         lines.append(
             f"| {task} | {setting} | {n} | {sum(x['trained'] for x in sel)} "
             f"| {sum(x['first_meets'] for x in sel)} of {n} | {sum(x['kept_meets'] for x in sel)} of {n} "
@@ -178,14 +182,16 @@ def candidates_section(slots: list[dict], rows: list[dict]) -> list[str]:
         )
     lines += [
         "",
-        "| task | setting | slot | trained | kept | first meets (check) | kept meets (check) | kept meets (measured) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| task | setting | run | slot | trained | kept | first meets (check) | kept meets (check) "
+        "| kept meets (measured) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     yes = {True: "yes", False: "no"}
-    for x in sorted(slots, key=lambda x: (x["task"], x["setting"], x["name"])):
-        got = measured.get((x["task"], x["setting"], x["name"]))
+    for x in sorted(slots, key=lambda x: (x["task"], x["setting"], x["run"], x["name"])):
+        got = measured.get((x["run"], x["name"]))
         lines.append(
-            f"| {x['task']} | {x['setting']} | {x['name']} | {x['trained']} | {x['kept']} | {yes[x['first_meets']]} "
+            f"| {x['task']} | {x['setting']} | {Path(x['run']).name} | {x['name']} | {x['trained']} "
+            f"| {'-' if x['kept'] is None else x['kept']} | {yes[x['first_meets']]} "
             f"| {yes[x['kept_meets']]} | {'-' if got is None else yes[got]} |"
         )
     return lines
@@ -194,14 +200,16 @@ def candidates_section(slots: list[dict], rows: list[dict]) -> list[str]:
 def state_section(rows: list[dict]) -> list[str]:
     """Post hoc, for runs with a state threshold: per task and setting, the state distance / the state threshold and
     how many policies would meet the criteria on it; and per policy."""
-    sel_rows = [r for r in rows if r.get("state_ratio") is not None]
+    sel_rows = [r for r in rows if r.get("state_ratio") is not None and r.get("return_ratio") is not None]
     if not sel_rows:
         return []
     lines = [
         "## On the state distance (post hoc, not a criterion)",
         "",
         "For runs trained against a state-distance threshold: the MMD state distance to the nearest avoided policy "
-        "(this evaluation's) over the run's state threshold (`threshold.json`, the references' mean pairwise MMD), "
+        "(this evaluation's, on its 10 episodes per policy) over the run's state threshold (`threshold.json`, the "
+        "references' mean pairwise MMD as the population computed it, on 5 episodes per reference: the same kind "
+        "of distance, not the same sample), "
         'and how many policies would meet "return ratio >= 0.8 and state distance >= the state threshold". The '
         "protocol judges by the action distance; this decides nothing.",
         "",

@@ -540,30 +540,35 @@ def test_grid_projection_speedup_saves_the_same_seconds_in_every_policy(load_scr
 # ------------------------------------------------------------------------------------- novel_everywhere/measure.py
 def test_novel_everywhere_counts_first_and_kept_candidates(load_script, tmp_path):
     me = load_script("benchmarks/novel_everywhere/measure.py")
-    run = tmp_path / "Hopper-v5" / "lagr-state-s70000"
-    run.mkdir(parents=True)
 
     def slot(name, verdicts, kept):
         cands = [{"index": i, "status": "done", "meets": v, "kept": i == kept} for i, v in enumerate(verdicts)]
         return {"name": name, "role": "novel", "candidates": cands}
 
-    members = [{"name": "ref0", "role": "reference", "candidates": []}]
-    members += [slot("lagrangian/k0", [True], 0), slot("lagrangian/k1", [False, True], 1)]
-    members += [slot("lagrangian/k2", [False, False, False], 2)]
-    (run / "manifest.json").write_text(json.dumps({"env_id": "Hopper-v5", "members": members}))
-    slots = me.candidate_slots([run])
-    assert [(x["name"], x["trained"], x["kept"], x["first_meets"], x["kept_meets"]) for x in slots] == [
-        ("lagrangian/k0", 1, 0, True, True),
-        ("lagrangian/k1", 2, 1, False, True),
-        ("lagrangian/k2", 3, 2, False, False),
+    def run(seed, members):  # a population run of the maze (its manifest names the task by its full id)
+        folder = tmp_path / "FourRewardMaze-v0" / f"lagr-state-s{seed}"
+        folder.mkdir(parents=True)
+        members = [{"name": "ref0", "role": "reference", "candidates": []}, *members]
+        (folder / "manifest.json").write_text(json.dumps({"env_id": "npsco/FourRewardMaze-v0", "members": members}))
+        return folder
+
+    one = run(1, [slot("lagrangian/k0", [True], 0), slot("lagrangian/k1", [False, True], 1)])
+    two = run(2, [slot("lagrangian/k0", [False, False, False], 2)])
+    slots = me.candidate_slots([one, two])
+    assert [(x["task"], x["name"], x["trained"], x["kept"], x["first_meets"], x["kept_meets"]) for x in slots] == [
+        ("FourRewardMaze-v0", "lagrangian/k0", 1, 0, True, True),
+        ("FourRewardMaze-v0", "lagrangian/k1", 2, 1, False, True),
+        ("FourRewardMaze-v0", "lagrangian/k0", 3, 2, False, False),
     ]
-    rows = [  # the protocol's measurement of the kept policies: k1's kept candidate does not meet there
-        {"task": "Hopper-v5", "setting": "lagr-state", "name": f"lagrangian/k{i}", "meets": m}
-        for i, m in enumerate([True, False, False])
+    rows = [  # the protocol's measurement of the kept policies, as the evaluation names them
+        {"task": "FourRewardMaze-v0", "setting": "lagr-state", "run": str(r), "name": n, "meets": m}
+        for r, n, m in [(one, "lagrangian/k0", True), (one, "lagrangian/k1", False), (two, "lagrangian/k0", True)]
     ]
     text = "\n".join(me.candidates_section(slots, rows))
-    assert "| Hopper-v5 | lagr-state | 3 | 6 | 1 of 3 | 2 of 3 | 1 of 3 |" in text
-    assert "| Hopper-v5 | lagr-state | lagrangian/k1 | 2 | 1 | no | yes | no |" in text
+    # two runs of one setting: each slot's verdict is its own run's (not the last run's of the same slot name)
+    assert "| FourRewardMaze-v0 | lagr-state | 3 | 6 | 1 of 3 | 2 of 3 | 2 of 3 |" in text
+    assert "| FourRewardMaze-v0 | lagr-state | lagr-state-s1 | lagrangian/k1 | 2 | 1 | no | yes | no |" in text
+    assert "| FourRewardMaze-v0 | lagr-state | lagr-state-s2 | lagrangian/k0 | 3 | 2 | no | no | yes |" in text
 
 
 def test_novel_everywhere_state_section_counts_policies_past_the_state_threshold(load_script):
