@@ -83,7 +83,9 @@ def option_value(path: Path, key: str, value: Any, action: argparse.Action) -> A
             raise NpscoError(f"{path}: {key} must be true or false, got {shown(value)}")
         return value
     if action.nargs in ("+", "*"):
-        if not isinstance(value, list) or not value:
+        if not isinstance(value, list):  # one value alone: a list of one (`env = "Hopper-v5"`)
+            return [scalar(path, key, value, action)]
+        if not value and action.default != []:
             raise NpscoError(f"{path}: {key} must be a list of {type_words(action.type)}, got {shown(value)}")
         return [scalar(path, f"{key}[{i}]", v, action) for i, v in enumerate(value)]
     return scalar(path, key, value, action)

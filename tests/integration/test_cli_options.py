@@ -76,6 +76,19 @@ def test_experiment_reads_its_options_from_a_file_too(tmp_path, capsys):
         1e5,
     )
     assert (args.ablation, args.workers, args.no_report, args.set) == ([2.0], 4, True, ["eval_every=5"])
+    config.write_text(
+        'env = "Hopper-v5"\nablation = []\n'
+    )  # one value for a list of one; an empty list where none is the default
+    assert (
+        parsed(["experiment", "--config", str(config)]).env,
+        parsed(["experiment", "--config", str(config)]).ablation,
+    ) == (
+        ["Hopper-v5"],
+        [],
+    )
+    config.write_text("methods = []\n")  # an empty list where the default is not one: refused
+    with pytest.raises(NpscoError, match="methods must be a list of texts"):
+        parsed(["experiment", "--config", str(config)])
     config.write_text('methods = ["ipd", "nonesuch"]\n')  # checked as the command line's, before anything is written
     assert main(["experiment", "--config", str(config), "--out", str(tmp_path / "x")]) == 2
     assert "--methods: unknown nonesuch" in capsys.readouterr().err and not (tmp_path / "x").exists()

@@ -109,3 +109,24 @@ def test_training_on_auto_is_bit_for_bit_training_on_sync(num_envs):
 
     for a, b in zip(weights("auto"), weights("sync"), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+class _WrongShape(gym.Env):
+    """Says its observations have 2 values, returns them as a (1, 2) array."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,))
+    action_space = gym.spaces.Box(-1, 1, (1,))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros((1, 2), np.float32), 0.0, False, False, {}
+
+
+def test_an_observation_of_another_shape_than_its_space_is_refused_as_gymnasium_does():
+    for envs in (LeanSyncVectorEnv([_WrongShape]), gym.vector.SyncVectorEnv([_WrongShape])):
+        envs.reset(seed=0)
+        with pytest.raises(ValueError):
+            envs.step(np.zeros((1, 1), np.float32))

@@ -25,6 +25,7 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
         super().__init__(env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
         # observations that are not one flat array (Dict, Tuple spaces) take Gymnasium's own step
         self._flat = isinstance(self.single_observation_space, gym.spaces.Box)
+        self._obs_shape = self.single_observation_space.shape
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if not self._flat:
@@ -40,6 +41,8 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
                     }
                 infos["final_obs"][i], infos["_final_obs"][i] = obs, True
                 obs, _ = env.reset()
+            if np.shape(obs) != self._obs_shape:  # as Gymnasium's stacking refuses it (no silent broadcast)
+                raise ValueError(f"sub-env {i} returned an observation of shape {np.shape(obs)}, not {self._obs_shape}")
             self._env_obs[i] = obs  # a masked reset re-stacks every sub-env's latest observation from here
             self._observations[i] = obs
         self._autoreset_envs = np.logical_or(self._terminations, self._truncations)

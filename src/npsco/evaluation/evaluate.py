@@ -254,8 +254,8 @@ def evaluate_runs(
             out = inside(run, evaluation_dir(run).name) if write else None
             log(f"{run}: evaluating")
             doc = json_ready(evaluate_run(run, episodes, seed, cache, log))
-            if out is not None:
-                write_evaluation(doc, out)
+            if out is not None:  # checked again: the folder may have changed during the evaluation
+                write_evaluation(doc, inside(run, out.name))
         docs.append(doc)
     return docs
 
