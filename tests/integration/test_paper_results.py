@@ -58,3 +58,19 @@ def test_group_of_label():
     assert group_of_label("PPO (5 references)") == "ppo"
     assert group_of_label("TNB (4 of 5)") == "tnb"
     assert group_of_label("IPD at 1x") == "ipd" and group_of_label("IPD at 0.5x") == "ipd-r0x0.5"
+
+
+def test_the_new_methods_rows_are_the_development_chains_measurement():
+    """docs/results/paper.md's table of the new methods repeats benchmarks/results/novel_everywhere/dev.md's
+    "Beside the paper campaign's methods" rows (made by its measure.py from npsco's evaluation)."""
+    text = (ROOT / "docs" / "results" / "paper.md").read_text(encoding="utf-8")
+    section = text[text.index("| task | new method |") :].split("\n\n", 1)[0].splitlines()[2:]
+    ours = [[cell.strip() for cell in line.strip("|").split("|")] for line in section]
+    dev = (ROOT / "benchmarks" / "results" / "novel_everywhere" / "dev.md").read_text(encoding="utf-8")
+    settings = {"Lagrangian, state distance": "lagr-state", "reward switching (RSPO)": "rspo"}
+    assert len(ours) == 6 and {row[1] for row in ours} == set(settings)
+    for task, method, reward, iqm_ci, success, novelty in ours:
+        block = dev[dev.index(f"### {TASKS[task]}") :].split("\n\n", 2)[1]
+        row = next(line for line in block.splitlines() if line.startswith(f"| {settings[method]} |"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[2:6] == [reward, iqm_ci, success, novelty], (task, method)
