@@ -130,3 +130,50 @@ def test_an_observation_of_another_shape_than_its_space_is_refused_as_gymnasium_
         envs.reset(seed=0)
         with pytest.raises(ValueError):
             envs.step(np.zeros((1, 1), np.float32))
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_evaluation_steps_only_running_episodes_and_returns_the_same(monkeypatch, deterministic):
+    """run_episodes stops stepping an episode that is over (LeanSyncVectorEnv.step_some): the same returns, lengths
+    and states, bit for bit, as when every sub-env is stepped to the end of the longest episode (the `sync`
+    backend), in fewer env steps."""
+    from tests.conftest import box_policy
+
+    import npsco.evaluation.episodes as episodes
+
+    env = gym.make("Hopper-v5")
+    rng = np.random.default_rng(1)
+    weights = [(rng.normal(0, 0.05, (8, 11)), rng.normal(0, 0.05, 8)), (rng.normal(0, 0.05, (3, 8)), np.zeros(3))]
+    policy = box_policy("Hopper-v5", env.observation_space, env.action_space, weights)
+    made = episodes.make_vector_env
+    steps = {"n": 0}
+
+    class Counted(gym.Wrapper):
+        def step(self, action):
+            steps["n"] += 1
+            return self.env.step(action)
+
+    def counted(backend):
+        def make(env_id, num_envs, max_episode_steps=None):
+            fns = [lambda: Counted(make_env(env_id, max_episode_steps)) for _ in range(num_envs)]
+            if backend == "auto":
+                return LeanSyncVectorEnv(fns)
+            return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+        return make
+
+    out, counts = {}, {}
+    for backend in ("auto", "sync"):
+        steps["n"] = 0
+        monkeypatch.setattr(episodes, "make_vector_env", counted(backend))
+        out[backend] = episodes.run_episodes(policy, 6, seed=3, deterministic=deterministic, record_states=True)
+        counts[backend] = steps["n"]
+    monkeypatch.setattr(episodes, "make_vector_env", made)
+    a, b = out["auto"], out["sync"]
+    np.testing.assert_array_equal(a.returns, b.returns)
+    np.testing.assert_array_equal(a.lengths, b.lengths)
+    np.testing.assert_array_equal(a.final_obs, b.final_obs)
+    for x, y in zip(a.states, b.states, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert len(set(a.lengths.tolist())) > 1  # episodes of different lengths: the case that saves steps
+    assert counts["auto"] == a.lengths.sum() < counts["sync"] == 6 * a.lengths.max()

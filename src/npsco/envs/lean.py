@@ -5,7 +5,7 @@ every step: about 20 us per step of one MuJoCo env, a fifth of the env's own cos
 observation of each finished episode (`infos["final_obs"]`, masked by `infos["_final_obs"]`), so this step builds only
 that. Transitions, seeds and resets are Gymnasium's: the same sub-envs, stepped and reset by the same calls, so a run
 trains bit for bit as on `SyncVectorEnv` (tests/unit/test_lean_vector_env.py). Reset, state capture and everything
-else are inherited.
+else are inherited. `step_some` steps only some sub-envs: an evaluation stops stepping the episodes that are over.
 """
 
 from __future__ import annotations
@@ -30,8 +30,25 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if not self._flat:
             return super().step(actions)
+        return self._step(actions, None)
+
+    def step_some(
+        self, actions: Any, active: np.ndarray
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """`step`, for the sub-envs where `active` (N,) only: the others are not stepped (their observation stays,
+        with reward 0 and no end). Observations that are not one flat array step every sub-env."""
+        if not self._flat:
+            return super().step(actions)
+        return self._step(actions, np.asarray(active, bool))
+
+    def _step(
+        self, actions: Any, active: np.ndarray | None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         infos: dict[str, Any] = {}
         for i, env in enumerate(self.envs):
+            if active is not None and not active[i]:
+                self._rewards[i], self._terminations[i], self._truncations[i] = 0.0, False, False
+                continue
             obs, self._rewards[i], self._terminations[i], self._truncations[i], _ = env.step(actions[i])
             if self._terminations[i] or self._truncations[i]:
                 if not infos:

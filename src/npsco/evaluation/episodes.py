@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from npsco.envs.lean import LeanSyncVectorEnv
 from npsco.envs.make import final_observations, make_vector_env
 from npsco.envs.maze import GOAL_NAMES, goal_of
 from npsco.io import atomic_write_json
@@ -80,13 +81,18 @@ def run_episodes(
     goals = np.full(episodes, -1, np.int64) if env_id == MAZE_ID else None
     trajectories: list[list[np.ndarray]] = [[] for _ in range(episodes)]
     last_obs = np.zeros((episodes, obs.shape[1]), np.float32)
+    # an episode that is over is not stepped again (the same returns: its rows of the policy's batch are unused)
+    lean = envs if isinstance(envs, LeanSyncVectorEnv) else None
     try:
         while running.any():
             action = policy.act(obs, deterministic=deterministic, rng=rng)
             if record_states:
                 for i in np.flatnonzero(running):
                     trajectories[i].append(obs[i].astype(np.float32))
-            obs, reward, terminated, truncated, infos = envs.step(action)
+            if lean is not None:
+                obs, reward, terminated, truncated, infos = lean.step_some(action, running)
+            else:
+                obs, reward, terminated, truncated, infos = envs.step(action)
             returns[running] += reward[running]
             lengths[running] += 1
             ended = (terminated | truncated) & running
