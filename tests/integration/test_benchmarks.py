@@ -583,3 +583,14 @@ def test_novel_everywhere_state_section_counts_policies_past_the_state_threshold
     text = "\n".join(me.state_section(rows))
     assert "| Hopper-v5 | lagr-state | 3 |" in text and "| 1 of 3 |" in text and "| lagr |" not in text
     assert me.state_section([rows[-1]]) == []
+
+
+# ------------------------------------------------------------------------------------------------------ eval_steps.py
+def test_eval_steps_counts_the_steps_of_both_backends(load_script):
+    es = load_script("benchmarks/eval_steps.py")
+    path = sorted(es.SWEEP.glob("ipd/novel/ipd-r0x2/k0/policy.safetensors"))[0]  # short, unequal episodes
+    auto, auto_steps, _ = es.evaluate(path, "auto", 4)
+    sync, sync_steps, _ = es.evaluate(path, "sync", 4)
+    np.testing.assert_array_equal(auto, sync)
+    assert auto_steps < sync_steps
+    assert es.episodes.make_vector_env is es.make_vector_env  # the evaluation's env maker is given back
