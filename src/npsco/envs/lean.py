@@ -28,22 +28,15 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
         self._obs_shape = self.single_observation_space.shape
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        if not self._flat:
-            return super().step(actions)
-        return self._step(actions, None)
+        return self.step_some(actions, None)
 
     def step_some(
-        self, actions: Any, active: np.ndarray
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """`step`, for the sub-envs where `active` (N,) only: the others are not stepped (their observation stays,
-        with reward 0 and no end). Observations that are not one flat array step every sub-env."""
-        if not self._flat:
-            return super().step(actions)
-        return self._step(actions, np.asarray(active, bool))
-
-    def _step(
         self, actions: Any, active: np.ndarray | None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """`step`, for the sub-envs where `active` (N,) only (None: all): the others are not stepped (their
+        observation stays, with reward 0 and no end). Observations that are not one flat array step every sub-env."""
+        if not self._flat:
+            return super().step(actions)
         infos: dict[str, Any] = {}
         for i, env in enumerate(self.envs):
             if active is not None and not active[i]:

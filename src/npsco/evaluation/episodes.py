@@ -82,17 +82,14 @@ def run_episodes(
     trajectories: list[list[np.ndarray]] = [[] for _ in range(episodes)]
     last_obs = np.zeros((episodes, obs.shape[1]), np.float32)
     # an episode that is over is not stepped again (the same returns: its rows of the policy's batch are unused)
-    lean = envs if isinstance(envs, LeanSyncVectorEnv) else None
+    step = envs.step_some if isinstance(envs, LeanSyncVectorEnv) else lambda action, _running: envs.step(action)
     try:
         while running.any():
             action = policy.act(obs, deterministic=deterministic, rng=rng)
             if record_states:
                 for i in np.flatnonzero(running):
                     trajectories[i].append(obs[i].astype(np.float32))
-            if lean is not None:
-                obs, reward, terminated, truncated, infos = lean.step_some(action, running)
-            else:
-                obs, reward, terminated, truncated, infos = envs.step(action)
+            obs, reward, terminated, truncated, infos = step(action, running)
             returns[running] += reward[running]
             lengths[running] += 1
             ended = (terminated | truncated) & running

@@ -186,8 +186,12 @@ def _fingerprint(info: RunInfo, episodes: int, seed: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------------ files
+EVALUATION_FOLDER = "evaluation"
+"""A run's evaluation cache: RUN/evaluation/."""
+
+
 def evaluation_dir(run: str | Path) -> Path:
-    return Path(run) / "evaluation"
+    return Path(run) / EVALUATION_FOLDER
 
 
 def write_evaluation(doc: dict, out_dir: str | Path) -> tuple[Path, Path]:
@@ -251,11 +255,11 @@ def evaluate_runs(
             log(f"{run}: evaluation up to date ({evaluation_dir(run) / 'evaluation.json'})")
         else:
             # written only into a real folder of the run, never through a link (checked before the work)
-            out = inside(run, evaluation_dir(run).name) if write else None
+            out = inside(run, EVALUATION_FOLDER) if write else None
             log(f"{run}: evaluating")
             doc = json_ready(evaluate_run(run, episodes, seed, cache, log))
             if out is not None:  # checked again: the folder may have changed during the evaluation
-                write_evaluation(doc, inside(run, out.name))
+                write_evaluation(doc, inside(run, EVALUATION_FOLDER))
         docs.append(doc)
     return docs
 
