@@ -6,6 +6,7 @@ observation of each finished episode (`infos["final_obs"]`, masked by `infos["_f
 that. Transitions, seeds and resets are Gymnasium's: the same sub-envs, stepped and reset by the same calls, so a run
 trains bit for bit as on `SyncVectorEnv` (tests/unit/test_lean_vector_env.py). Reset, state capture and everything
 else are inherited. `step_some` steps only some sub-envs: an evaluation stops stepping the episodes that are over.
+Hopper-v5, Walker2d-v5 and HalfCheetah-v5 step by `direct_step` (same bits, less Python per step).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from npsco.envs.direct_step import Step, direct_step, gymnasium_step
+
 
 class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
     """`SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)` whose `step` returns only `final_obs` in its infos."""
@@ -26,6 +29,7 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
         # observations that are not one flat array (Dict, Tuple spaces) take Gymnasium's own step
         self._flat = isinstance(self.single_observation_space, gym.spaces.Box)
         self._obs_shape = self.single_observation_space.shape
+        self._steps: list[Step] = [direct_step(env) or gymnasium_step(env) for env in self.envs]
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         return self.step_some(actions, None)
@@ -42,7 +46,7 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
             if active is not None and not active[i]:
                 self._rewards[i], self._terminations[i], self._truncations[i] = 0.0, False, False
                 continue
-            obs, self._rewards[i], self._terminations[i], self._truncations[i], _ = env.step(actions[i])
+            obs, self._rewards[i], self._terminations[i], self._truncations[i] = self._steps[i](actions[i])
             if self._terminations[i] or self._truncations[i]:
                 if not infos:
                     infos = {

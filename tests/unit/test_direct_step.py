@@ -1,0 +1,104 @@
+"""`direct_step` gives Gymnasium's own results, bit for bit, for the three tasks it knows, and is not used elsewhere."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import pytest
+from gymnasium.error import ResetNeeded
+
+from npsco.envs.direct_step import direct_step
+from npsco.envs.make import make_env
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5"])
+def test_direct_step_matches_gymnasium_bit_for_bit(env_id):
+    limit = 20  # truncations every 20 steps; the large actions make Hopper and Walker2d fall (terminations)
+    direct, gym_env = make_env(env_id, limit), make_env(env_id, limit)
+    step = direct_step(direct)
+    assert step is not None
+    rng = np.random.default_rng(3)
+    obs_d, _ = direct.reset(seed=11)
+    obs_g, _ = gym_env.reset(seed=11)
+    np.testing.assert_array_equal(obs_d, obs_g)
+    ends = {"terminated": 0, "truncated": 0}
+    for _ in range(600):
+        action = (rng.uniform(-1, 1, direct.action_space.shape) * 3).astype(np.float32)
+        obs_d, reward_d, term_d, trunc_d = step(action)
+        obs_g, reward_g, term_g, trunc_g, _ = gym_env.step(action)
+        np.testing.assert_array_equal(obs_d, obs_g)
+        assert obs_d.dtype == obs_g.dtype
+        assert reward_d == reward_g and np.float64(reward_d).tobytes() == np.float64(reward_g).tobytes()
+        assert (term_d, trunc_d) == (bool(term_g), bool(trunc_g))
+        ends["terminated"] += term_g
+        ends["truncated"] += trunc_g
+        if term_g or trunc_g:
+            obs_d, _ = direct.reset()
+            obs_g, _ = gym_env.reset()
+            np.testing.assert_array_equal(obs_d, obs_g)
+    assert ends["truncated"] > 0
+    assert ends["terminated"] > 0 or env_id == "HalfCheetah-v5"  # HalfCheetah never terminates
+    assert _state(direct) == _state(gym_env)
+
+
+def _state(env: gym.Env) -> tuple:
+    """What a saved training state holds of `env` (its time limit's count, its simulator's integration state), and
+    the simulator's accelerations and forces, which the next step reads."""
+    model, data = env.unwrapped.model, env.unwrapped.data  # type: ignore[attr-defined]
+    spec = mujoco.mjtState.mjSTATE_INTEGRATION
+    physics = np.empty(mujoco.mj_stateSize(model, spec), np.float64)
+    mujoco.mj_getState(model, data, physics, spec)
+    return env._elapsed_steps, physics.tobytes(), data.qacc.tobytes(), data.cfrc_ext.tobytes()  # type: ignore[attr-defined]
+
+
+def test_direct_step_keeps_gymnasiums_checks():
+    env = make_env("Hopper-v5")
+    step = direct_step(env)
+    assert step is not None
+    with pytest.raises(ResetNeeded):  # OrderEnforcing: no step before a reset
+        step(np.zeros(3, np.float32))
+    env.reset(seed=0)
+    step(np.zeros(3, np.float32))  # the first step runs Gymnasium's passive checks
+    assert env.env.env.checked_step  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="Action dimension mismatch"):
+        step(np.zeros(2, np.float32))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: gym.make("Hopper-v5", render_mode="rgb_array", width=32, height=32),  # renders in its step
+        lambda: gym.make("Walker2d-v5", exclude_current_positions_from_observation=False),  # another observation
+        lambda: gym.make("Hopper-v5").unwrapped,  # not wrapped as gym.make wraps it
+        lambda: gym.make("InvertedPendulum-v5"),  # a task it does not know
+        lambda: gym.make("Hopper-v5", disable_env_checker=True),  # another wrapper chain
+    ],
+)
+def test_direct_step_declines_what_it_does_not_know(make):
+    assert direct_step(make()) is None
+
+
+def test_hopper_state_range_ends_episodes_as_gymnasium() -> None:
+    """Hopper's third health check (every joint but x and z in range) agrees too: with the height and angle ranges
+    opened wide and the state range narrowed, it alone ends the episodes."""
+    envs = make_env("Hopper-v5"), make_env("Hopper-v5")
+    for env in envs:
+        task = env.unwrapped
+        task._healthy_z_range, task._healthy_angle_range = (-10.0, 10.0), (-10.0, 10.0)  # type: ignore[attr-defined]
+        task._healthy_state_range = (-0.5, 0.5)  # type: ignore[attr-defined]
+        env.reset(seed=5)
+    step = direct_step(envs[0])
+    assert step is not None
+    rng, ends = np.random.default_rng(0), 0
+    for _ in range(200):
+        action = rng.uniform(-1, 1, 3).astype(np.float32)
+        obs_d, reward_d, term_d, _ = step(action)
+        obs_g, reward_g, term_g, _, _ = envs[1].step(action)
+        np.testing.assert_array_equal(obs_d, obs_g)
+        assert (reward_d, term_d) == (reward_g, term_g)
+        if term_g:
+            ends += 1
+            envs[0].reset()
+            envs[1].reset()
+    assert ends > 3
