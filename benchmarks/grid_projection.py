@@ -89,10 +89,11 @@ def grid_jobs(
     steps: int | None,
     threshold_seconds: float,
     reference_steps: int,
-    saved: float = 0.0,
+    saved: dict[str, float] | None = None,
 ) -> list[Task]:
-    """The grid's jobs with their times and dependencies. `saved`: the share of a PPO policy's time that a later
-    speed-up of the env step removes from every policy, whatever its method (`policy_seconds`)."""
+    """The grid's jobs with their times and dependencies. `saved`: per task, the share of a PPO policy's time that a
+    later speed-up of the env step removes from every policy, whatever its method (`policy_seconds`)."""
+    saved = saved or {}
     grid = load_grid(grid_file)
     if steps is not None:
         grid.steps = steps
@@ -102,7 +103,7 @@ def grid_jobs(
         scale = spec.config.ppo.policy_steps / reference_steps
         refs = [f"{task}/ppo/ref{i}" for i in range(spec.config.refs)]
         if spec.refs_of is None:
-            jobs += [Task(name, policy_seconds(ppo_seconds[task] * scale, 1.0, saved)) for name in refs]
+            jobs += [Task(name, policy_seconds(ppo_seconds[task] * scale, 1.0, saved.get(task, 0.0))) for name in refs]
             continue
         method = spec.config.method.method
         key = "lagrangian-state" if method == "lagrangian" and spec.config.method.metric == "state" else method
@@ -114,7 +115,8 @@ def grid_jobs(
             before = start
             for k in range(spec.config.novel):
                 name = f"{spec.path}/{chain.name}/k{k}"
-                jobs.append(Task(name, policy_seconds(ppo_seconds[task] * scale, ratios[key], saved), before))
+                seconds = policy_seconds(ppo_seconds[task] * scale, ratios[key], saved.get(task, 0.0))
+                jobs.append(Task(name, seconds, before))
                 before = [name]
     return jobs
 
@@ -187,11 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, help="default: the machine's cores")
     ap.add_argument(
         "--speedup",
-        type=float,
-        default=1.0,
-        help="PPO this many times faster than the PPO times say (a speed-up of the env step measured after them; "
-        "not for PPO times measured with it): every policy saves the same seconds, (1 - 1/X) x its task's PPO "
-        "time, so a method slower than PPO gains less",
+        action="append",
+        default=[],
+        metavar="X|TASK=X",
+        help="PPO X times faster than the PPO times say, on every task or on TASK (a speed-up of the env step "
+        "measured after them; not for PPO times measured with it): every policy saves the same seconds, "
+        "(1 - 1/X) x its task's PPO time, so a method slower than PPO gains less",
     )
     ap.add_argument("--json", type=Path, help="write the numbers here")
     args = ap.parse_args(argv)
@@ -205,9 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.ppo_seconds:
         task, _, seconds = item.partition("=")
         ppo[task] = float(seconds)
-    if args.speedup <= 0:
+    speedup = dict.fromkeys(ppo, 1.0)
+    for item in args.speedup:
+        task, _, value = item.rpartition("=")
+        if task and task not in ppo:
+            ap.error(f"--speedup {item}: no PPO time for {task} (tasks: {', '.join(sorted(ppo))})")
+        for name in [task] if task else list(ppo):
+            speedup[name] = float(value)
+    if any(x <= 0 for x in speedup.values()):
         ap.error("--speedup must be > 0")
-    saved = 1.0 - 1.0 / args.speedup
+    saved = {task: 1.0 - 1.0 / x for task, x in speedup.items()}
     ratios = method_ratios()
     workers = args.workers or machine["workers"]
     threshold = args.threshold_seconds if args.threshold_seconds is not None else machine["threshold_seconds"]
@@ -226,8 +236,12 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine model: {machine['note']}. Methods' speed relative to PPO: {METHODS_JSON.relative_to(ROOT)}. "
         f"Threshold job: {threshold:.0f} s. Policies: {policies}, steps per policy: {args.steps or 'the grid'}'s."
         + (
-            f" PPO {args.speedup:g}x faster than these times: every policy {saved:.1%} of its task's PPO time faster."
-            if args.speedup != 1.0
+            " PPO faster than these times by "
+            + ", ".join(f"{x:g}x on {task}" for task, x in sorted(speedup.items()))
+            + ": every policy saves that share of its task's PPO time ("
+            + ", ".join(f"{saved[task]:.1%}" for task in sorted(speedup))
+            + ")."
+            if any(x != 1.0 for x in speedup.values())
             else ""
         ),
         "",
@@ -236,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     scale = (args.steps or load_grid(args.grid).steps or args.reference_steps) / args.reference_steps
     for task, seconds in sorted(ppo.items()):
-        cells = " | ".join(f"{policy_seconds(seconds * scale, ratios[m], saved):.0f}" for m in sorted(ratios))
-        lines.append(f"| {task} | {policy_seconds(seconds * scale, 1.0, saved):.0f} | {cells} |")
+        cut = saved[task]
+        cells = " | ".join(f"{policy_seconds(seconds * scale, ratios[m], cut):.0f}" for m in sorted(ratios))
+        lines.append(f"| {task} | {policy_seconds(seconds * scale, 1.0, cut):.0f} | {cells} |")
     lines += [
         "",
         f"- total work: {work:,.0f} worker-seconds at full load = {work / workers / 3600:.2f} h on {workers} workers "
@@ -257,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                     "machine": args.machine,
                     "workers": workers,
                     "steps": args.steps,
-                    "ppo_seconds": {task: seconds / args.speedup for task, seconds in ppo.items()},
-                    "speedup": args.speedup,
+                    "ppo_seconds": {task: seconds / speedup[task] for task, seconds in ppo.items()},
+                    "speedup": speedup,
                     "ratios": ratios,
                     "threshold_seconds": threshold,
                     "work_seconds": work,

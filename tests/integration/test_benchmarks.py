@@ -535,6 +535,12 @@ def test_grid_projection_speedup_saves_the_same_seconds_in_every_policy(load_scr
     assert gp.policy_seconds(200.0, 0.5, 0.5) == 300.0  # a method at half PPO's speed: 400 s less 100 s saved
     with pytest.raises(SystemExit):
         gp.main([grid, "--speedup", "0"])
+    # a task's own speed-up: only its policies save time (Hopper's 45 policies save half of 200 s at 999,424 steps)
+    path = tmp_path / "hopper.json"
+    assert gp.main([grid, "--ppo-seconds", "Hopper-v5=200", "--speedup", "Hopper-v5=2", "--json", str(path)]) == 0
+    hopper = json.loads(path.read_text())
+    assert hopper["speedup"] == {"Hopper-v5": 2.0, "Walker2d-v5": 1.0, "HalfCheetah-v5": 1.0}
+    assert out["1"]["work_seconds"] - hopper["work_seconds"] == pytest.approx(0.5 * 0.999424 * 45 * 200)
 
 
 # ------------------------------------------------------------------------------------- novel_everywhere/measure.py

@@ -55,3 +55,23 @@ def test_the_trainer_refuses_spaces_its_policies_cannot_act_in(obs, act, message
             Trainer(PPOConfig(env_id="npsco-test/Spaces-v0", num_envs=2), tensorboard=False)
     finally:
         del gym.registry["npsco-test/Spaces-v0"]
+
+
+def test_rollout_logprobs_are_the_policys_log_density_of_its_actions(tiny_maze):
+    """The rollout computes log pi(a_t | s_t) after its loop, from the stored means: it is the agent's own
+    log-density of the stored actions at the stored observations (the update's `evaluate`), and it changes with
+    the actions."""
+    import torch
+
+    cfg = tiny_maze(total_timesteps=64, num_envs=2, num_steps=32, eval_every=0, actor_hidden=(8,), critic_hidden=(8,))
+    trainer = Trainer(cfg, tensorboard=False)
+    with torch.no_grad():
+        trainer.agent.actor_logstd.fill_(-0.7)  # away from 0, so that the std's place in the formula matters
+    buf = trainer.collect_rollout()
+    obs, actions = torch.from_numpy(buf.obs.reshape(-1, buf.obs.shape[-1])), torch.from_numpy(buf.actions)
+    with torch.no_grad():
+        logprob, _, _ = trainer.agent.evaluate(obs, actions.reshape(-1, actions.shape[-1]))
+        normal = trainer.agent.distribution(obs).log_prob(actions.reshape(-1, actions.shape[-1])).sum(-1)
+    np.testing.assert_allclose(buf.logprobs.reshape(-1), logprob.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(buf.logprobs.reshape(-1), normal.numpy(), rtol=1e-5, atol=1e-5)
+    assert np.unique(buf.logprobs).size > buf.logprobs.size // 2  # one per step, not one value broadcast

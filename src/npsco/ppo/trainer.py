@@ -146,6 +146,7 @@ class Trainer:
             steps.action_std[:] = std
         no_outcome = StepOutcome()
         act_low, act_high = self.act_low, self.act_high
+        means = np.empty((T, N, agent.action_dim), np.float32)  # the policy's mean actions: log-probs after the loop
         for t in range(T):
             raw_obs = self.next_obs
             agent.obs_rms.update(raw_obs)
@@ -153,7 +154,7 @@ class Trainer:
             # the policy runs in numpy during the rollout: cheaper than torch for these small MLPs
             mean = mlp_forward(actor, obs)
             action = (mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32)).astype(np.float32)
-            buf.logprobs[t] = (-0.5 * ((action - mean) / std) ** 2 - log_std - LOG_SQRT_2PI).sum(-1)
+            means[t] = mean
             for s in self.streams:
                 buf.values[s][t] = mlp_forward(critics[s], obs)[:, 0]
             buf.obs[t], buf.actions[t] = obs, action
@@ -218,6 +219,8 @@ class Trainer:
             self.next_obs = next_obs
             self.global_step += N
 
+        # log pi(a_t | s_t), for all steps at once: element for element the arithmetic of one step, so the same bits
+        buf.logprobs[:] = (-0.5 * ((buf.actions - means) / std) ** 2 - log_std - LOG_SQRT_2PI).sum(-1)
         if steps is not None and shape is not None:
             shaped = shape(steps)
             train = shaped.train_reward if shaped.train_reward is not None else steps.reward
