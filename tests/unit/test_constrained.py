@@ -17,6 +17,7 @@ from npsco.methods.constrained import (
     cpo_step,
     flat_grad,
     get_flat_params,
+    norm,
     set_flat_params,
 )
 
@@ -471,3 +472,15 @@ def test_flat_grad_create_graph_gives_hessian_vector_products():
     grad = flat_grad(loss, [w], create_graph=True)
     hvp = flat_grad(torch.dot(grad, t(1.0, -1.0)), [w])
     assert_close(hvp, [2.0, -10.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([np.float32, np.float64]),
+    st.lists(st.floats(-1e6, 1e6, allow_nan=False, width=32), min_size=0, max_size=300),
+)
+def test_norm_is_numpys_norm_bit_for_bit(dtype, values):
+    """The bisector's `norm` skips `np.linalg.norm`'s wrapper, not its arithmetic: the same value and dtype."""
+    v = np.asarray(values, dtype)
+    assert norm(v).dtype == np.linalg.norm(v).dtype
+    assert norm(v).tobytes() == np.linalg.norm(v).tobytes()

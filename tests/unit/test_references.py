@@ -6,6 +6,8 @@ Policies are built directly from small random numpy weights; the batched evaluat
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from npsco.errors import NpscoError
 from npsco.novelty.metrics import deterministic_distance, wasserstein2_distance
@@ -433,3 +435,31 @@ def test_the_compiled_step_refuses_arrays_of_the_wrong_size():
     tracker._sums = np.zeros((3, 2))  # a training state of another reference set
     with pytest.raises(ValueError, match="running sums"):
         tracker.update(observations(n=2), np.zeros((2, ACT_DIM), np.float32))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 3),  # envs
+    st.integers(1, 4),  # references
+    st.integers(1, 40),  # steps per rollout
+    st.floats(0.02, 0.6),  # the chance that a step ends its episode
+    st.sampled_from([1.0, 0.9]),
+    st.integers(0, 2**31 - 1),
+)
+def test_tracker_run_is_step_by_step_bit_for_bit(envs, refs_count, steps, end_rate, discount, seed):
+    """`run`'s episode pieces give `run_steps`'s numbers bit for bit, across three rollouts (episodes carried from one
+    to the next, ends on the first and last steps included), and leave the same running sums behind."""
+    rng = np.random.default_rng(seed)
+    refs = ReferenceSet([constant_policy([float(j)], obs_dim=2) for j in range(refs_count)])
+    pieces, steps_ = (
+        NoveltyTracker(refs, num_envs=envs, discount=discount),
+        NoveltyTracker(refs, envs, discount=discount),
+    )
+    for _ in range(3):
+        d = rng.exponential(1.0, (steps, envs, refs_count)) * rng.choice([1e-3, 1.0, 1e3])
+        done = rng.random((steps, envs)) < end_rate
+        done[rng.integers(steps), rng.integers(envs)] = True
+        done[-1, 0] = rng.random() < 0.5
+        u_pieces, u_steps = pieces.run(d, done), steps_.run_steps(d, done)
+        assert u_pieces.tobytes() == u_steps.tobytes()
+        assert pieces.sums.tobytes() == steps_.sums.tobytes() and pieces.counts.tobytes() == steps_.counts.tobytes()

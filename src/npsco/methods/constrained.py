@@ -19,10 +19,16 @@ TNB_RULES = ("authors", "paper_eq5", "safe")
 runs made before the rule was renamed."""
 
 
-def _unit(v: np.ndarray, min_norm: float = 0.0) -> np.ndarray:
-    """``v / |v|``, or the zero vector when ``|v| <= min_norm`` (so that zero vectors never give NaN)."""
-    norm = np.linalg.norm(v)
-    return v / norm if norm > min_norm else np.zeros_like(v)
+def norm(v: np.ndarray) -> np.floating:
+    """``|v|`` of a 1-D float vector: `np.linalg.norm(v)`'s own arithmetic (sqrt of ``v . v``), minus its wrapper."""
+    return np.sqrt(v.dot(v))
+
+
+def _unit(v: np.ndarray, min_norm: float = 0.0, v_norm: np.floating | None = None) -> np.ndarray:
+    """``v / |v|``, or the zero vector when ``|v| <= min_norm`` (so that zero vectors never give NaN); `v_norm`:
+    ``|v|`` if already known."""
+    v_norm = norm(v) if v_norm is None else v_norm
+    return v / v_norm if v_norm > min_norm else np.zeros_like(v)
 
 
 def bisector_np(g_task: np.ndarray, g_novelty: np.ndarray, rule: str = "authors") -> np.ndarray:
@@ -63,8 +69,8 @@ def bisector_np(g_task: np.ndarray, g_novelty: np.ndarray, rule: str = "authors"
     rule = "paper_eq5" if rule == "paper" else rule
     if rule not in TNB_RULES:
         raise ValueError(f"unknown rule {rule!r}; expected one of {', '.join(TNB_RULES)}")
-    f_norm, g_norm = np.linalg.norm(g_task), np.linalg.norm(g_novelty)
-    f_hat, g_hat = _unit(g_task), _unit(g_novelty)
+    f_norm, g_norm = norm(g_task), norm(g_novelty)
+    f_hat, g_hat = _unit(g_task, v_norm=f_norm), _unit(g_novelty, v_norm=g_norm)
     cos = np.dot(f_hat, g_hat)
     if rule == "paper_eq5":
         if g_norm == 0:

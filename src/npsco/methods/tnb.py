@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from npsco.errors import NpscoError
-from npsco.methods.constrained import TNB_RULES, bisector, bisector_np, flat_grad
+from npsco.methods.constrained import TNB_RULES, bisector, bisector_np, flat_grad, norm
 from npsco.methods.novelty import NoveltyMethod
 from npsco.ppo.fast_update import Minibatch, NumpyLearner, Stats, mean_stats
 from npsco.ppo.hooks import RolloutShaping, RolloutSteps, TrainingSetup
@@ -170,7 +170,7 @@ class TNB(NoveltyMethod):
             "entropy": gaussian_entropy(fast.log_std[0]),
             "approx_kl": task.approx_kl,
             "clipfrac": task.clipfrac,
-            "cos": np.dot(f, g) / (np.linalg.norm(f) * np.linalg.norm(g) + np.float32(1e-12)),
+            "cos": np.dot(f, g) / (norm(f) * norm(g) + np.float32(1e-12)),
         }
 
 

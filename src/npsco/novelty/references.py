@@ -353,7 +353,32 @@ class NoveltyTracker:
     def run(self, d: np.ndarray, done: np.ndarray) -> np.ndarray:
         """`update` for a whole rollout at once, from its per-state distances `d` (T, N, M) (computed for every state
         in one call) and episode ends `done` (T, N): the running novelty u (T, N); an episode that ended at step t is
-        forgotten after it, and the episodes still running carry into the next rollout, as step by step."""
+        forgotten after it, and the episodes still running carry into the next rollout, as step by step.
+
+        Without a discount, one running sum per episode piece (`np.add.accumulate`: the same additions in the same
+        order as step by step, so the same bits) instead of a Python step per state; with one, step by step."""
+        if self.discount != 1.0:
+            return self.run_steps(d, done)
+        T, N = done.shape
+        u = np.empty((T, N))
+        for i in range(N):
+            start = 0
+            for stop in [*(np.flatnonzero(done[:, i]) + 1).tolist(), T]:
+                if stop == start:  # the rollout's last step ended an episode: nothing after it
+                    continue
+                piece = d[start:stop, i, :]  # (L, M): the states of one episode (or of its part in this rollout)
+                piece = np.concatenate([self._sums[:, i][None] + piece[:1], piece[1:]])  # the carried sums, first
+                sums = np.add.accumulate(piece, axis=0)
+                counts = self.counts[i] + np.arange(1, stop - start + 1, dtype=np.float64)
+                u[start:stop, i] = np.minimum.reduce(sums, axis=1) / counts
+                ended = bool(done[stop - 1, i])
+                self._sums[:, i] = 0.0 if ended else sums[-1]
+                self.counts[i] = 0.0 if ended else counts[-1]
+                start = stop
+        return u
+
+    def run_steps(self, d: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """`run`, one step at a time (`update`'s arithmetic): the reference for `run`, and its path with a discount."""
         u = np.empty(d.shape[:2])
         for t in range(d.shape[0]):
             if self.discount != 1.0:

@@ -199,7 +199,6 @@ class Trainer:
                     buf.rewards[s][t] = out.streams[s]
             else:  # what shape_rollout sees of this step
                 steps.obs[t], steps.action[t] = raw_obs, env_action
-                steps.mean_action[t] = np.minimum(np.maximum(mean, act_low), act_high)
                 steps.reward[t], steps.terminated[t], steps.done[t] = reward, terminated, done
                 steps.episode_step[t] = self.episode_step
             buf.terminated[t], buf.done[t] = terminated, done
@@ -222,6 +221,7 @@ class Trainer:
         # log pi(a_t | s_t), for all steps at once: element for element the arithmetic of one step, so the same bits
         buf.logprobs[:] = (-0.5 * ((buf.actions - means) / std) ** 2 - log_std - LOG_SQRT_2PI).sum(-1)
         if steps is not None and shape is not None:
+            np.minimum(np.maximum(means, act_low), act_high, out=steps.mean_action)  # clipped, all steps at once
             shaped = shape(steps)
             train = shaped.train_reward if shaped.train_reward is not None else steps.reward
             for t in range(T):  # the reward scaler's running statistics, step after step as above
