@@ -543,6 +543,18 @@ def test_grid_projection_speedup_saves_the_same_seconds_in_every_policy(load_scr
     assert out["1"]["work_seconds"] - hopper["work_seconds"] == pytest.approx(0.5 * 0.999424 * 45 * 200)
 
 
+# ---------------------------------------------------------------------------------------------------- step_split.py
+def test_step_split_parts_add_up_to_the_iterations_time(load_script, tmp_path):
+    ss = load_script("benchmarks/step_split.py")
+    out = tmp_path / "split"
+    assert ss.main(["--env", "npsco/FourRewardMaze-v0", "--iterations", "2", "--warmup", "1", "--out", str(out)]) == 0
+    row = json.loads(out.with_suffix(".json").read_text())["us_per_step"]["npsco/FourRewardMaze-v0"]
+    assert set(row) == {*ss.PARTS, "total"}
+    assert row["total"] == pytest.approx(sum(row[part] for part in ss.PARTS))
+    assert row["env step"] > 0 and row["update"] > 0 and row["rollout, less the env step"] > 0
+    assert "| npsco/FourRewardMaze-v0 |" in out.with_suffix(".md").read_text()
+
+
 # ------------------------------------------------------------------------------------- novel_everywhere/measure.py
 def test_novel_everywhere_counts_first_and_kept_candidates(load_script, tmp_path):
     me = load_script("benchmarks/novel_everywhere/measure.py")

@@ -53,36 +53,36 @@ PLATFORM = {"blas": "SkylakeX", "torch_cpu": "AVX512"}
 
 EXPECTED: dict[str, dict[str, str]] = {
     "maze-ppo": {
-        "checkpoint": "1c0667bf3eb3204b77a180f4e655e8683915da7f61c01d4baced9ef8197edf12",
-        "metrics": "12eda15290c52b2daf6d99e00fddce5d8fad727ae1d01fab0b33c9350a252eed"
+        "checkpoint": "08f8febb4d5f095f95baea5d293146ad88ceff4c5bcc0be7f112dceeab893b36",
+        "metrics": "542fb6d8a9eb195ddd633d8ea77b905ce88539558f17349f40cff084c2ae5445"
     },
     "maze-ipd": {
-        "checkpoint": "5316582403acf9a7cbe44e0a74d7d73d4ac96242b6a7913099ebc1f15a1b3a9f",
-        "metrics": "488147dc05f3e984b2419f3111e41ca14292aea14373c587161c0b5afd276a07"
+        "checkpoint": "6e8a559f37700acf3a854294055ce30f0abf6508df2a157c19f64a300316dd38",
+        "metrics": "98f07693562ccde184c95d3f679b7efdfcb43519444d6dcaf6f6ffb0b6c95989"
     },
     "maze-wsr": {
-        "checkpoint": "b7c3da06234e564d40e70f0e556d3dbe594379396f377c014a4ae0fd36b95566",
-        "metrics": "6ba0c7034fb24cdfa05a2f8d16d2ec736fd1c01a890539d01223ec824fbd1c51"
+        "checkpoint": "49d93396381b73095f2b52afcfa938a554f57c88fdad8f92e87fd9ba5c7be067",
+        "metrics": "fcaf2137c314a9972ba45b8fced954cfe6cb20f30982bfc85413310bd0e8791b"
     },
     "maze-tnb": {
-        "checkpoint": "c452aff55afdda34e878e0d584c5888088a79af1a6a2db3f9e3aa18588d83b82",
-        "metrics": "46f990883006aec65384237cf36b8c3fb7a4f1e0ac136955a86327c556314d14"
+        "checkpoint": "d402d54262052ab8e12828313bfe543cfec93911b22034317f9eea57538a4c05",
+        "metrics": "83e43c03ff2c4d748fddfecf70154615339171fd8c619e926f4978dff6cc60ae"
     },
     "maze-ctnb": {
-        "checkpoint": "52f678a17a7679958d723c24dd259fe489536c117030cf3973c3795196b54f71",
-        "metrics": "8994dce70dff7b91cc9e6189099d7feb519c886d564be55d1dc84bf30a70128d"
+        "checkpoint": "4b459b929ca0850cc8510e89cfcc43dc8336a4856b71bf4c23c2b4c6a49c1153",
+        "metrics": "8f4ac54234cff6bb49ec025edcdae77a40d73a291fcf1203dacccb0a12146f9f"
     },
     "maze-cpo": {
-        "checkpoint": "2c00c0b8e4f7aa10f9f77567839d7edf72e7dc267465ca996f6d11376fd9e129",
-        "metrics": "e2a355c09c0480b740267385fc853ab62fdefc1a98927f91e5b4098f6ed9b2c3"
+        "checkpoint": "65cd5d4163b1767983955ef8fa734e6fad702e9400d079a8401806ed51b87c15",
+        "metrics": "3cf8a12d83d06f45018cc18b607685052264989a0150605445155ecf29986db6"
     },
     "hopper-ppo": {
-        "checkpoint": "4d620bde898a19651ef5264865b27c5f1502e08127f09a614b73d4047030688c",
-        "metrics": "91586aaad58575b0b5ecf7fe7f2723ee793645b1b7de4c923e8eb468d998e0d4"
+        "checkpoint": "75a0a0f465694f57ba92492b7ae5667ce79f5f97d4d2cda7d8e83485f575991c",
+        "metrics": "159c6d8f21e40fd3794ba96780669c040143cd879094eb07bf10a70b46bfc74d"
     },
     "hopper-ipd": {
-        "checkpoint": "35a5db08876aaca3ad197f9adeafc13371e0c02c352eb232bf8964bb34d4c95e",
-        "metrics": "8aa79ebd583e963c18b65620e41bc17f7eb28bb0fb3a813e558deae07924d7e3"
+        "checkpoint": "67a13a55a6e9fa58cc85f69a6bd7aac9e5d2fa95c6d9c6a9e36fcaf692dc583c",
+        "metrics": "d80f1b7dac8bde1e63f22c0b067a3c399b95ec77dfadefb893c4cd684a6ce730"
     }
 }
 

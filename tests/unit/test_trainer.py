@@ -75,3 +75,23 @@ def test_rollout_logprobs_are_the_policys_log_density_of_its_actions(tiny_maze):
     np.testing.assert_allclose(buf.logprobs.reshape(-1), logprob.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(buf.logprobs.reshape(-1), normal.numpy(), rtol=1e-5, atol=1e-5)
     assert np.unique(buf.logprobs).size > buf.logprobs.size // 2  # one per step, not one value broadcast
+
+
+def test_rollout_values_are_each_states_critic_value(tiny_maze):
+    """The rollout computes V(s_t) for all its steps in one batched call after the loop: each is the critic's value at
+    the state the policy acted on at step t, in every stream (to float32 rounding: a batched product may round
+    differently from one row's), and the bootstrap of a step inside an episode is the next step's value."""
+    from npsco.policy import mlp_forward
+
+    cfg = tiny_maze(total_timesteps=64, num_envs=2, num_steps=32, eval_every=0, actor_hidden=(8,), critic_hidden=(8,))
+    trainer = Trainer(cfg, tensorboard=False)
+    trainer.agent.add_critic("extra")
+    trainer.streams = (*trainer.streams, "extra")
+    buf = trainer.collect_rollout()
+    _, _, critics = trainer.agent.numpy_views()
+    for stream in ("task", "extra"):
+        one_by_one = np.stack([mlp_forward(critics[stream], buf.obs[t])[:, 0] for t in range(32)])
+        np.testing.assert_allclose(buf.values[stream], one_by_one, rtol=1e-5, atol=1e-6)
+        inside = ~buf.done[:-1]
+        np.testing.assert_array_equal(buf.next_values[stream][:-1][inside], buf.values[stream][1:][inside])
+    assert not np.allclose(buf.values["task"], buf.values["extra"])  # two critics, two sets of values

@@ -155,8 +155,6 @@ class Trainer:
             mean = mlp_forward(actor, obs)
             action = (mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32)).astype(np.float32)
             means[t] = mean
-            for s in self.streams:
-                buf.values[s][t] = mlp_forward(critics[s], obs)[:, 0]
             buf.obs[t], buf.actions[t] = obs, action
 
             env_action = np.minimum(np.maximum(action, act_low), act_high)  # np.clip, minus its Python wrapper
@@ -220,6 +218,10 @@ class Trainer:
 
         # log pi(a_t | s_t), for all steps at once: element for element the arithmetic of one step, so the same bits
         buf.logprobs[:] = (-0.5 * ((buf.actions - means) / std) ** 2 - log_std - LOG_SQRT_2PI).sum(-1)
+        # V(s_t) of every stream, for all steps in one batched call (the critics do not change during the rollout)
+        states = buf.obs.reshape(T * N, -1)
+        for s in self.streams:
+            buf.values[s][:] = mlp_forward(critics[s], states)[:, 0].reshape(T, N)
         if steps is not None and shape is not None:
             np.minimum(np.maximum(means, act_low), act_high, out=steps.mean_action)  # clipped, all steps at once
             shaped = shape(steps)
