@@ -76,10 +76,16 @@ def campaign_ppo_seconds() -> dict[str, float]:
     return out
 
 
-def method_ratios() -> dict[str, float]:
-    """Each method's steps/s over PPO's (paired, Hopper-v5)."""
-    data = json.loads(METHODS_JSON.read_text())["methods"]
+def method_ratios(path: Path = METHODS_JSON) -> dict[str, float]:
+    """Each method's steps/s over PPO's (paired, Hopper-v5), from `benchmarks/throughput_methods.py`'s JSON."""
+    data = json.loads(path.read_text())["methods"]
     return {name: row["ratio_to_ppo"] for name, row in data.items()}
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the checkout where it lies in it."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def grid_jobs(
@@ -196,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
         "measured after them; not for PPO times measured with it): every policy saves the same seconds, "
         "(1 - 1/X) x its task's PPO time, so a method slower than PPO gains less",
     )
+    ap.add_argument(
+        "--methods-json",
+        type=Path,
+        default=METHODS_JSON,
+        help="the methods' speed relative to PPO (benchmarks/throughput_methods.py's JSON; default: today's)",
+    )
     ap.add_argument("--json", type=Path, help="write the numbers here")
     args = ap.parse_args(argv)
 
@@ -218,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(x <= 0 for x in speedup.values()):
         ap.error("--speedup must be > 0")
     saved = {task: 1.0 - 1.0 / x for task, x in speedup.items()}
-    ratios = method_ratios()
+    ratios = method_ratios(args.methods_json)
     workers = args.workers or machine["workers"]
     threshold = args.threshold_seconds if args.threshold_seconds is not None else machine["threshold_seconds"]
     jobs = grid_jobs(args.grid, ppo, ratios, args.steps, threshold, args.reference_steps, saved)
@@ -233,8 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"`python benchmarks/grid_projection.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
         "",
-        f"Machine model: {machine['note']}. Methods' speed relative to PPO: {METHODS_JSON.relative_to(ROOT)}. "
-        f"Threshold job: {threshold:.0f} s. Policies: {policies}, steps per policy: {args.steps or 'the grid'}'s."
+        f"Machine model: {machine['note']}"
+        + (f"; PPO policy times given here instead: {', '.join(args.ppo_seconds)}" if args.ppo_seconds else "")
+        + f". Methods' speed relative to PPO: {_shown(args.methods_json)}. "
+        f"Threshold job: {threshold:g} s. Policies: {policies}, steps per policy: {args.steps or 'the grid'}'s."
         + (
             " PPO faster than these times by "
             + ", ".join(f"{x:g}x on {task}" for task, x in sorted(speedup.items()))

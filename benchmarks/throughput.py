@@ -17,7 +17,8 @@ whole process: Python, torch, MuJoCo, buffers), and the
 checkout's `src/`, e.g. a `git worktree` of an older commit) first on PYTHONPATH: before/after in the same run.
 
 Settings, the same on both sides: Hopper-v5, 8 environments stepped in one process (SB3: `make_vec_env(n_envs=8)`
-= DummyVecEnv; npsco: its default `SyncVectorEnv`, `num_envs=8, num_steps=256`), 2048 steps per update, 10 epochs,
+= DummyVecEnv; npsco: its default `auto` backend, Gymnasium's envs stepped by `LeanSyncVectorEnv` and the direct
+step, `num_envs=8, num_steps=256`), 2048 steps per update, 10 epochs,
 minibatch 64 / 256, 64x64 tanh actor and critic, observation and reward normalisation (SB3: VecNormalize, clip 10),
 lr 3e-4 constant, gamma 0.99, lambda 0.95, clip 0.2, no value clipping, max grad norm 0.5, no entropy bonus, no
 evaluation, no logging, `torch.set_num_threads(1)` in both (npsco's default; SB3 would otherwise take 2 threads,
@@ -520,7 +521,8 @@ def markdown(data: dict) -> str:
             "so they saw the same load on average)."
         ),
         "",
-        "Settings (both): Hopper-v5, 8 envs in one process (SB3 DummyVecEnv, npsco SyncVectorEnv), 256 steps per env "
+        "Settings (both): Hopper-v5, 8 envs in one process (SB3 DummyVecEnv; npsco its default `auto` backend: "
+        "Gymnasium's envs stepped by LeanSyncVectorEnv and the direct step), 256 steps per env "
         "= 2048 per update, 10 epochs, 64x64 tanh actor and critic, obs + reward normalisation, lr 3e-4 constant, no "
         "value clipping, no evaluation, 1 torch thread. Steps/s = steps / wall time of the training call; steps per "
         "CPU-s = steps / (user + sys CPU time of the process): with other processes on the cores the second is the "
