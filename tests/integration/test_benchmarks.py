@@ -543,6 +543,22 @@ def test_grid_projection_speedup_saves_the_same_seconds_in_every_policy(load_scr
     assert out["1"]["work_seconds"] - hopper["work_seconds"] == pytest.approx(0.5 * 0.999424 * 45 * 200)
 
 
+# --------------------------------------------------------------------------------------------- device_grid_check.py
+def test_device_grid_check_probes_alone_and_at_once(load_script, tmp_path):
+    dg = load_script("benchmarks/device_grid_check.py")
+    assert dg.median([3.0, 1.0, 2.0]) == 2.0 and dg.median([4.0, 1.0, 2.0, 3.0]) == 2.5
+    out = tmp_path / "check"
+    assert dg.main(["--out", str(out), "--workers", "2", "--probe-steps", "2048", "--grid", ""]) == 0
+    probe = json.loads((out / "probe.json").read_text())
+    assert len(probe["alone"]) == 1 and len(probe["at_once"]) == 2
+    ratio = probe["alone_steps_per_s"] / probe["at_once_median_steps_per_s"]
+    assert probe["alone_speedup"] == pytest.approx(ratio, 1e-3)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["workers"] == 2 and "sweep" not in summary  # no grid given: no sweep
+    with pytest.raises(SystemExit):
+        dg.main(["--out", str(out), "--workers", "0"])
+
+
 # ---------------------------------------------------------------------------------------------------- step_split.py
 def test_step_split_parts_add_up_to_the_iterations_time(load_script, tmp_path):
     ss = load_script("benchmarks/step_split.py")
