@@ -5,10 +5,11 @@
 
 On the lent 16-core machine (see the throughput README for the wheels), from the repository root there:
 
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site:$PWD/src OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MUJOCO_GL=disable
-    python3 benchmarks/device_grid_check.py --out /tmp/check --workers 16 --deadline 480
-    tar czf $OUT/device_grid_check.tgz -C /tmp check
+    SITE=$(mktemp -d) RES=$(mktemp -d)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $SITE .whl/*.whl
+    export PYTHONPATH=$SITE:$PWD/src OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 MUJOCO_GL=disable
+    python3 benchmarks/device_grid_check.py --out $RES/check --workers 16 --deadline 480
+    tar czf $OUT/device_grid_check.tgz -C $RES check
 
 Three parts, each written to DIR as soon as it ends:
 1. `probe.json`: PPO on Hopper-v5 (default preset, no evaluation) for `--probe-steps` steps in one process alone, then

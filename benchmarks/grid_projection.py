@@ -221,12 +221,17 @@ def main(argv: list[str] | None = None) -> int:
         task, _, seconds = item.partition("=")
         ppo[task] = float(seconds)
     speedup = dict.fromkeys(ppo, 1.0)
-    for item in args.speedup:
+    # a bare X sets every task first, then TASK=X sets its own task, whatever the order they are given in
+    for item in sorted(args.speedup, key=lambda item: "=" in item):
         task, _, value = item.rpartition("=")
         if task and task not in ppo:
             ap.error(f"--speedup {item}: no PPO time for {task} (tasks: {', '.join(sorted(ppo))})")
+        try:
+            x = float(value)
+        except ValueError:
+            ap.error(f"--speedup {item}: {value!r} is not a number")
         for name in [task] if task else list(ppo):
-            speedup[name] = float(value)
+            speedup[name] = x
     if any(x <= 0 for x in speedup.values()):
         ap.error("--speedup must be > 0")
     saved = {task: 1.0 - 1.0 / x for task, x in speedup.items()}

@@ -6,7 +6,9 @@
 One process per task, the default preset (1 env x 2048 steps, 10 epochs of minibatch 64), no evaluation. CPU time of
 this thread (`time.thread_time`) per env step, summed over the iterations after the first `--warmup` ones; the env
 step is timed around the vector env's `step` as the rollout calls it (the timer's own cost, well under 1 us, falls in
-it). Early training: the episodes are short, so resets (in the env step) weigh more than later on.
+it). Early training: the episodes are short, so resets (in the env step) weigh more than later on. Left out of the
+parts, as small: the learning-rate anneal, the per-iteration hooks, the policy snapshot and the metrics of a training
+iteration (`Trainer.train`), so `total` is a little under a real iteration's time per step.
 
 Writes benchmarks/results/throughput/step_split.{md,json} (or `--out`.{md,json}).
 """

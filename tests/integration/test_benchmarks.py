@@ -541,6 +541,13 @@ def test_grid_projection_speedup_saves_the_same_seconds_in_every_policy(load_scr
     hopper = json.loads(path.read_text())
     assert hopper["speedup"] == {"Hopper-v5": 2.0, "Walker2d-v5": 1.0, "HalfCheetah-v5": 1.0}
     assert out["1"]["work_seconds"] - hopper["work_seconds"] == pytest.approx(0.5 * 0.999424 * 45 * 200)
+    # a task's own value wins over a value for every task, in either order; a bad value is refused
+    both = tmp_path / "both.json"
+    assert gp.main([grid, "--speedup", "Hopper-v5=2", "--speedup", "1.5", "--json", str(both)]) == 0
+    assert json.loads(both.read_text())["speedup"] == {"Hopper-v5": 2.0, "Walker2d-v5": 1.5, "HalfCheetah-v5": 1.5}
+    for bad in ("Hopper-v5=x", "Ant-v5=2"):
+        with pytest.raises(SystemExit):
+            gp.main([grid, "--speedup", bad])
 
 
 # --------------------------------------------------------------------------------------------- device_grid_check.py

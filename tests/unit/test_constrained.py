@@ -481,6 +481,6 @@ def test_flat_grad_create_graph_gives_hessian_vector_products():
 )
 def test_norm_is_numpys_norm_bit_for_bit(dtype, values):
     """The bisector's `norm` skips `np.linalg.norm`'s wrapper, not its arithmetic: the same value and dtype."""
-    v = np.asarray(values, dtype)
-    assert norm(v).dtype == np.linalg.norm(v).dtype
-    assert norm(v).tobytes() == np.linalg.norm(v).tobytes()
+    for v in (np.asarray(values, dtype), np.asarray(values, dtype)[::2]):  # contiguous, and strided (copied first)
+        assert norm(v).dtype == np.linalg.norm(v).dtype
+        assert norm(v).tobytes() == np.linalg.norm(v).tobytes()

@@ -20,7 +20,9 @@ runs made before the rule was renamed."""
 
 
 def norm(v: np.ndarray) -> np.floating:
-    """``|v|`` of a 1-D float vector: `np.linalg.norm(v)`'s own arithmetic (sqrt of ``v . v``), minus its wrapper."""
+    """``|v|`` of a 1-D float vector: `np.linalg.norm(v)`'s own arithmetic (sqrt of ``v . v`` over a contiguous copy
+    of a strided ``v``), minus its wrapper."""
+    v = v.ravel(order="K")
     return np.sqrt(v.dot(v))
 
 
