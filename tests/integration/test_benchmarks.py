@@ -550,6 +550,14 @@ def test_grid_projection_speedup_saves_the_same_seconds_in_every_policy(load_scr
             gp.main([grid, "--speedup", bad])
 
 
+# ----------------------------------------------------------------------------------------------- envpool_default.py
+def test_envpool_default_refuses_a_missing_baseline_command(load_script, tmp_path):
+    ed = load_script("benchmarks/envpool_default.py")
+    with pytest.raises(SystemExit):
+        ed.main(["--backend", "auto", "--baseline-npsco", str(tmp_path / "no-npsco"), "--out", str(tmp_path / "x")])
+    assert not (tmp_path / "x.json").exists()
+
+
 # --------------------------------------------------------------------------------------------- device_grid_check.py
 def test_device_grid_check_probes_alone_and_at_once(load_script, tmp_path):
     dg = load_script("benchmarks/device_grid_check.py")
