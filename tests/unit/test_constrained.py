@@ -405,6 +405,7 @@ def test_cpo_step_rejects_non_positive_delta():
 @given(st.integers(2, 10), st.integers(0, 2**32 - 1), st.floats(-2.0, 2.0), st.sampled_from([1e-3, 0.01, 0.5]))
 def test_cpo_step_matches_slsqp(n, seed, ratio, delta):
     assume(abs(abs(ratio) - 1.0) > 1e-3)  # away from the tangent case, where SLSQP is ill-conditioned
+    assume(ratio == 0.0 or abs(ratio) > 1e-12)  # a subnormal ratio makes c round to zero: its sign, the case, is lost
     problem = Problem.random(seed=seed, n=n, c_over_boundary=ratio, delta=delta)
     x, info = problem.solve()
     if ratio >= 1.0:
