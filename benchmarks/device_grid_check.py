@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = "benchmarks/paper_campaign/grid_100k.toml"
@@ -55,12 +56,6 @@ def train_processes(count: int, steps: int, work: Path) -> list[dict[str, float]
         wall = time.perf_counter() - start
         out.append({"wall_seconds": round(wall, 2), "steps_per_s": round(steps / wall, 1)})
     return out
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def main(argv: list[str] | None = None) -> int:

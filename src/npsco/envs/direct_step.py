@@ -73,7 +73,7 @@ def direct_step(env: gym.Env) -> Step | None:
     mj_step, mj_rne = mujoco.mj_step, mujoco.mj_rnePostConstraint
 
     def step(action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
-        if not checker.checked_step or not order._has_reset:  # the first step's checks, or the error before a reset
+        if not checker.checked_step:  # the first step: Gymnasium's checks (and its error when there was no reset)
             return fallback(action)
         if np.shape(action) != (nu,):
             raise ValueError(f"Action dimension mismatch. Expected {(nu,)}, found {np.shape(action)}")
@@ -110,11 +110,10 @@ def _outcome(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> Callable[[float,
 
     def walker(x_velocity: float, action: np.ndarray) -> tuple:
         z, angle = qpos[1], qpos[2]
-        healthy = z_min < z < z_max and angle_min < angle < angle_max
+        healthy = bool(z_min < z < z_max and angle_min < angle < angle_max)
         if healthy and state_min is not None:  # Hopper: also every joint position and velocity but x and z in range
             state = concat((qpos[2:], qvel))
             healthy = bool(((state_min < state) & (state < state_max)).all())
-        healthy = bool(healthy)
         reward = (forward_weight * x_velocity + healthy * healthy_reward) - ctrl_weight * total(square(action))
         velocity = high(low(qvel, -10), 10)  # np.clip(qvel, -10, 10), minus its Python wrapper
         return concat((qpos[1:], velocity)), reward, not healthy and stop_when_unhealthy
