@@ -25,6 +25,7 @@ from npsco.logger import Tracking
 from npsco.manifest import Candidate, Chain, Member, check_borrowed, is_borrowed, layout_path
 from npsco.methods import METHODS, make_method
 from npsco.methods.base import Method, MethodContext
+from npsco.novelty.metrics import mean_pairwise_distance
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance
 from npsco.novelty.threshold import Threshold, default_threshold, visited_states
@@ -137,17 +138,29 @@ class PopulationSnapshot(PopulationMembers):
         member.threshold = threshold_of(self.config, self.r0_default, member)
         policies = [self.policy(m) for m in prior]
         threshold = self.threshold_file()
+        cls = METHODS[config.method]
+        states = self.state_distance(threshold, member.references, policies) if cls.uses_states(config) else None
         context = MethodContext(
             env_id=env_id,
             references=ReferenceSet(policies, member.references),
             r0=member.threshold,
-            r0_profile=self.threshold_profile(threshold) if METHODS[config.method].uses_profile(config) else None,
-            states=self.state_distance(threshold, member.references, policies) if config.metric == "state" else None,
+            r0_profile=self.threshold_profile(threshold) if cls.uses_profile(config) else None,
+            states=states,
             reference_returns=tuple(
                 m.final_eval["return_mean"] for m in self.members if m.role == "reference" and m.final_eval
             ),
+            state_r0=None if states is None else self.state_threshold(states, member),
         )
         return make_method(config, context)
+
+    def state_threshold(self, states: StateDistance, member: Member) -> float:
+        """The state-distance threshold of `member`, whose avoided policies' embeddings are `states`: the references'
+        mean pairwise state distance, times the multiple of r0_default that its r0 is (1 with an absolute r0)."""
+        refs = [i for i, name in enumerate(member.references) if self.member(name).role == "reference"]
+        default = float(mean_pairwise_distance(states.subset(refs).pairwise()))
+        assert member.threshold is not None  # set by method_for before this
+        scale = member.threshold / self.r0_default if self.r0_default and self.config.method.r0 is None else 1.0
+        return default * scale
 
     def threshold_file(self) -> dict[str, Any] | None:
         """The run's `threshold.json` (None with an absolute r0, or before it is computed). Refuses a default

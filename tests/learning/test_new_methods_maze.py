@@ -1,6 +1,7 @@
-"""Learning test: the Lagrangian method and RSPO with their default settings (at the paper's threshold, 1 x r0), against
-PPO references on the maze, each yield a policy that still reaches a goal from most starts while its deterministic
-behaviour is at least r0 away from every reference."""
+"""Learning test: the Lagrangian method (its default settings, both distances at once, and the return constrained
+instead of the distance) and RSPO, at the paper's threshold (1 x r0), against PPO references on the maze, each yield a
+policy that still reaches a goal from most starts while its deterministic behaviour is at least r0 away from every
+reference."""
 
 import numpy as np
 import pytest
@@ -14,9 +15,20 @@ from npsco.tasks import MAZE_ID
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["lagrangian", "rspo"])
-def test_the_method_on_the_maze_is_novel_and_still_reaches_goals(method, tmp_path):
-    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of(method), refs=2, novel=1)
+@pytest.mark.parametrize(
+    "method, settings, reach",
+    [
+        ("lagrangian", {}, 0.8),
+        ("lagrangian", {"lagrangian_joint": True}, 0.8),
+        # the return form maximises novelty: on the maze it leaves the references' +10 goal for the lesser ones and
+        # its return constraint (0.9 x the references') binds late; measured 0.71 of starts, nearest ~5 x r0
+        ("lagrangian", {"lagrangian_constrain": "return", "return_alpha": 0.9}, 0.5),
+        ("rspo", {}, 0.8),
+    ],
+    ids=["lagrangian", "lagrangian-joint", "lagrangian-return", "rspo"],
+)
+def test_the_method_on_the_maze_is_novel_and_still_reaches_goals(method, settings, reach, tmp_path):
+    config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of(method, **settings), refs=2, novel=1)
     pop = Population(tmp_path / "pop", config, progress=False, log=lambda line: None)
     members = pop.run()
     refs = [pop.policy(m) for m in members if m.role == "reference"]
@@ -28,5 +40,5 @@ def test_the_method_on_the_maze_is_novel_and_still_reaches_goals(method, tmp_pat
     nearest = min(policy_distance(policy.mean_action(states), r.mean_action(states)) for r in refs)
     summary = {**episodes.summary(), "nearest": nearest, "r0": novel.threshold}
     assert config.r0_scales == (1.0,) and novel.threshold == pop.r0_default
-    assert reached >= 0.8, summary
+    assert reached >= reach, summary
     assert nearest >= novel.threshold, summary

@@ -153,6 +153,102 @@ def test_the_return_constraint_needs_the_references_returns(maze_policies):
     assert isinstance(method, Lagrangian) and method.reference_return == 6.0
 
 
+# ------------------------------------------------------------------- the joint constraint and the return constraint
+@pytest.fixture
+def maze_states():
+    """A state embedding of two avoided maze policies: one visits the left of the map, the other the right."""
+    rng = np.random.default_rng(0)
+    return StateDistance.fit([rng.uniform([0, 0], [6, 16], (200, 2)), rng.uniform([10, 0], [16, 16], (200, 2))])
+
+
+def joint_trainer(tiny_maze, maze_policies, states, state_r0, r0=5.0, **settings):
+    refs = ReferenceSet([maze_policies.const([0.3, 0.0]), maze_policies.const([0.0, -0.2])], ["a", "b"])
+    context = MethodContext(MAZE_ID, refs, r0, states=states, state_r0=state_r0)
+    method = make_method(MethodConfig.of("lagrangian", lagrangian_joint=True, **settings), context)
+    return Trainer(tiny_maze(num_envs=4, num_steps=16, total_timesteps=64), method, tensorboard=False)
+
+
+def test_joint_steps_both_sets_of_multipliers_each_on_its_own_distance(tiny_maze, maze_policies, maze_states):
+    tr = joint_trainer(tiny_maze, maze_policies, maze_states, state_r0=50.0, lagrangian_margin=0.2)
+    method = tr.hooks
+    assert isinstance(method, Lagrangian) and method.streams == ("novelty",)
+    assert method.target == pytest.approx(6.0) and method.state_target == pytest.approx(60.0)
+    metrics = method.update(tr.learner, tr.compute_advantages(tr.collect_rollout()))
+    state_d = maze_states.distances(method.previous_embedding)
+    np.testing.assert_allclose(method.state_multipliers, 0.1 * (60.0 - state_d) / 60.0)
+    assert metrics["lagrangian/state_distance_min"] == pytest.approx(state_d.min())
+    # the action multipliers moved on the action distances (both violated at r0 = 5), not on the state ones
+    d = metrics["lagrangian/distance_min"]
+    assert method.multipliers.max() == pytest.approx(0.1 * (6.0 - d) / 6.0, rel=1e-6)
+    assert metrics["lagrangian/loss"] < 0 and metrics["lagrangian/state_lambda_sum"] > 0
+
+
+def test_joint_keeps_the_state_multipliers_at_zero_while_the_states_are_far_enough(
+    tiny_maze, maze_policies, maze_states
+):
+    tr = joint_trainer(tiny_maze, maze_policies, maze_states, state_r0=1e-6)
+    tr.hooks.update(tr.learner, tr.compute_advantages(tr.collect_rollout()))
+    assert tr.hooks.state_multipliers.tolist() == [0.0, 0.0] and tr.hooks.multipliers.max() > 0
+    phi = maze_states.embed(np.random.default_rng(1).uniform(0, 16, (10, 2)))
+    assert np.all(tr.hooks._state_reward(phi, tr.hooks.state_lambdas) == 0)  # no state pressure at all
+
+
+def test_joint_needs_states_and_a_state_threshold(maze_policies, maze_states):
+    refs = ReferenceSet([maze_policies.const([0.3, 0.0]), maze_policies.const([0.0, -0.2])])
+    config = MethodConfig.of("lagrangian", lagrangian_joint=True)
+    with pytest.raises(NpscoError, match="visited-state embedding"):
+        make_method(config, MethodContext(MAZE_ID, refs, 0.5))
+    with pytest.raises(NpscoError, match="positive state threshold"):
+        make_method(config, MethodContext(MAZE_ID, refs, 0.5, states=maze_states))
+    assert Lagrangian.uses_states(config) and not Lagrangian.uses_states(MethodConfig.of("lagrangian"))
+
+
+def test_the_return_form_maximises_the_nearest_distance_with_weight_one_over_one_plus_nu(
+    lagrangian_trainer, tiny_maze, maze_policies
+):
+    refs = ReferenceSet([maze_policies.const([0.3, 0.0]), maze_policies.const([0.0, -0.2])], ["a", "b"])
+    config = MethodConfig.of("lagrangian", lagrangian_constrain="return", return_alpha=0.9)
+    context = MethodContext(MAZE_ID, refs, 0.5, reference_returns=(10.0, 10.0))
+    method = make_method(config, context)
+    assert isinstance(method, Lagrangian) and method.target == 0.5  # no margin: r0 scales the distance only
+    tr = Trainer(tiny_maze(num_envs=4, num_steps=128, total_timesteps=512), method, tensorboard=False)
+    buf = tr.collect_rollout()
+    assert buf.summary.episodes  # some episodes ended: the return constraint has a return to judge
+    metrics = method.iteration_metrics(buf.summary)
+    nu = metrics["lagrangian/return_multiplier"]
+    assert nu == pytest.approx(return_step(0.0, float(np.mean(buf.summary.returns)), 10.0, 0.9, 0.1))
+    out = method.update(tr.learner, tr.compute_advantages(buf))
+    assert out["lagrangian/novelty_weight"] == pytest.approx(1 / (1 + nu))
+    assert method.multipliers.tolist() == [1.0]  # no dual step on the distance: it has no target
+    assert out["lagrangian/loss"] < 0
+
+
+def test_the_return_form_pushes_only_away_from_the_nearest_policy(tiny_maze, maze_policies):
+    near, far = maze_policies.const([0.05, 0.0]), maze_policies.const([-1.0, -1.0])
+    refs = ReferenceSet([far, near], ["far", "near"])
+    config = MethodConfig.of("lagrangian", lagrangian_constrain="return", return_alpha=0.9)
+    method = make_method(config, MethodContext(MAZE_ID, refs, 0.5, reference_returns=(10.0,)))
+    tr = Trainer(tiny_maze(num_envs=4, num_steps=16, total_timesteps=64), method, tensorboard=False)
+    batch = tr.compute_advantages(tr.collect_rollout())
+    seen = []
+    real = tr.learner.ppo_update
+    tr.learner.ppo_update = lambda batch, stream="task", term=None: seen.append(term) or real(batch, stream, term)
+    method.update(tr.learner, batch)
+    assert seen[0].weights.tolist() == [0.0, 1.0]  # nu = 0 before any episode: weight 1, on the nearest
+
+
+def test_the_new_lagrangian_settings_are_checked():
+    for bad, message in (
+        (dict(lagrangian_constrain="both"), "lagrangian_constrain must be one of"),
+        (dict(lagrangian_constrain="return"), "needs return_alpha"),
+        (dict(lagrangian_joint=True, metric="state"), "work on the action distance"),
+        (dict(lagrangian_constrain="return", return_alpha=0.9, metric="state"), "work on the action distance"),
+        (dict(lagrangian_constrain="return", return_alpha=0.9, lagrangian_joint=True), "does not go with"),
+    ):
+        with pytest.raises(NpscoError, match=message):
+            MethodConfig.of("lagrangian", **bad).validate()
+
+
 # ---------------------------------------------------------------------------------------------------------- RSPO
 def test_switched_reward_on_exact_numbers():
     reward, switched = switched_reward(

@@ -36,6 +36,9 @@ class MethodContext:
     """The visited-state distributions of the policies in `references`, for the `state` metric."""
     reference_returns: tuple[float, ...] = ()
     """The final deterministic returns of the population's references (a return constraint's yardstick)."""
+    state_r0: float | None = None
+    """The state-distance threshold of a method that constrains visited states beside actions (the Lagrangian's
+    `lagrangian_joint`): the references' mean pairwise state distance, scaled as r0 is."""
 
 
 class Method(Hooks):
@@ -59,3 +62,8 @@ class Method(Hooks):
     def uses_profile(cls, config: MethodConfig) -> bool:
         """Whether `config` asks for the references' threshold profile (IPD's `r0_profile=reference`)."""
         return False
+
+    @classmethod
+    def uses_states(cls, config: MethodConfig) -> bool:
+        """Whether `config` needs the avoided policies' visited-state distributions (`MethodContext.states`)."""
+        return config.metric == "state"
