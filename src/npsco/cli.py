@@ -87,6 +87,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         stats, written = evaluate_and_write(args.targets, args.episodes, args.seed, reuse=not args.force, out=args.out)
         _print_statistics(stats)
+        _print_novel_policies([p for p in written if p.name == "evaluation.json"])
         print("results: " + ", ".join(str(p) for p in written))
         return 0
     if len(args.targets) > 1:
@@ -124,6 +125,32 @@ def _print_statistics(stats: dict) -> None:
     print(
         "success: the paper's (novel policies: at some training evaluation) and on the final policies; relative "
         "novelty: the paper's (/ PPO mean novelty) and / PPO mean pairwise distance"
+    )
+
+
+def _print_novel_policies(documents: list[Path]) -> None:
+    """Per novel policy: its return over the references' median, its nearest distance over r0, whether it meets the
+    paper's criteria, and the yardstick (how many references it is more different than)."""
+    from npsco.io import read_json
+
+    rows = [r for d in documents for r in read_json(d)["policies"] if r.get("role") == "novel"]
+    if not rows:
+        return
+    print(
+        f"{'policy':>24s} {'task':>20s}  {'return':>10s}  {'/ median':>8s}  {'nearest / r0':>12s}  {'meets':>5s}  "
+        "more different than"
+    )
+    for r in rows:
+        ratio, near = (f"{r[k]:.2f}" if r.get(k) is not None else "-" for k in ("return_ratio", "nearest_ratio"))
+        meets = "-" if r.get("meets") is None else ("yes" if r["meets"] else "no")
+        stick = f"{r['yardstick']} of {r['yardstick_of']} refs" if r.get("yardstick") is not None else "-"
+        print(
+            f"{r['name']:>24s} {r['task']:>20s}  {r['return_mean']:>10.1f}  {ratio:>8s}  {near:>12s}  {meets:>5s}  "
+            f"{stick}"
+        )
+    print(
+        "meets: return >= 0.8 x the references' median and nearest >= r0 (the paper's criteria); more different "
+        "than: references nearer to their own nearest other reference than the policy is to its nearest"
     )
 
 

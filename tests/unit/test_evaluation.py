@@ -17,6 +17,7 @@ from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.evaluation.evaluate import cached_evaluation, combine, evaluate_run, evaluate_runs
+from npsco.evaluation.measure import yardstick
 from npsco.evaluation.rows import CSV_COLUMNS, EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.scoring import score_rows, statistics
 from npsco.manifest import Chain
@@ -220,7 +221,39 @@ def test_statistics_mean_std_iqm_and_success_rate_per_group():
     assert agg["ipd"]["normalized_return_iqm"] == pytest.approx(2.0)  # returns / baseline 2, IQM of 1, 2, 3
 
 
+def test_yardstick_counts_the_references_nearer_to_their_nearest_other_reference():
+    # D[i][j] on i's states; references 0, 1, 2 (leave-one-out nearest: 0.5, 0.3, 0.9), a novel policy 3
+    d = np.array([[0, 0.5, 0.7, 9], [0.3, 0, 0.4, 9], [0.9, 1.0, 0, 9], [1, 1, 1, 0]])
+    assert [yardstick(d, [0, 1, 2], x) for x in (0.2, 0.3, 0.6, 0.95)] == [0, 0, 2, 3]  # strictly below counts
+    assert yardstick(d, [0, 1, 2], None) is None and yardstick(d, [0], 1.0) is None
+
+
 # -------------------------------------------------------------------------------- through evaluate_run, exactly
+def test_evaluate_run_puts_each_novel_policy_beside_the_references_leave_one_out_distances(run):
+    manifest = json.loads((run / "manifest.json").read_text())
+    for m in manifest["members"]:  # k0 avoids both references, k1 those and k0
+        m["references"] = {"ipd/k0": ["ref0", "ref1"], "ipd/k1": ["ref0", "ref1", "ipd/k0"]}.get(m["name"], [])
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    rows = {r["name"]: r for r in evaluate_run(run, episodes=EPISODES, seed=0, log=lambda _: None)["policies"]}
+    # the references are 0.5 from each other; k0 is sqrt(1.25) from its nearest (ref1), k1 0 from ref0
+    assert rows["ipd/k0"]["nearest"] == pytest.approx(SQRT_1_25)
+    assert (rows["ipd/k0"]["yardstick"], rows["ipd/k0"]["yardstick_of"]) == (2, 2)
+    assert rows["ipd/k1"]["yardstick"] == 0 and rows["ref0"]["yardstick"] is None
+
+
+def test_evaluate_prints_each_novel_policys_verdict(run, capsys):
+    manifest = json.loads((run / "manifest.json").read_text())
+    for m in manifest["members"]:
+        m["references"] = ["ref0", "ref1"] if m["role"] == "novel" else []
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["evaluate", str(run), "--episodes", str(EPISODES)]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    k0, k1 = lines["ipd/k0"].split(), lines["ipd/k1"].split()
+    # k0: return about 0 against the references' median (not >= 0.8 x it), 2.24 x r0 from its nearest reference
+    assert k0[-6:] == [f"{SQRT_1_25 / 0.5:.2f}", "no", "2", "of", "2", "refs"]
+    assert k1[-6:] == ["0.00", "no", "0", "of", "2", "refs"]
+
+
 def test_evaluate_run_novelty_relative_novelty_and_success_on_a_hand_made_run(run):
     doc = evaluate_run(run, episodes=EPISODES, seed=0, log=lambda _: None)
     rows = {r["name"]: r for r in doc["policies"]}

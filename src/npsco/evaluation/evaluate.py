@@ -25,6 +25,7 @@ from npsco.evaluation.measure import (
     measure_policy,
     novelty_against,
     state_distance_matrix,
+    yardstick,
 )
 from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
@@ -37,9 +38,9 @@ from npsco.stats import state_diversity_matrix
 from npsco.tasks import default_distance_episodes, default_eval_episodes, task_name
 
 EVALUATION_FORMAT = "npsco-evaluation"
-EVALUATION_VERSION = 3
+EVALUATION_VERSION = 4
 """2: `success_final` and `relative_novelty_paper`; 3: `nearest`, `nearest_ratio`, `state_distance`, `return_ratio`,
-`meets` (an evaluation of an earlier version is recomputed)."""
+`meets`; 4: `yardstick`, `yardstick_of` (an evaluation of an earlier version is recomputed)."""
 
 
 def _r0_scale(member: Member, config: dict) -> float | None:
@@ -88,6 +89,8 @@ def evaluate_run(
     rows = []
     for i, (m, x) in enumerate(zip(info.members, measurements, strict=True)):
         summary = x.episodes.summary()
+        nearest = novelty_against(actions, i, avoided[i]) if m.role == "novel" else None
+        stick = yardstick(actions, ref_idx, nearest)
         maze: dict[str, Any] = {}
         if x.fig2_trajectory is not None and x.fig2_goal is not None:  # the maze: both are measured together
             maze = {f"goal_{g}": n / summary["episodes"] for g, n in summary["goals"].items()}
@@ -110,7 +113,9 @@ def evaluate_run(
                 **{k: summary[k] for k in ("return_mean", "return_std", "return_min", "return_max", "length_mean")},
                 novelty=novelty_against(actions, i, ref_idx),
                 state_novelty=novelty_against(states, i, ref_idx),
-                nearest=novelty_against(actions, i, avoided[i]) if m.role == "novel" else None,
+                nearest=nearest,
+                yardstick=stick,
+                yardstick_of=None if stick is None else len(ref_idx),
                 candidates=len(m.candidates) or None,
                 candidate=next((c.index for c in m.candidates if c.kept), None),
                 state_distance=novelty_against(mmd, i, avoided[i]) if m.role == "novel" and mmd is not None else None,

@@ -97,6 +97,16 @@ def novelty_against(matrix: np.ndarray, i: int, references: list[int]) -> float 
     return float(matrix[i, others].min()) if others else None
 
 
+def yardstick(matrix: np.ndarray, references: list[int], nearest: float | None) -> int | None:
+    """How many of `references` are nearer to their own nearest other reference (matrix[i, j], measured on i's states)
+    than `nearest`: a novel policy's distance put beside the references' leave-one-out nearest distances. None
+    without a distance or with fewer than 2 references."""
+    if nearest is None or len(references) < 2:
+        return None
+    loo = [novelty_against(matrix, i, references) for i in references]
+    return sum(d is not None and d < nearest for d in loo)
+
+
 def mean_reference_distance(matrix: np.ndarray, references: list[int]) -> float | None:
     """Mean of D(i, j) over ordered pairs of distinct references: the paper's default r0, here re-measured."""
     if len(references) < 2:

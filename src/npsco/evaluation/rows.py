@@ -68,6 +68,12 @@ class EvaluationRow:
     """Return / the median return of the run's references (the success baseline)."""
     meets: bool | None = None
     """A novel policy meets the paper's criteria: return_ratio >= 0.8 and nearest_ratio >= 1 (`meets_criteria`)."""
+    yardstick: int | None = None
+    """A novel policy is more different than this many of the run's references are from the others: the count of
+    references whose leave-one-out nearest distance (to the nearest other reference, on their own states) is below
+    the policy's `nearest` (`yardstick`). Reported, never a criterion."""
+    yardstick_of: int | None = None
+    """The number of references `yardstick` counts from."""
     candidates: int | None = None
     """With `--candidates`: how many candidates were trained for the policy's slot (the others were dropped)."""
     candidate: int | None = None

@@ -222,7 +222,7 @@ def criteria_blocks(rows: list[dict]) -> list[Block]:
     novel = [r for r in rows if r.get("meets") is not None]
     if not novel:
         return []
-    header = ["task", "group", "policy", "return / median", "nearest / r0", "meets", "candidate"]
+    header = ["task", "group", "policy", "return / median", "nearest / r0", "meets", "more different than", "candidate"]
     body = [
         [
             r["task"],
@@ -231,6 +231,7 @@ def criteria_blocks(rows: list[dict]) -> list[Block]:
             f"{r['return_ratio']:.2f}",
             f"{r['nearest_ratio']:.2f}",
             "yes" if r["meets"] else "no",
+            f"{r['yardstick']} of {r['yardstick_of']} refs" if r.get("yardstick") is not None else "",
             f"{r['candidate']} of {r['candidates']}" if r.get("candidates") else "",
         ]
         for r in novel
@@ -242,8 +243,9 @@ def criteria_blocks(rows: list[dict]) -> list[Block]:
             f"{met} of {len(novel)} novel policies meet both criteria: a deterministic return of at least 0.8 x the "
             "median of their run's references, and a distance to the nearest policy they had to avoid (the "
             "references and the earlier policies of their chain) of at least r0_default, the paper's threshold. "
-            "Candidate: with `--candidates`, which of the slot's candidates was kept (the others are in the "
-            "manifest)."
+            "More different than: how many of the references are nearer to their own nearest other reference "
+            "than this policy is to its nearest avoided policy (a yardstick, not a criterion). Candidate: with "
+            "`--candidates`, which of the slot's candidates was kept (the others are in the manifest)."
         ),
         Table(header, body),
     ]
