@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from npsco.cli_parser import build_parser
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_json, disk_full_message, is_disk_full
+from npsco.io import atomic_write_json, disk_full_message, is_disk_full, read_json
 from npsco.limits import MAX_EPISODES, check_at_most
 from npsco.logger import Tracking
 from npsco.manifest import policy_files, population_dirs
@@ -88,6 +88,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         stats, written = evaluate_and_write(args.targets, args.episodes, args.seed, reuse=not args.force, out=args.out)
         _print_statistics(stats)
         _print_novel_policies([p for p in written if p.name == "evaluation.json"])
+        if args.describe:
+            _print_descriptors([p for p in written if p.name == "evaluation.json"])
         print("results: " + ", ".join(str(p) for p in written))
         return 0
     if len(args.targets) > 1:
@@ -131,8 +133,6 @@ def _print_statistics(stats: dict) -> None:
 def _print_novel_policies(documents: list[Path]) -> None:
     """Per novel policy: its return over the references' median, its nearest distance over r0, whether it meets the
     paper's criteria, and the yardstick (how many references it is more different than)."""
-    from npsco.io import read_json
-
     rows = [r for d in documents for r in read_json(d)["policies"] if r.get("role") == "novel"]
     if not rows:
         return
@@ -152,6 +152,23 @@ def _print_novel_policies(documents: list[Path]) -> None:
         "meets: return >= 0.8 x the references' median and nearest >= r0 (the paper's criteria); more different "
         "than: references nearer to their own nearest other reference than the policy is to its nearest"
     )
+
+
+def _print_descriptors(documents: list[Path]) -> None:
+    """Per policy: how it moves (`npsco.evaluation.descriptors`), on a MuJoCo locomotion task."""
+    rows = [r for d in documents for r in read_json(d)["policies"] if r.get("forward_speed") is not None]
+    if not rows:
+        print("no behaviour descriptors: they are measured on MuJoCo locomotion tasks (Hopper, Walker2d, HalfCheetah)")
+        return
+    print("how each policy moves (its deterministic evaluation episodes):")
+    for r in rows:
+        feet = ", ".join(f"{foot} {100 * d:.0f}%" for foot, d in (r.get("duty") or {}).items())
+        steps = "-" if r.get("step_frequency") is None else f"{r['step_frequency']:.1f}"
+        print(
+            f"{r['name']:>24s} {r['task']:>12s}  {r['forward_speed']:5.2f} m/s  {steps:>4s} touchdowns/s  torso "
+            f"{r['height_mean']:.2f} +- {r['height_std']:.2f} m, pitch {r['pitch_mean']:+.2f} +- {r['pitch_std']:.2f} "
+            f"rad  feet on the floor: {feet or '-'}"
+        )
 
 
 @command("report")

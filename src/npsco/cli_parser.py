@@ -106,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         "folder for one combined evaluation.csv/.json (default: RUN/evaluation/)",
     )
     e.add_argument("--force", action="store_true", help="runs: re-evaluate even when RUN/evaluation/ is up to date")
+    e.add_argument(
+        "--describe",
+        action="store_true",
+        help="runs on a MuJoCo locomotion task: also print how each policy moves (forward speed, touchdowns per "
+        "second, torso height and pitch, each foot's time on the floor; docs/report.md)",
+    )
     e.add_argument("--env", default=None, metavar="ENV_ID", help=TASK_OF_CHECKPOINT_HELP)
 
     r = sub.add_parser(

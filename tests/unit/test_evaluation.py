@@ -442,6 +442,7 @@ def test_the_csv_columns_are_the_row_fields_but_the_per_episode_data():
         "returns",
         "episode_seeds",
         "fig2_trajectory",
+        "duty",
     }
     mujoco = erow(name="k0", threshold=None, success=True, return_mean=1.0 / 3.0, returns=[1.0], eval_curve=[[1, 2.0]])
     assert "goal_top" not in mujoco.to_dict() and "fig2_trajectory" not in mujoco.to_dict()  # the maze's only

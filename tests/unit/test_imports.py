@@ -210,7 +210,10 @@ LAYERS = [
             "npsco.training",
         ),
     ),
-    ("evaluation", ("npsco.evaluation.runs", "npsco.evaluation.measure", "npsco.evaluation.rows")),
+    (
+        "evaluation",
+        ("npsco.evaluation.runs", "npsco.evaluation.measure", "npsco.evaluation.rows", "npsco.evaluation.descriptors"),
+    ),
     ("analysis", ("npsco.evaluation.scoring", "npsco.evaluation.evaluate")),
     ("report", ("npsco.report",)),
     ("importers", ("npsco.importers", "npsco.export")),

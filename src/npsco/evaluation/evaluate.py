@@ -15,6 +15,7 @@ import numpy as np
 import npsco
 from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
+from npsco.evaluation.descriptors import describe
 from npsco.evaluation.measure import (
     FIG2_START,
     MAX_DIVERSITY_STATES,
@@ -40,7 +41,8 @@ from npsco.tasks import default_distance_episodes, default_eval_episodes, task_n
 EVALUATION_FORMAT = "npsco-evaluation"
 EVALUATION_VERSION = 4
 """2: `success_final` and `relative_novelty_paper`; 3: `nearest`, `nearest_ratio`, `state_distance`, `return_ratio`,
-`meets`; 4: `yardstick`, `yardstick_of` (an evaluation of an earlier version is recomputed)."""
+`meets`; 4: `yardstick`, `yardstick_of` and the behaviour descriptors (an evaluation of an earlier version is
+recomputed)."""
 
 
 def _r0_scale(member: Member, config: dict) -> float | None:
@@ -91,6 +93,7 @@ def evaluate_run(
         summary = x.episodes.summary()
         nearest = novelty_against(actions, i, avoided[i]) if m.role == "novel" else None
         stick = yardstick(actions, ref_idx, nearest)
+        behaviour = describe(info.env_id, x.episodes.states)
         maze: dict[str, Any] = {}
         if x.fig2_trajectory is not None and x.fig2_goal is not None:  # the maze: both are measured together
             maze = {f"goal_{g}": n / summary["episodes"] for g, n in summary["goals"].items()}
@@ -116,6 +119,7 @@ def evaluate_run(
                 nearest=nearest,
                 yardstick=stick,
                 yardstick_of=None if stick is None else len(ref_idx),
+                **({} if behaviour is None else behaviour.to_dict()),
                 candidates=len(m.candidates) or None,
                 candidate=next((c.index for c in m.candidates if c.kept), None),
                 state_distance=novelty_against(mmd, i, avoided[i]) if m.role == "novel" and mmd is not None else None,

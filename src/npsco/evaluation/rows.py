@@ -74,6 +74,21 @@ class EvaluationRow:
     the policy's `nearest` (`yardstick`). Reported, never a criterion."""
     yardstick_of: int | None = None
     """The number of references `yardstick` counts from."""
+    forward_speed: float | None = None
+    """MuJoCo locomotion: mean forward velocity of the root over the evaluation's steps, m/s
+    (`npsco.evaluation.descriptors`)."""
+    step_frequency: float | None = None
+    """MuJoCo locomotion: touchdowns (a foot's contact beginning) per second, averaged over the feet."""
+    height_mean: float | None = None
+    """MuJoCo locomotion: mean torso height (the root's z), m."""
+    height_std: float | None = None
+    """Its std over the steps, m."""
+    pitch_mean: float | None = None
+    """MuJoCo locomotion: mean torso pitch (the root's rotation about y), rad."""
+    pitch_std: float | None = None
+    """Its std over the steps, rad."""
+    duty: dict[str, float] | None = field(default=None, metadata=_JSON_ONLY)
+    """MuJoCo locomotion: per foot, the fraction of steps it touches the floor."""
     candidates: int | None = None
     """With `--candidates`: how many candidates were trained for the policy's slot (the others were dropped)."""
     candidate: int | None = None

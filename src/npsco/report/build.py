@@ -251,6 +251,45 @@ def criteria_blocks(rows: list[dict]) -> list[Block]:
     ]
 
 
+def descriptor_blocks(rows: list[dict]) -> list[Block]:
+    """How each policy moves, on a MuJoCo locomotion task (`npsco.evaluation.descriptors`): a row per policy."""
+    described = [r for r in rows if r.get("forward_speed") is not None]
+    if not described:
+        return []
+    header = [
+        "task",
+        "group",
+        "policy",
+        "speed (m/s)",
+        "touchdowns/s",
+        "torso height (m)",
+        "pitch (rad)",
+        "feet on floor",
+    ]
+    body = [
+        [
+            r["task"],
+            r["group"],
+            r["name"],
+            f"{r['forward_speed']:.2f}",
+            "" if r.get("step_frequency") is None else f"{r['step_frequency']:.1f}",
+            f"{r['height_mean']:.2f} +- {r['height_std']:.2f}",
+            f"{r['pitch_mean']:+.2f} +- {r['pitch_std']:.2f}",
+            ", ".join(f"{foot} {100 * d:.0f}%" for foot, d in (r.get("duty") or {}).items()),
+        ]
+        for r in described
+    ]
+    return [
+        Heading("How the policies move"),
+        Paragraph(
+            "Behaviour descriptors of each policy's deterministic evaluation episodes: the root's mean forward "
+            "speed, touchdowns (a foot's contact beginning) per second averaged over the feet, the torso's height "
+            "and pitch (mean +- std over the steps), and the fraction of steps each foot touches the floor."
+        ),
+        Table(header, body),
+    ]
+
+
 def eval_intervals(configs: list[dict]) -> str:
     """The environment steps between two training evaluations of runs (`eval_every` iterations of `num_envs` x
     `num_steps` steps), each distinct value once (`51200`, `10240 or 51200`); empty when no run says."""
@@ -403,6 +442,7 @@ def build_report(
         novelty_table(stats),
     ]
     blocks += criteria_blocks(rows)
+    blocks += descriptor_blocks(rows)
 
     blocks += distance_blocks(rows, docs, configs, out, cache, log)
 
