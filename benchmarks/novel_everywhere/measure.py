@@ -31,7 +31,11 @@ from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.tasks import task_name
 
+DESCRIPTORS = ("forward_speed", "step_frequency", "height_mean", "height_std", "pitch_mean", "pitch_std", "duty")
+
 COLUMNS = ("return_mean", "return_ratio", "nearest", "nearest_ratio", "meets", "state_novelty", "state_distance")
+EXTRA = ("yardstick", "yardstick_of", *DESCRIPTORS)
+"""Reported beside, judging nothing: the yardstick and the behaviour descriptors (evaluations of format 4 on)."""
 
 
 def population_runs(paths: list[str]) -> list[Path]:
@@ -73,6 +77,7 @@ def measure(runs: list[Path]) -> tuple[list[dict], list[dict]]:
                         "name": p["name"],
                         "seed": p["seed"],
                         **{c: p.get(c) for c in COLUMNS},
+                        **{c: p.get(c) for c in EXTRA},
                         "state_ratio": None
                         if state_r0 is None or p.get("state_distance") is None
                         else p["state_distance"] / state_r0,
@@ -228,6 +233,45 @@ def state_section(rows: list[dict]) -> list[str]:
     return lines
 
 
+def missed_on(row: dict) -> str:
+    """Which criterion a policy missed: `return`, `distance`, `both`, or `` when it meets them."""
+    low_return, low_distance = row["return_ratio"] < 0.8, row["nearest_ratio"] < 1.0
+    return {(True, True): "both", (True, False): "return", (False, True): "distance"}.get(
+        (low_return, low_distance), ""
+    )
+
+
+def stick(row: dict) -> str:
+    """The yardstick in words: `3 of 5 refs` (`-` without one)."""
+    return "-" if row.get("yardstick") is None else f"{row['yardstick']} of {row['yardstick_of']} refs"
+
+
+def descriptor_section(rows: list[dict]) -> list[str]:
+    """How each policy moves (its evaluation's behaviour descriptors), where the evaluation has them."""
+    sel = [r for r in rows if r.get("forward_speed") is not None]
+    if not sel:
+        return []
+    lines = [
+        "## How the policies move (reported, judging nothing)",
+        "",
+        "From each policy's 10 deterministic evaluation episodes (`npsco.evaluation.descriptors`): the root's mean "
+        "forward speed, touchdowns per second (averaged over the feet), torso height and pitch (mean +- std over "
+        "the steps), and each foot's share of steps on the floor.",
+        "",
+        "| task | setting | policy | speed (m/s) | touchdowns/s | torso height (m) | pitch (rad) | feet on floor |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(sel, key=lambda r: (r["task"], r["setting"], r["run"], r["name"])):
+        feet = ", ".join(f"{foot} {100 * d:.0f}%" for foot, d in (r.get("duty") or {}).items())
+        steps = "-" if r.get("step_frequency") is None else f"{r['step_frequency']:.1f}"
+        lines.append(
+            f"| {r['task']} | {r['setting']} | {Path(r['run']).name}/{r['name']} | {r['forward_speed']:.2f} "
+            f"| {steps} | {r['height_mean']:.2f} +- {r['height_std']:.2f} | {r['pitch_mean']:+.2f} +- "
+            f"{r['pitch_std']:.2f} | {feet} |"
+        )
+    return lines
+
+
 def report(rows: list[dict], title: str, command: str) -> str:
     lines = [f"# {title}", "", f"Made by `{command}`.", "", "## Per setting and task", ""]
     lines += [
@@ -252,14 +296,15 @@ def report(rows: list[dict], title: str, command: str) -> str:
         "## Every policy",
         "",
         "| task | setting | policy | seed | return | return / ref. median | "
-        "nearest / r0 | meets | state novelty | state distance |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "nearest / r0 | meets | missed on | more different than | state novelty | state distance |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(rows, key=lambda r: (r["task"], r["setting"], r["run"], r["name"])):
         lines.append(
             f"| {r['task']} | {r['setting']} | {Path(r['run']).name}/{r['name']} | {r['seed']} "
             f"| {r['return_mean']:.1f} | {r['return_ratio']:.3f} | {r['nearest_ratio']:.3f} "
-            f"| {'yes' if r['meets'] else 'no'} "
+            f"| {'yes' if r['meets'] else 'no'} | {missed_on(r)} "
+            f"| {stick(r)} "
             f"| {r['state_novelty']:.3f} | {r['state_distance']:.4f} |"
         )
     lines += [
@@ -268,7 +313,9 @@ def report(rows: list[dict], title: str, command: str) -> str:
         "references' returns in the same evaluation. Nearest / r0: the distance to the nearest policy the "
         "policy had to avoid / r0_default. Meets: return ratio >= 0.8 and nearest / r0 >= 1. State novelty: "
         "sliced-Wasserstein distance between visited states to the nearest reference; state distance: MMD to "
-        "the nearest avoided policy. Mean +- std over policies, IQM with a 95% percentile-bootstrap CI.",
+        "the nearest avoided policy. Missed on: the criterion a policy missed. More different than: how many of "
+        "the references are nearer to their own nearest other reference (a yardstick, not a criterion). Mean +- "
+        "std over policies, IQM with a 95% percentile-bootstrap CI.",
         "",
     ]
     return "\n".join(lines)
@@ -287,6 +334,9 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/novel_everywhere/measure.py " + " ".join(args.runs) + f" --out {args.out}"
     command += f" --beside {args.beside}" if args.beside else ""
     text = report(rows, args.title, command)
+    described = descriptor_section(rows)
+    if described:
+        text += "\n".join(["", *described, ""])
     states = state_section(rows)
     if states:
         text += "\n".join(["", *states, ""])

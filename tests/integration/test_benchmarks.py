@@ -634,6 +634,36 @@ def test_novel_everywhere_state_section_counts_policies_past_the_state_threshold
     assert me.state_section([rows[-1]]) == []
 
 
+def test_measure_says_which_criterion_each_policy_missed_and_how_it_moves(load_script):
+    me = load_script("benchmarks/novel_everywhere/measure.py")
+    assert [
+        me.missed_on({"return_ratio": r, "nearest_ratio": n})
+        for r, n in ((0.8, 1.0), (0.79, 1.2), (1.0, 0.99), (0.5, 0.5))
+    ] == ["", "return", "distance", "both"]
+    assert me.stick({"yardstick": 3, "yardstick_of": 5}) == "3 of 5 refs" and me.stick({"yardstick": None}) == "-"
+    row = {
+        "task": "Hopper-v5",
+        "setting": "lagr-m20",
+        "run": "x/lagr-m20-s1",
+        "name": "lagrangian/k0",
+        "forward_speed": 2.5,
+        "step_frequency": 1.7,
+        "height_mean": 1.2,
+        "height_std": 0.1,
+        "pitch_mean": 0.05,
+        "pitch_std": 0.09,
+        "duty": {"foot_geom": 0.35},
+    }
+    text = "\n".join(me.descriptor_section([row, {**row, "name": "maze", "forward_speed": None}]))
+    assert (
+        "| Hopper-v5 | lagr-m20 | lagr-m20-s1/lagrangian/k0 | 2.50 | 1.7 | 1.20 +- 0.10 | +0.05 +- 0.09 "
+        "| foot_geom 35% |"
+        in text
+        and "maze" not in text
+    )
+    assert me.descriptor_section([{**row, "forward_speed": None}]) == []
+
+
 # ------------------------------------------------------------------------------------------------------ eval_steps.py
 def test_eval_steps_counts_the_steps_of_both_backends(load_script):
     es = load_script("benchmarks/eval_steps.py")
