@@ -40,22 +40,54 @@ GRID = "benchmarks/paper_campaign/grid_100k.toml"
 NPSCO = [sys.executable, "-m", "npsco.cli"]
 
 
+def wall_times(commands: list[list[str]], logs: list[Path]) -> list[float]:
+    """Start `commands` at once (output to `logs`) and return each one's wall seconds, taken when *it* ends: the
+    children are polled, so one that ends before an earlier-started one is not timed at that one's end."""
+    start = time.perf_counter()
+    files = [open(log, "w") for log in logs]  # noqa: SIM115  (closed below)
+    children = [
+        subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT) for cmd, f in zip(commands, files, strict=True)
+    ]
+    ends: dict[int, float] = {}
+    try:
+        while len(ends) < len(children):
+            for i, child in enumerate(children):
+                if i not in ends and child.poll() is not None:
+                    ends[i] = time.perf_counter() - start
+                    if child.returncode != 0:
+                        raise SystemExit(f"a probe training failed: see {logs[i]}")
+            time.sleep(0.02)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+        for f in files:
+            f.close()
+    return [ends[i] for i in range(len(children))]
+
+
 def train_processes(count: int, steps: int, work: Path) -> list[dict[str, float]]:
     """`count` PPO Hopper-v5 trainings of `steps` steps started at once: each one's wall seconds and steps/s."""
-    started = []
-    for i in range(count):
-        cmd = [*NPSCO, "train", "--env", "Hopper-v5", "--steps", str(steps), "--seed", str(i), "--no-progress"]
-        cmd += ["--set", "eval_every=0", "--out", str(work / f"p{count}_{i}")]
-        log = open(work / f"p{count}_{i}.log", "w")  # noqa: SIM115  (closed when the process ends)
-        started.append((time.perf_counter(), subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
-    out = []
-    for start, child, log in started:
-        if child.wait() != 0:
-            raise SystemExit(f"a probe training failed: see {log.name}")
-        log.close()
-        wall = time.perf_counter() - start
-        out.append({"wall_seconds": round(wall, 2), "steps_per_s": round(steps / wall, 1)})
-    return out
+    commands = [
+        [
+            *NPSCO,
+            "train",
+            "--env",
+            "Hopper-v5",
+            "--steps",
+            str(steps),
+            "--seed",
+            str(i),
+            "--no-progress",
+            "--set",
+            "eval_every=0",
+            "--out",
+            str(work / f"p{count}_{i}"),
+        ]
+        for i in range(count)
+    ]
+    walls = wall_times(commands, [work / f"p{count}_{i}.log" for i in range(count)])
+    return [{"wall_seconds": round(w, 2), "steps_per_s": round(steps / w, 1)} for w in walls]
 
 
 def main(argv: list[str] | None = None) -> int:

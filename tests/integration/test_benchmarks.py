@@ -559,6 +559,16 @@ def test_envpool_default_refuses_a_missing_baseline_command(load_script, tmp_pat
 
 
 # --------------------------------------------------------------------------------------------- device_grid_check.py
+def test_device_grid_check_times_each_process_to_its_own_end(load_script, tmp_path):
+    """Started long first, short second: the short one's time is its own, not the long one's (the probe's bias)."""
+    dg = load_script("benchmarks/device_grid_check.py")
+    sleep = [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1]))"]
+    long, short = dg.wall_times([[*sleep, "1.5"], [*sleep, "0.1"]], [tmp_path / "a.log", tmp_path / "b.log"])
+    assert long >= 1.5 and short < 1.0
+    with pytest.raises(SystemExit, match="failed: see"):
+        dg.wall_times([[sys.executable, "-c", "raise SystemExit(3)"]], [tmp_path / "c.log"])
+
+
 def test_device_grid_check_probes_alone_and_at_once(load_script, tmp_path):
     dg = load_script("benchmarks/device_grid_check.py")
     assert dg.median([3.0, 1.0, 2.0]) == 2.0 and dg.median([4.0, 1.0, 2.0, 3.0]) == 2.5
