@@ -62,6 +62,10 @@ def tracking(args: argparse.Namespace) -> Tracking | None:
     return Tracking(project=args.wandb_project or Tracking.project, entity=args.wandb_entity)
 
 
+RESUMABLE = ("train", "population", "sweep", "experiment")
+"""The commands that continue where they stopped when run again (their Ctrl-C message says so)."""
+
+
 @command("train")
 def cmd_train(args: argparse.Namespace) -> int:
     from npsco.settings import ppo_settings  # lazy: gymnasium
@@ -425,7 +429,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"npsco {args.command}: error: {disk_full_message(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"npsco {args.command}: interrupted", file=sys.stderr)
+        again = ""
+        if args.command in RESUMABLE:
+            words = ["npsco", *(sys.argv[1:] if argv is None else argv)]
+            again = f"; run the same command again to resume: {shlex.join(words)}"
+        print(f"npsco {args.command}: interrupted{again}", file=sys.stderr)
         return 130
     finally:
         if main_thread and previous is not None:

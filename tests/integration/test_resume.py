@@ -5,6 +5,7 @@ Hopper-v5 (MuJoCo's physics state restored)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import signal
 import subprocess
 import sys
@@ -101,18 +102,51 @@ def test_sigterm_saves_the_state_and_the_same_command_resumes_it(tmp_path):
     straight = tmp_path / "straight"
     assert subprocess.run([sys.executable, "-c", code, *args, "--out", str(straight)], check=False).returncode == 0
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-c", code, *args, "--out", str(out)])
+    proc = subprocess.Popen([sys.executable, "-c", code, *args, "--out", str(out)], stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not (out / "metrics.jsonl").exists() or len(read_metrics(out / "metrics.jsonl")) < 3:
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130
+    said = proc.stdout.read() if proc.stdout else ""
+    assert "interrupted: the policy in training is saved at" in said and "run the same command again" in said
     meta, _ = read_state(state_path(out))
     assert 3 <= meta["iteration"] < 16 and not (out / "policy.safetensors").exists()
     resumed = subprocess.run([sys.executable, "-c", code, *args, "--out", str(out)], check=False)
     assert resumed.returncode == 0
     assert_same_run(straight, out)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_sigkill_at_a_random_moment_loses_at_most_the_cadence(seed, tmp_path):
+    """`npsco train` killed (SIGKILL) at a random moment with the state saved every second (`state_every`): the saved
+    state is at most that second plus an iteration old, and the re-run says from which step it resumes."""
+    args = ["train", "--steps", "400000", "--set", "eval_every=0", "--set", "state_every=1", "--no-progress"]
+    code = "import sys; from npsco.cli import main; sys.exit(main(sys.argv[1:]))"
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-c", code, *args, "--out", str(out)])
+    deadline = time.monotonic() + 60
+    while not state_path(out).exists():  # training has begun
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(np.random.default_rng(seed).uniform(1.0, 4.0))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    killed_at = time.time()
+    age = killed_at - state_path(out).stat().st_mtime
+    step = read_state(state_path(out))[0]["global_step"]
+    iteration = max(
+        r["charts/rollout_seconds"] + r["charts/update_seconds"] for r in read_metrics(out / "metrics.jsonl")
+    )
+    assert age <= 1.0 + 2 * iteration + 0.5, (age, iteration)  # the cadence, the iteration in progress, slack
+    again = subprocess.Popen([sys.executable, "-c", code, *args, "--out", str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert again.stdout is not None
+        assert f"resuming from the state saved at step {step} of 400000" in again.stdout.readline()
+    finally:
+        again.kill()
+        again.wait(timeout=60)
 
 
 def test_a_hopper_population_killed_three_times_wastes_at_most_an_iteration_each_and_ends_identical(tmp_path):
@@ -159,3 +193,21 @@ def test_a_hopper_population_killed_three_times_wastes_at_most_an_iteration_each
     assert comparable(read_metrics(tmp_path / "straight" / "refs" / "ref0" / "metrics.jsonl")) == comparable(
         read_metrics(ref / "metrics.jsonl")
     )
+
+
+def test_a_population_says_why_a_policy_starts_again_from_step_0(tmp_path, capsys):
+    """A policy left `training` without a saved state (killed before its first save) is trained again from scratch,
+    and the log says why."""
+    from npsco.cli import main
+
+    args = ["population", "--env", MAZE_ID, "--method", "ppo", "--refs", "1", "--novel", "0", "--steps", "2048"]
+    args += ["--set", "eval_every=0", "--no-progress", "--out", str(tmp_path / "pop")]
+    assert main(args) == 0
+    manifest = tmp_path / "pop" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["members"][0].update(status="training", final_eval=None)
+    manifest.write_text(json.dumps(data))
+    (tmp_path / "pop" / "refs" / "ref0" / "policy.safetensors").unlink()  # the folder stays, with no state in it
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "no training state was saved by the stopped attempt" in capsys.readouterr().out

@@ -69,7 +69,8 @@ def test_sigterm_records_interrupted_and_stops_the_workers(running_sweep, proces
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=120)[0].decode()
     assert proc.returncode == 130, output
-    assert "npsco sweep: interrupted" in output and "Traceback" not in output, output
+    assert "npsco sweep: interrupted; run the same command again to resume: npsco sweep" in output, output
+    assert "Traceback" not in output, output
     assert json.loads((running_sweep.out / "sweep.json").read_text())["status"] == "interrupted"
     assert process_tree.wait_gone(running_sweep.family, 30) == set()
 

@@ -90,10 +90,12 @@ class PPOConfig:
     reference `numpy` is tested against: equal up to float32 rounding). `numpy` runs the torch update, with a warning,
     for an agent or optimiser it does not handle, or a `Learner` subclass that overrides `critic_loss`; a method's
     own torch step (`Learner.run_epochs`) runs in torch either way."""
-    state_every: float = 300.0
+    state_every: float = 30.0
     """Save the resumable training state (networks, optimiser, normalisers, generators, environments, counters:
     `checkpoints/state.safetensors`) every this many seconds of wall time, between two iterations, and when
-    stopped by Ctrl-C or SIGTERM; re-running the same command resumes from it. 0: after every iteration."""
+    stopped by Ctrl-C or SIGTERM; re-running the same command resumes from it, so a SIGKILL loses at most this
+    many seconds and the iteration in progress. A save costs ~2-7 ms (0.01% of training at 30 s). 0: after every
+    iteration."""
     checkpoint_every: int = 50
     """Save the policy in training every this many iterations to checkpoints/last.safetensors (0: never; the final
     and the Ctrl-C policies are saved regardless): a policy to use or evaluate, not a state to resume training from
