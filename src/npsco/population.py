@@ -637,6 +637,11 @@ class PopulationLog:
             saved = state_path(pop.out / path)
             if saved.exists():
                 log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
+            elif (pop.out / path / "policy.safetensors").exists():
+                log(
+                    "    its folder holds a policy an earlier attempt trained to its end: kept if it is this policy "
+                    "(task, seed, whole budget, settings), not trained again; else trained again from step 0"
+                )
             elif (pop.out / path).exists():
                 log(
                     "    no training state was saved by the stopped attempt (it ran less than state_every seconds): "

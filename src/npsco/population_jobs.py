@@ -10,6 +10,7 @@ population trained one policy after another, in the parent process itself (`npsc
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,8 @@ import numpy as np
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import THRESHOLD, read_checked
-from npsco.io import atomic_write_json, inside, remove_inside
-from npsco.logger import Tracking
+from npsco.io import atomic_write_json, inside, read_json, remove_inside
+from npsco.logger import Tracking, read_metrics
 from npsco.manifest import Candidate, Chain, Member, check_borrowed, is_borrowed, layout_path
 from npsco.methods import METHODS, make_method
 from npsco.methods.base import Method, MethodContext
@@ -223,10 +224,13 @@ class PopulationSnapshot(PopulationMembers):
         # its folder where the layout puts it, inside the run, through no symbolic link (npsco.io.inside)
         run_dir = inside(self.out, layout_path(member, candidate))
         method = None if member.role == "reference" else self.method_for(member)
+        cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
+        finished = self.finished_policy(run_dir, cfg, member, candidate)
+        if finished is not None:  # trained to its end before: a kill in its final evaluation, or a lost manifest entry
+            return self.finish(member, finished, run_dir, cfg, None)
         resume = state_path(run_dir).exists()
         if not resume:  # an attempt that saved no state: restart it from scratch, same seed
             remove_inside(self.out, run_dir)
-        cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         if not resume:  # the policy's folder says how it was trained, as an `npsco train` run's does
             run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_json(run_dir / "config.json", member_record(cfg, self.config, member, candidate))
@@ -252,14 +256,47 @@ class PopulationSnapshot(PopulationMembers):
         result = trainer.train(progress=progress)
         if result.interrupted:
             raise KeyboardInterrupt
+        member.eval_curve = [[e["global_step"], e["eval/return_mean"]] for e in result.eval_curve]
+        return self.finish(member, result.policy, run_dir, cfg, t0)
+
+    def finish(self, member: Member, policy: Policy, run_dir: Path, cfg: PPOConfig, t0: float | None) -> Member:
+        """`member` done: its final evaluation (`FINAL_EVAL_SEED`); `t0` the training's start (None: a policy trained
+        by an earlier attempt, whose curve is read back from its metrics and whose wall time is unknown)."""
+        if t0 is None:
+            member.eval_curve = [
+                [r["global_step"], r["eval/return_mean"]]
+                for r in read_metrics(run_dir / "metrics.jsonl")
+                if "eval/return_mean" in r
+            ]
         final = run_episodes(
-            result.policy, self.config.final_episodes, seed=FINAL_EVAL_SEED, max_episode_steps=cfg.max_episode_steps
+            policy, self.config.final_episodes, seed=FINAL_EVAL_SEED, max_episode_steps=cfg.max_episode_steps
         )
         member.final_eval = final.summary()
-        member.eval_curve = [[e["global_step"], e["eval/return_mean"]] for e in result.eval_curve]
-        member.wall_seconds = round(time.perf_counter() - t0, 3)
+        member.wall_seconds = None if t0 is None else round(time.perf_counter() - t0, 3)
         member.status = "done"
         return member
+
+    def finished_policy(self, run_dir: Path, cfg: PPOConfig, member: Member, candidate: int) -> Policy | None:
+        """The policy an earlier attempt trained to its end in `run_dir` (its `policy.safetensors`, with a metrics
+        file, for this task and seed, its whole budget, recorded as this member in its `config.json`), else None.
+        Such a policy is taken as it is: training it again would delete a finished policy (a kill during its final
+        evaluation, or a manifest that lost its entry, left its member not `done`)."""
+        path, record = run_dir / "policy.safetensors", run_dir / "config.json"
+        if not (path.is_file() and record.is_file() and (run_dir / "metrics.jsonl").is_file()):
+            return None
+        try:
+            policy = load_policy(path)
+            recorded = read_json(record)
+        except (NpscoError, OSError, ValueError):
+            return None  # not a whole policy of this run: trained again
+        meta = policy.metadata
+        same = (
+            meta.get("env_id") == cfg.env_id
+            and meta.get("seed") == cfg.seed
+            and (meta.get("training") or {}).get("global_step") == cfg.policy_steps
+            and recorded == json.loads(json.dumps(member_record(cfg, self.config, member, candidate)))
+        )
+        return policy if same else None
 
     def train_candidate(
         self, member: Member, index: int, progress: bool = False, tracking: Tracking | None = None

@@ -211,3 +211,36 @@ def test_a_population_says_why_a_policy_starts_again_from_step_0(tmp_path, capsy
     capsys.readouterr()
     assert main(args) == 0
     assert "no training state was saved by the stopped attempt" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("damage", ["no members", "one novel member removed", "left training"])
+def test_a_damaged_manifest_never_costs_a_finished_policy(damage, tmp_path, capsys):
+    """Finished policies on disk that the manifest no longer lists as done (its members emptied, one removed, or one
+    left `training` by a kill during its final evaluation) are kept, not deleted and trained again, and the run ends
+    with the manifest an intact run has (wall times aside)."""
+    from npsco.cli import main
+
+    args = ["population", "--env", MAZE_ID, "--method", "ipd", "--refs", "2", "--novel", "1", "--steps", "2048"]
+    args += ["--set", "eval_every=0", "--no-progress", "--out", str(tmp_path / "pop")]
+    assert main(args) == 0
+    manifest = tmp_path / "pop" / "manifest.json"
+    intact = json.loads(manifest.read_text())
+    files = sorted((tmp_path / "pop").rglob("policy.safetensors"))
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
+    data = json.loads(manifest.read_text())
+    if damage == "no members":
+        data["members"] = []
+    elif damage == "one novel member removed":
+        data["members"] = [m for m in data["members"] if m["role"] != "novel"]
+    else:
+        data["members"][-1].update(status="training", final_eval=None)
+    manifest.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "trained to its end: kept if it is this policy" in capsys.readouterr().out
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == before  # not one rewritten
+
+    def comparable(members):
+        return [{k: v for k, v in m.items() if k != "wall_seconds"} for m in members]
+
+    assert comparable(json.loads(manifest.read_text())["members"]) == comparable(intact["members"])
