@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from npsco.cli_parser import finite
 from npsco.errors import NpscoError
 from npsco.fields import field_types, parse_value, typed_value
 from npsco.io import read_toml
@@ -97,24 +99,24 @@ def shown(value: Any) -> str:
 
 
 def type_words(kind: Any) -> str:
-    return "whole numbers" if kind is int else "numbers" if kind is float else "texts"
+    return "whole numbers" if kind is int else "numbers" if kind in (float, finite) else "texts"
 
 
 def scalar(path: Path, key: str, value: Any, action: argparse.Action) -> Any:
     """One value of the option `action`: of its type (an int where a float is asked for; never a bool for a number),
     and one of its choices if it has some."""
-    kind = action.type
+    kind = float if action.type is finite else action.type
     if kind is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         value = float(value) if ok else value
     elif kind is None:
         ok = isinstance(value, str)
     else:  # pragma: no cover  (no option of train or population has another type)
         raise TypeError(f"no file reader for option type {kind!r}")
     if not ok:
-        word = {int: "a whole number", float: "a number", None: "a text (in quotes)"}[kind]
+        word = {int: "a whole number", float: "a finite number", None: "a text (in quotes)"}[kind]
         raise NpscoError(f"{path}: {key} must be {word}, got {shown(value)}")
     if action.choices is not None and value not in action.choices:
         raise NpscoError(f"{path}: {key} must be one of {', '.join(map(str, action.choices))}, got {shown(value)}")

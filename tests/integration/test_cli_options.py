@@ -251,3 +251,17 @@ def test_population_warns_before_training_a_threshold_no_reference_pair_reaches(
     else:
         assert warned in out and out.count("warning") == 1
         assert out.index("warning") < out.index("/k0:")  # before the novel policy trains
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e400"])
+def test_infinite_numbers_are_refused_in_one_line_on_the_command_line_and_in_files(value, tmp_path, capsys):
+    for command in ("train", "population"):
+        with pytest.raises(SystemExit) as exit_:
+            main([command, "--steps", value, "--out", str(tmp_path / "x")])
+        assert exit_.value.code == 2
+        assert f"argument --steps: must be a finite number, got '{value}'" in capsys.readouterr().err
+    (tmp_path / "c.toml").write_text(f'env = "{MAZE_ID}"\nsteps = {value}\n')  # TOML reads 1e400 as inf
+    assert main(["train", "--config", str(tmp_path / "c.toml"), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "steps must be a finite number" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "x").exists()
