@@ -683,3 +683,27 @@ def test_eval_steps_counts_the_steps_of_both_backends(load_script):
     np.testing.assert_array_equal(auto, sync)
     assert auto_steps < sync_steps
     assert es.episodes.make_vector_env is es.make_vector_env  # the evaluation's env maker is given back
+
+
+# ------------------------------------------------------------------------------------- good_and_different/frontier.py
+def test_frontier_counts_which_criterion_each_miss_missed_and_draws_a_panel_per_task(load_script, tmp_path):
+    fr = load_script("benchmarks/good_and_different/frontier.py")
+    rows = [
+        {"task": "Hopper-v5", "setting": "lagr-ret", "return_ratio": 1.0, "nearest_ratio": 1.1},  # meets
+        {"task": "Hopper-v5", "setting": "lagr-ret", "return_ratio": 0.5, "nearest_ratio": 1.2},  # return
+        {"task": "Hopper-v5", "setting": "lagr-ret", "return_ratio": 0.9, "nearest_ratio": 0.9},  # distance
+        {"task": "Walker2d-v5", "setting": "lagr-ret", "return_ratio": 0.1, "nearest_ratio": 0.5},  # both
+        {"task": "Walker2d-v5", "setting": "x", "return_ratio": None, "nearest_ratio": 0.5},  # not measured: left out
+    ]
+    (tmp_path / "rows.json").write_text(json.dumps({"rows": rows}))
+    loaded = fr.load([f"screen={tmp_path / 'rows.json'}"])
+    assert len(loaded) == 4 and loaded[0]["group"] == "screen: lagr-ret"
+    text = fr.counts(loaded)
+    assert "| screen: lagr-ret | Hopper-v5 | 3 | 1 | 1 | 1 | 0 |" in text
+    assert "| screen: lagr-ret | Walker2d-v5 | 1 | 0 | 0 | 0 | 1 |" in text
+    fig = fr.figure(loaded)
+    assert [ax.get_title() for ax in fig.axes] == ["Hopper-v5", "Walker2d-v5"]
+    with pytest.raises(SystemExit, match="LABEL=ROWS.json"):
+        fr.load(["rows.json"])
+    fr.main([f"screen={tmp_path / 'rows.json'}", "--out", str(tmp_path / "f.png"), "--md", str(tmp_path / "f.md")])
+    assert (tmp_path / "f.png").stat().st_size > 0 and "![frontier](f.png)" in (tmp_path / "f.md").read_text()
