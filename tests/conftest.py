@@ -54,6 +54,14 @@ def maze_policy(weights, **metadata) -> Policy:
     return box_policy(MAZE_ID, MAZE_OBS, MAZE_ACT, weights, **metadata)
 
 
+def no_browser(reason: str) -> None:
+    """Skip a test that needs Chromium, saying why; under `.ci/run` (NPSCO_REQUIRE_BROWSER=1, which installs
+    Chromium first) fail instead, so that CI never passes without opening the report in a browser."""
+    if os.environ.get("NPSCO_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"NPSCO_REQUIRE_BROWSER=1 but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def constant_policy() -> Callable[[str, float], Policy]:
     """`constant_policy(env_id, action)`: a policy of `env_id` that acts `action` on every joint whatever it sees."""

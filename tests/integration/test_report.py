@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import no_browser
 from PIL import Image
 
 from npsco.cli import main
@@ -162,7 +163,7 @@ def test_the_distance_heatmap_holds_every_pair_of_the_task(experiment):
 def test_report_html_renders_and_its_videos_play_in_chromium(experiment, tmp_path, load_script):
     check = load_script("scripts/check_report.py")
     if check.find_browser() is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium): report.html not checked in a browser")
+        no_browser("Chromium is not installed (apt-get install chromium): report.html not checked in a browser")
     shot = tmp_path / "report.png"
     assert check.main([str(experiment / "report" / "report.html"), "--screenshot", str(shot)]) == 0
     found = check.check(
@@ -191,7 +192,7 @@ def test_report_html_renders_and_its_videos_play_in_chromium(experiment, tmp_pat
 def test_the_browser_check_fails_on_a_broken_video(tmp_path, load_script):
     check = load_script("scripts/check_report.py")
     if check.find_browser() is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
+        no_browser("Chromium is not installed (apt-get install chromium)")
     from npsco.report.document import Heading, Video, to_html
 
     (tmp_path / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypisom" + bytes(200))
@@ -202,7 +203,7 @@ def test_the_browser_check_fails_on_a_broken_video(tmp_path, load_script):
 def test_the_browser_check_fails_on_a_link_to_no_heading(tmp_path, load_script, capsys):
     check = load_script("scripts/check_report.py")
     if check.find_browser() is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
+        no_browser("Chromium is not installed (apt-get install chromium)")
     (tmp_path / "page.html").write_text('<h2 id="a">a</h2><a href="#a">a</a> <a href="#gone">gone</a>')
     assert check.main([str(tmp_path / "page.html")]) == 1
     assert "problem: link #gone leads to no heading" in capsys.readouterr().out
