@@ -9,6 +9,7 @@ seconds to import)."""
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import signal
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from npsco.cli_parser import build_parser
+from npsco.cli_parser import build_parser, command_parser
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, disk_full_message, is_disk_full, read_json
 from npsco.limits import MAX_EPISODES, check_at_most
@@ -403,9 +404,21 @@ def _check_counts(args: argparse.Namespace) -> None:
         check_at_most("--episodes", args.episodes, MAX_EPISODES, least=1)
 
 
+def _check_finite(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every number option of the command is finite (`inf`, `nan` and 1e400 are refused in one line)."""
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        if action.type is float and any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            raise NpscoError(f"{'/'.join(action.option_strings)} must be a finite number, got {value}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command's own parser, with its usage (the top-level usage names no option)
+        command = getattr(args, "command", None)
+        (command_parser(parser, command) if command else parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
@@ -413,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
             from npsco import cli_config  # lazy: numpy (the method settings' types)
 
             args = cli_config.parse_args(parser, argv, args)
+        _check_finite(command_parser(parser, args.command), args)
         if getattr(args, "steps", None) is not None:
             args.steps = int(args.steps)
         _check_counts(args)

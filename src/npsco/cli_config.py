@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npsco.cli_parser import finite
+from npsco.cli_parser import command_parser
 from npsco.errors import NpscoError
 from npsco.fields import field_types, parse_value, typed_value
 from npsco.io import read_toml
@@ -41,14 +41,6 @@ class ConfigFile:
     """Option name (argparse dest) -> value, as the command line would give it (`set` and `mset` as texts)."""
     settings: dict[str, list[str] | dict[str, Any]]
     """`set` and `mset` as the file gives them, for `check_settings` once the method is known."""
-
-
-def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
-    """The sub-parser of `npsco COMMAND` in the parser of `npsco.cli_parser.build_parser`."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices[command]
-    raise KeyError(command)
 
 
 def read_config(path: str | Path, parser: argparse.ArgumentParser, command: str) -> ConfigFile:
@@ -99,24 +91,26 @@ def shown(value: Any) -> str:
 
 
 def type_words(kind: Any) -> str:
-    return "whole numbers" if kind is int else "numbers" if kind in (float, finite) else "texts"
+    return "whole numbers" if kind is int else "numbers" if kind is float else "texts"
 
 
 def scalar(path: Path, key: str, value: Any, action: argparse.Action) -> Any:
     """One value of the option `action`: of its type (an int where a float is asked for; never a bool for a number),
     and one of its choices if it has some."""
-    kind = float if action.type is finite else action.type
+    kind = action.type
     if kind is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and not math.isfinite(value):
+            raise NpscoError(f"{path}: {key} must be a finite number, got {shown(value)}")
         value = float(value) if ok else value
     elif kind is None:
         ok = isinstance(value, str)
     else:  # pragma: no cover  (no option of train or population has another type)
         raise TypeError(f"no file reader for option type {kind!r}")
     if not ok:
-        word = {int: "a whole number", float: "a finite number", None: "a text (in quotes)"}[kind]
+        word = {int: "a whole number", float: "a number", None: "a text (in quotes)"}[kind]
         raise NpscoError(f"{path}: {key} must be {word}, got {shown(value)}")
     if action.choices is not None and value not in action.choices:
         raise NpscoError(f"{path}: {key} must be one of {', '.join(map(str, action.choices))}, got {shown(value)}")

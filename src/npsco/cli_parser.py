@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from npsco import __version__
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
@@ -12,15 +11,12 @@ from npsco.ppo.config import PRESETS
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 
-def finite(text: str) -> float:
-    """A command-line number: a finite float (`inf` and `nan` are refused in argparse's one line)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
+def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The sub-parser of `npsco COMMAND` in the parser of `build_parser`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[command]
+    raise KeyError(command)
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
     t.add_argument("--preset", default="default", choices=PRESETS, help="hyper-parameter preset (default: default)")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--steps", type=finite, default=None, help="total environment steps (default: the preset's)")
+    t.add_argument("--steps", type=float, default=None, help="total environment steps (default: the preset's)")
     t.add_argument("--out", default=None, help="run directory (default runs/train/ENV-seedS)")
     t.add_argument(
         "--set",
@@ -168,10 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--every", type=int, default=None, help="steps between frames (default: spread over the whole episode)"
     )
     rd.add_argument("--gif", action="store_true", help="an animated GIF instead of a filmstrip")
-    rd.add_argument("--fps", type=finite, default=10.0, help="GIF frames per second (default 10)")
+    rd.add_argument("--fps", type=float, default=10.0, help="GIF frames per second (default 10)")
     rd.add_argument("--seed", type=int, default=0, help="seed of the episode's environment")
     rd.add_argument("--size", type=int, default=None, help="frame side in pixels (default: maze 160, MuJoCo 240)")
-    rd.add_argument("--start", type=finite, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
+    rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
     rd.add_argument("--env", default=None, metavar="ENV_ID", help=TASK_OF_CHECKPOINT_HELP)
 
     ex = sub.add_parser(
@@ -246,13 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     x.add_argument(
         "--ablation",
-        type=finite,
+        type=float,
         nargs="+",
         default=[],
         metavar="S",
         help="also train IPD at these multiples of the references' mean pairwise distance (Fig. 4), e.g. --ablation 2",
     )
-    x.add_argument("--steps", type=finite, default=None, help="steps per policy (default: the preset's)")
+    x.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
     x.add_argument("--workers", type=int, default=None, help="policies trained at once (default: the CPU count)")
     x.add_argument("--episodes", type=int, default=None, help="evaluation episodes per policy in the report")
     x.add_argument("--preset", default="default", choices=PRESETS)
@@ -309,13 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pp.add_argument(
         "--r0",
-        type=finite,
+        type=float,
         default=None,
         help="absolute novelty threshold (default: the references' mean pairwise distance x --r0-scale)",
     )
     pp.add_argument(
         "--r0-scale",
-        type=finite,
+        type=float,
         nargs="+",
         default=None,
         metavar="S",
@@ -336,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="IPD termination rule: instant (paper, default) or cumulative (authors' code)",
     )
     pp.add_argument("--preset", default="default", choices=PRESETS)
-    pp.add_argument("--steps", type=finite, default=None, help="steps per policy (default: the preset's)")
+    pp.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
     pp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
     pp.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
     pp.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)

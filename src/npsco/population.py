@@ -100,8 +100,9 @@ def train_population(
     out = Path(out) if out else default_population_dir(config)
     pop = Population(out, config, progress=progress, log=log, tracking=tracking)
     refs = "borrowed" if config.refs_from or config.ref_checkpoints else config.refs
+    policies = "policy" if config.novel == 1 else "policies"
     log(
-        f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} policies per "
+        f"population in {out}: {refs} PPO references, {config.novel} novel {config.method.method} {policies} per "
         f"chain, {config.ppo.budget()} steps each"
     )
     if workers == 1:
@@ -204,6 +205,11 @@ class Population(PopulationMembers):
         retrained); refuses any other difference."""
         config = self.config.to_dict()
         stored = read_checked(self.out / "config.json", POPULATION_CONFIG)
+        if stored.get("command") == "train":
+            raise NpscoError(
+                f"{self.out} holds an `npsco train` run (one policy), not a population: give another --out (a "
+                f"population can borrow that policy: --ref-checkpoints {self.out / 'policy.safetensors'})"
+            )
         differences = configuration_differences(stored, config)
         grows = (
             bool(differences)

@@ -256,12 +256,29 @@ def test_population_warns_before_training_a_threshold_no_reference_pair_reaches(
 @pytest.mark.parametrize("value", ["inf", "nan", "1e400"])
 def test_infinite_numbers_are_refused_in_one_line_on_the_command_line_and_in_files(value, tmp_path, capsys):
     for command in ("train", "population"):
-        with pytest.raises(SystemExit) as exit_:
-            main([command, "--steps", value, "--out", str(tmp_path / "x")])
-        assert exit_.value.code == 2
-        assert f"argument --steps: must be a finite number, got '{value}'" in capsys.readouterr().err
+        assert main([command, "--steps", value, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert f"npsco {command}: error: --steps must be a finite number, got " in err and len(err.splitlines()) == 1
     (tmp_path / "c.toml").write_text(f'env = "{MAZE_ID}"\nsteps = {value}\n')  # TOML reads 1e400 as inf
     assert main(["train", "--config", str(tmp_path / "c.toml"), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "steps must be a finite number" in err and "Traceback" not in err and len(err.splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_a_mistyped_option_is_said_with_the_commands_own_usage(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["population", "--env", MAZE_ID, "--novl", "1"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "usage: npsco population" in err
+    assert "npsco population: error: unrecognized arguments: --novl 1" in err
+
+
+def test_a_population_at_a_train_run_says_what_the_folder_holds(tmp_path, capsys):
+    common = ["--env", MAZE_ID, "--steps", "1024", "--set", "eval_every=0", "--no-progress", "--out", str(tmp_path)]
+    assert main(["train", *common]) == 0
+    capsys.readouterr()
+    assert main(["population", "--refs", "2", "--novel", "1", *common]) == 2
+    out = capsys.readouterr()
+    assert "holds an `npsco train` run (one policy), not a population" in out.err
+    assert "1 novel ipd policy per chain" in out.out  # one policy, said so

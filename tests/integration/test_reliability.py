@@ -202,8 +202,11 @@ CASES = [
         "r0 must be a positive number, got -1.0",
         creates="out",
     ),
-    Case("threshold nan", "population --r0 nan --out DIR/out", "r0 must be a positive number, got nan", creates="out"),
-    Case("threshold inf", "population --r0 inf --out DIR/out", "r0 must be a positive number, got inf", creates="out"),
+    Case("threshold nan", "population --r0 nan --out DIR/out", "--r0 must be a finite number, got nan", creates="out"),
+    Case(
+        "steps infinite", "train --steps inf --out DIR/out", "--steps must be a finite number, got inf", creates="out"
+    ),
+    Case("threshold inf", "population --r0 inf --out DIR/out", "--r0 must be a finite number, got inf", creates="out"),
     Case(
         "threshold not a number",
         "population --r0 abc --out DIR/out",
@@ -214,7 +217,7 @@ CASES = [
     Case(
         "threshold scale nan",
         "population --r0-scale 1 nan --out DIR/out",
-        "--r0-scale values must be finite and > 0",
+        "--r0-scale must be a finite number, got [1.0, nan]",
         creates="out",
     ),
     Case(
