@@ -9,4 +9,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+# the releases npsco's fast environment step was checked against bit for bit (npsco.envs.direct_step.TESTED_GYMNASIUM)
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" "gymnasium[mujoco]==1.4.0" "mujoco==4.0.0"

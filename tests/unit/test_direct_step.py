@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import mujoco
 import numpy as np
@@ -11,11 +13,21 @@ from gymnasium.error import ResetNeeded
 from npsco.envs.direct_step import TESTED_GYMNASIUM, direct_step, gymnasium_release
 from npsco.envs.make import make_env
 
-pytestmark = pytest.mark.skipif(
-    gymnasium_release() not in TESTED_GYMNASIUM,
-    reason=f"Gymnasium {gym.__version__} is not one the direct step was checked against: run these tests with it and "
-    "add it to npsco.envs.direct_step.TESTED_GYMNASIUM if they pass (until then npsco steps with Gymnasium's own)",
+UNTESTED = (
+    f"Gymnasium {gym.__version__} is not one the direct step was checked against: run these tests with it and add it "
+    "to npsco.envs.direct_step.TESTED_GYMNASIUM if they pass (until then npsco steps with Gymnasium's own)"
 )
+
+
+@pytest.fixture(autouse=True)
+def tested_gymnasium():
+    """Skip on an untested Gymnasium release; fail instead under CI (`CI=true`: scripts/setup.sh pins the tested one,
+    so another there means the pin broke)."""
+    if gymnasium_release() not in TESTED_GYMNASIUM:
+        if os.environ.get("CI") == "true":
+            pytest.fail(UNTESTED)
+        pytest.skip(UNTESTED)
+
 
 # Options of the tasks' own that change their step's arithmetic (weights, and no termination): a task registered by a
 # user with them gets the direct step too, so it must follow them.

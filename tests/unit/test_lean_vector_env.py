@@ -177,3 +177,20 @@ def test_evaluation_steps_only_running_episodes_and_returns_the_same(monkeypatch
         np.testing.assert_array_equal(x, y)
     assert len(set(a.lengths.tolist())) > 1  # episodes of different lengths: the case that saves steps
     assert counts["auto"] == a.lengths.sum() < counts["sync"] == 6 * a.lengths.max()
+
+
+def test_auto_takes_gymnasiums_own_vector_env_on_an_untested_release(monkeypatch):
+    """The lean env writes SyncVectorEnv's private fields: on a Gymnasium release it was not checked against, `auto`
+    steps with Gymnasium's own SyncVectorEnv instead."""
+    import gymnasium as gym
+
+    from npsco.envs.lean import LeanSyncVectorEnv
+    from npsco.envs.make import make_vector_env
+
+    env = make_vector_env("Hopper-v5", 2)
+    assert isinstance(env, LeanSyncVectorEnv)
+    env.close()
+    monkeypatch.setattr("npsco.envs.make.TESTED_GYMNASIUM", ())
+    env = make_vector_env("Hopper-v5", 2)
+    assert type(env) is gym.vector.SyncVectorEnv
+    env.close()

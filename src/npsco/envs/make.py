@@ -18,6 +18,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from npsco.envs import mujoco_warnings
+from npsco.envs.direct_step import TESTED_GYMNASIUM, gymnasium_release
 from npsco.envs.envpool_backend import EnvPoolVectorEnv, check_envpool_task, import_envpool
 from npsco.envs.lean import LeanSyncVectorEnv
 from npsco.envs.maze import FourRewardMazeVec
@@ -178,7 +179,7 @@ def make_vector_env(
     if env_id == MAZE_ID and backend == "auto":
         return FourRewardMazeVec(num_envs, **({} if max_episode_steps is None else {"max_steps": max_episode_steps}))
     fns = [lambda: make_env(env_id, max_episode_steps) for _ in range(num_envs)]
-    if backend == "auto":
+    if backend == "auto" and gymnasium_release() in TESTED_GYMNASIUM:  # it writes SyncVectorEnv's private fields
         return LeanSyncVectorEnv(fns)
     cls = gym.vector.AsyncVectorEnv if backend == "async" else gym.vector.SyncVectorEnv
     return cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
