@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from npsco.fields import typed_value
 from npsco.logger import Tracking
 from npsco.manifest import Member
 from npsco.methods.settings import MethodConfig
@@ -39,6 +40,8 @@ def make_ppo_config(
 ) -> PPOConfig:
     """The PPO settings of a run: `preset`'s for the task, then `seed`, `steps` (total timesteps) and `settings` (name
     -> value, any field of `PPOConfig`), checked (a one-line `NpscoError` if not valid)."""
+    env, preset = typed_value("env", env, str), typed_value("preset", preset, str)
+    seed, steps = typed_value("seed", seed, int), typed_value("steps", steps, int | None)
     return ppo_settings(env, preset, seed, steps, env_package=env_package, values=settings)
 
 
@@ -63,6 +66,8 @@ def make_population_config(
     threshold multiple (`r0_scales`, default the method's; an absolute threshold is the method setting `r0`),
     checked."""
     ppo = make_ppo_config(env, preset=preset, seed=seed, steps=steps, settings=settings, env_package=env_package)
+    method, novel = typed_value("method", method, str), typed_value("novel", novel, int)
+    refs = typed_value("refs", refs, int | None)
     config = PopulationConfig(
         ppo=ppo,
         method=MethodConfig(method=method).with_values(dict(method_settings or {}), where="method_settings:"),

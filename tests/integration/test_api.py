@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -45,3 +46,19 @@ def test_train_population_returns_the_manifests_members(tmp_path):
     assert [m.name for m in members] == ["ref0", "ref1", "wsr-r0x0.5/k0"] and all(m.status == "done" for m in members)
     policy = npsco.load_policy(tmp_path / "pop" / members[-1].path)
     assert policy.metadata["method"] == "wsr"
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: npsco.train("Hopper-v5", out="unused", seed="a"), "bad value for seed: 'a' (expected int)"),
+        (lambda: npsco.train(MAZE_ID, steps=1.5), "bad value for steps: 1.5"),
+        (lambda: npsco.train_population(MAZE_ID, novel="two", out="unused"), "bad value for novel: 'two'"),
+        (lambda: npsco.make_ppo_config(3), "bad value for env: 3"),
+    ],
+)
+def test_a_wrongly_typed_argument_is_npscos_one_line_error(call, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NpscoError, match=re.escape(message)):
+        call()
+    assert not (tmp_path / "unused").exists()
