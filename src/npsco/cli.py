@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from npsco.cli_parser import build_parser, command_parser
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, disk_full_message, is_disk_full, read_json
+from npsco.layout import MANIFEST_FILE
 from npsco.limits import MAX_EPISODES, check_at_most
 from npsco.logger import Tracking
 from npsco.manifest import policy_files, population_dirs
@@ -46,7 +47,7 @@ def command(name: str) -> Callable[[Command], Command]:
 
 
 def _is_population_run(path: str) -> bool:
-    return (Path(path) / "manifest.json").exists()
+    return (Path(path) / MANIFEST_FILE).exists()
 
 
 def tracking(args: argparse.Namespace) -> Tracking | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
+from npsco.layout import CONFIG_FILE, POLICY_FILE
 from npsco.limits import MAX_JSON_BYTES, MAX_NESTING, MAX_TOML_BYTES
 
 LOCK_FILE = ".npsco.lock"
@@ -260,7 +261,7 @@ def fresh_dir(path: str | os.PathLike) -> Path:
     for entry in os.scandir(path):
         if entry.name.startswith(TRASH_PREFIX):
             remove_inside(path, entry.name)
-    names = sorted(run_entries(path), key=lambda n: (n != "policy.safetensors", n == "config.json", n))
+    names = sorted(run_entries(path), key=lambda n: (n != POLICY_FILE, n == CONFIG_FILE, n))
     if names:
         trash = path / f"{TRASH_PREFIX}{os.getpid()}"
         trash.mkdir()

@@ -12,6 +12,7 @@ from typing import Any
 
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_text
+from npsco.layout import METRICS_FILE
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class MetricsLogger:
         if run_dir is not None:
             run_dir = Path(run_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
-            path = run_dir / "metrics.jsonl"
+            path = run_dir / METRICS_FILE
             if keep_rows is not None:
                 self.rows = read_metrics(path)[:keep_rows] if path.exists() else []
                 if len(self.rows) != keep_rows:

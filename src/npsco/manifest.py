@@ -21,6 +21,7 @@ from typing import Any
 from npsco.errors import NpscoError
 from npsco.filecheck import MANIFEST, SWEEP, read_checked
 from npsco.io import file_sha256
+from npsco.layout import MANIFEST_FILE, POLICY_FILE, SWEEP_FILE
 
 MANIFEST_FORMAT = "npsco-population"
 CHAIN_SCALE_MARK = "-r0x"
@@ -141,11 +142,11 @@ class Member:
     @property
     def checkpoint(self) -> str:
         """Its policy file, relative to the population directory (absolute for borrowed references)."""
-        return str(Path(self.path) / "policy.safetensors")
+        return str(Path(self.path) / POLICY_FILE)
 
     def checkpoint_in(self, run: str | Path) -> Path:
         """Its policy file in the population directory `run`."""
-        return Path(run) / self.path / "policy.safetensors"
+        return Path(run) / self.path / POLICY_FILE
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest record (JSON-ready; the chain by name)."""
@@ -172,12 +173,12 @@ def load_manifest(run: str | Path) -> dict[str, Any]:
     path = Path(run)
     if not path.is_dir():
         raise NpscoError(f"{run}: no such run directory")
-    if not (path / "manifest.json").exists():
+    if not (path / MANIFEST_FILE).exists():
         raise NpscoError(f"{run}: not a population run directory (no manifest.json)")
-    manifest = read_checked(path / "manifest.json", MANIFEST)
+    manifest = read_checked(path / MANIFEST_FILE, MANIFEST)
     if manifest.get("format") != MANIFEST_FORMAT:
         raise NpscoError(f"{run}/manifest.json: not an npsco population manifest")
-    check_layout(read_members(manifest), path / "manifest.json")
+    check_layout(read_members(manifest), path / MANIFEST_FILE)
     return manifest
 
 
@@ -185,13 +186,13 @@ def population_dirs(path: str | Path) -> list[Path]:
     """The population run directories under `path`: those of a sweep directory (`sweep.json`, in grid order, the
     ones that exist), or `path` itself when it is a population run directory. For `npsco report SWEEP_DIR`."""
     path = Path(path)
-    if (path / "sweep.json").exists():
-        rows = read_checked(path / "sweep.json", SWEEP).get("populations", [])
+    if (path / SWEEP_FILE).exists():
+        rows = read_checked(path / SWEEP_FILE, SWEEP).get("populations", [])
         for r in rows:
             if Path(r["path"]).is_absolute() or ".." in Path(r["path"]).parts:
                 raise NpscoError(f"{path / 'sweep.json'}: population path {r['path']!r} is not inside the sweep folder")
-        return [path / r["path"] for r in rows if (path / r["path"] / "manifest.json").exists()]
-    if (path / "manifest.json").exists():
+        return [path / r["path"] for r in rows if (path / r["path"] / MANIFEST_FILE).exists()]
+    if (path / MANIFEST_FILE).exists():
         return [path]
     raise NpscoError(f"{path}: neither a sweep directory (sweep.json) nor a population run directory (manifest.json)")
 
@@ -281,7 +282,7 @@ def policy_files(items: list[str]) -> tuple[list[Path], list[str]]:
     names: list[str] = []
     for item in items:
         p = Path(item)
-        if (p / "manifest.json").exists():
+        if (p / MANIFEST_FILE).exists():
             for name, checkpoint in trained_references(p):
                 paths.append(checkpoint)
                 names.append(name)

@@ -22,6 +22,7 @@ from safetensors.numpy import save as save_safetensors
 
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_bytes, check_nesting, read_bytes
+from npsco.layout import POLICY_FILE
 from npsco.limits import MAX_CHECKPOINT_BYTES, MAX_EPISODE_STEPS, check_at_most
 from npsco.task_ids import CheckpointTaskId
 
@@ -200,7 +201,7 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     """Accept a checkpoint file or a folder holding `policy.safetensors`."""
     p = Path(path)
     if p.is_dir():
-        p = p / "policy.safetensors"
+        p = p / POLICY_FILE
     if not p.exists():
         raise NpscoError(f"{path}: no such checkpoint")
     return p

@@ -36,6 +36,7 @@ from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import POPULATION_CONFIG, read_checked
 from npsco.io import atomic_write_json, check_folder_path, file_sha256, remove_stale_temps, run_entries
+from npsco.layout import CONFIG_FILE, MANIFEST_FILE, METRICS_FILE, POLICY_FILE
 from npsco.limits import (
     MAX_CHAINS,
     MAX_EPISODES,
@@ -140,7 +141,7 @@ class Population(PopulationMembers):
         self.reach_checked = False  # whether the thresholds were compared with the references' distances
         check_sizes(self.config)
         check_folder_path(self.out)
-        self.manifest_path = self.out / "manifest.json"
+        self.manifest_path = self.out / MANIFEST_FILE
         self.members: list[Member] = []
         self.r0_default: float | None = None
         self.action_r0: float | None = None
@@ -176,7 +177,7 @@ class Population(PopulationMembers):
                 if self.config.refs_from or self.config.ref_checkpoints:  # R: as many as it borrows
                     borrowed = sum(m.role == "reference" for m in self.members)
                     self.config = dataclasses.replace(self.config, refs=borrowed)
-                atomic_write_json(self.out / "config.json", self.config.to_dict())
+                atomic_write_json(self.out / CONFIG_FILE, self.config.to_dict())
             else:
                 self._resume()
             if not self.members:
@@ -193,7 +194,7 @@ class Population(PopulationMembers):
     def _check_folder(self) -> bool:
         """True when `out` holds no run yet; refuses a folder that is not a population run directory, or a run of
         another configuration (reads only)."""
-        if (self.out / "config.json").exists():
+        if (self.out / CONFIG_FILE).exists():
             self._grows()
             return False
         if self.out.exists() and run_entries(self.out):
@@ -204,7 +205,7 @@ class Population(PopulationMembers):
         """Whether the run's config.json is this configuration with a smaller --novel (the run grows; nothing done is
         retrained); refuses any other difference."""
         config = self.config.to_dict()
-        stored = read_checked(self.out / "config.json", POPULATION_CONFIG)
+        stored = read_checked(self.out / CONFIG_FILE, POPULATION_CONFIG)
         if stored.get("command") == "train":
             raise NpscoError(
                 f"{self.out} holds an `npsco train` run (one policy), not a population: give another --out (a "
@@ -240,7 +241,7 @@ class Population(PopulationMembers):
         if grows:
             # the manifest with the new members first: a kill before config.json is written leaves them pending
             self.save_manifest()
-            atomic_write_json(self.out / "config.json", self.config.to_dict())
+            atomic_write_json(self.out / CONFIG_FILE, self.config.to_dict())
 
     def _check_plan(self) -> None:
         """Refuse a manifest whose members are not those this configuration plans: each where the layout puts it
@@ -327,7 +328,7 @@ class Population(PopulationMembers):
         )
 
     def _borrowed_references(self, other: Path) -> list[Member]:
-        path = other / "manifest.json"
+        path = other / MANIFEST_FILE
         if not path.exists():
             raise NpscoError(f"--refs-from {other}: no population manifest there")
         data = load_manifest(other)
@@ -351,7 +352,7 @@ class Population(PopulationMembers):
         members = []
         for i, p in enumerate(paths):
             ckpt = resolve_checkpoint(p).resolve()
-            if ckpt.name != "policy.safetensors":
+            if ckpt.name != POLICY_FILE:
                 raise NpscoError(f"--ref-checkpoints {p}: expected a run directory or a file named policy.safetensors")
             policy = load_policy(ckpt)
             if policy.metadata["env_id"] != self.config.ppo.env_id:
@@ -361,7 +362,7 @@ class Population(PopulationMembers):
             seed = policy.metadata.get("seed", i)
             if isinstance(seed, bool) or not isinstance(seed, int):
                 raise NpscoError(f"--ref-checkpoints {p}: its metadata's seed must be a whole number, got {seed!r}")
-            metrics = ckpt.parent / "metrics.jsonl"
+            metrics = ckpt.parent / METRICS_FILE
             # the eval curve beside it, when it is a plain file of a sane size (a FIFO would block, /dev/zero not end)
             readable = metrics.is_file() and metrics.stat().st_size <= MAX_JSON_BYTES
             curve = (
@@ -643,7 +644,7 @@ class PopulationLog:
             saved = state_path(pop.out / path)
             if saved.exists():
                 log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
-            elif (pop.out / path / "policy.safetensors").exists():
+            elif (pop.out / path / POLICY_FILE).exists():
                 log(
                     "    its folder holds a policy an earlier attempt trained to its end: kept if it is this policy "
                     "(task, seed, whole budget, settings), not trained again; else trained again from step 0"

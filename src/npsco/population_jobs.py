@@ -22,6 +22,7 @@ from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import THRESHOLD, read_checked
 from npsco.io import atomic_write_json, inside, read_json, remove_inside
+from npsco.layout import CONFIG_FILE, METRICS_FILE, POLICY_FILE, THRESHOLD_FILE
 from npsco.logger import Tracking, read_metrics
 from npsco.manifest import Candidate, Chain, Member, check_borrowed, is_borrowed, layout_path
 from npsco.methods import METHODS, make_method
@@ -167,7 +168,7 @@ class PopulationSnapshot(PopulationMembers):
         """The run's `threshold.json` (None with an absolute r0, or before it is computed). Refuses a default
         threshold that was computed in another metric than the run's (a run started before npsco computed it in the
         method's metric)."""
-        path, method = self.out / "threshold.json", self.config.method
+        path, method = self.out / THRESHOLD_FILE, self.config.method
         if method.r0 is not None or not path.exists():  # an absolute r0: no default threshold
             return None
         threshold = read_checked(path, THRESHOLD)
@@ -203,7 +204,7 @@ class PopulationSnapshot(PopulationMembers):
         one."""
         if threshold is None:
             return None
-        path = self.out / "threshold.json"
+        path = self.out / THRESHOLD_FILE
         if not threshold.get("profile"):
             raise NpscoError(
                 f"{path} holds no threshold profile (written by an older npsco, or r0 is 0); r0_profile=reference "
@@ -233,7 +234,7 @@ class PopulationSnapshot(PopulationMembers):
             remove_inside(self.out, run_dir)
         if not resume:  # the policy's folder says how it was trained, as an `npsco train` run's does
             run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(run_dir / "config.json", member_record(cfg, self.config, member, candidate))
+            atomic_write_json(run_dir / CONFIG_FILE, member_record(cfg, self.config, member, candidate))
         if tracking is not None and tracking.name is None:
             suffix = f"#c{candidate}" if candidate else ""
             tracking = dataclasses.replace(tracking, name=f"{self.out}/{member.name}{suffix}")
@@ -265,7 +266,7 @@ class PopulationSnapshot(PopulationMembers):
         if t0 is None:
             member.eval_curve = [
                 [r["global_step"], r["eval/return_mean"]]
-                for r in read_metrics(run_dir / "metrics.jsonl")
+                for r in read_metrics(run_dir / METRICS_FILE)
                 if "eval/return_mean" in r
             ]
         final = run_episodes(
@@ -281,8 +282,8 @@ class PopulationSnapshot(PopulationMembers):
         file, for this task and seed, its whole budget, recorded as this member in its `config.json`), else None.
         Such a policy is taken as it is: training it again would delete a finished policy (a kill during its final
         evaluation, or a manifest that lost its entry, left its member not `done`)."""
-        path, record = run_dir / "policy.safetensors", run_dir / "config.json"
-        if not (path.is_file() and record.is_file() and (run_dir / "metrics.jsonl").is_file()):
+        path, record = run_dir / POLICY_FILE, run_dir / CONFIG_FILE
+        if not (path.is_file() and record.is_file() and (run_dir / METRICS_FILE).is_file()):
             return None
         try:
             policy = load_policy(path)
@@ -387,7 +388,7 @@ class PopulationSnapshot(PopulationMembers):
     def compute_threshold(self) -> float:
         """The default r0 from the trained references (the mean pairwise distance); writes `threshold.json`."""
         th = self.reference_threshold()
-        atomic_write_json(self.out / "threshold.json", th.to_dict())
+        atomic_write_json(self.out / THRESHOLD_FILE, th.to_dict())
         return th.r0
 
 

@@ -30,6 +30,7 @@ from npsco.errors import NpscoError
 from npsco.filecheck import SWEEP, read_checked
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
 from npsco.io import atomic_write_json, check_folder_path, remove_stale_temps, run_entries
+from npsco.layout import SWEEP_FILE
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, require_wandb
 from npsco.parallel import Executor, Job, Scheduler, Utilisation, View, make_executor
@@ -79,7 +80,7 @@ class Sweep:
 
     @property
     def manifest_path(self) -> Path:
-        return self.out / "sweep.json"
+        return self.out / SWEEP_FILE
 
     def by_group(self, group: str) -> PopulationSpec:
         return next(s for s in self.specs if str((self.out / s.path).resolve()) == group)

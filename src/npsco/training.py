@@ -19,6 +19,7 @@ from typing import Any
 from npsco.errors import NpscoError
 from npsco.filecheck import TRAIN_CONFIG, read_checked
 from npsco.io import atomic_write_json, check_folder_path, fresh_dir, read_json, run_entries
+from npsco.layout import CONFIG_FILE, POLICY_FILE
 from npsco.limits import check_ppo_sizes
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, require_wandb
@@ -44,12 +45,12 @@ def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) ->
     """Check `out` against `record` (`train_record`); True when the run there is already trained with it (nothing to
     do). Refuses a folder that is not an npsco train run, and one of another configuration unless `force`."""
     check_folder_path(out)
-    stored = read_json(out / "config.json") if (out / "config.json").exists() else None
+    stored = read_json(out / CONFIG_FILE) if (out / CONFIG_FILE).exists() else None
     if out.exists() and run_entries(out) and not (isinstance(stored, dict) and stored.get("command") == "train"):
         # never empty a folder that is not an npsco train run (a population run, the current directory, ...)
         raise NpscoError(f"{out} exists and is not an npsco train run directory; choose another --out")
     if stored is not None:
-        read_checked(out / "config.json", TRAIN_CONFIG)
+        read_checked(out / CONFIG_FILE, TRAIN_CONFIG)
     if stored is None or force:
         return False
     changed = differences(stored, record, {"ppo": ppo_defaults()})
@@ -60,7 +61,7 @@ def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) ->
             + ("; ..." if len(changed) > 6 else "")
             + "; choose another --out or pass --force"
         )
-    return (out / "policy.safetensors").exists()
+    return (out / POLICY_FILE).exists()
 
 
 def train_policy(
@@ -107,7 +108,7 @@ def _train_in(
         log(f"{out}: resuming from the state saved at step {step} of {cfg.total_timesteps}")
     else:
         fresh_dir(out)
-        atomic_write_json(out / "config.json", record)
+        atomic_write_json(out / CONFIG_FILE, record)
     log(f"training PPO on {cfg.env_id} (preset {preset_name}, seed {cfg.seed}, {cfg.budget()} steps) -> {out}")
     result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard, resume=resume, tracking=tracking)
     if result.interrupted:

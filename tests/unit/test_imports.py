@@ -177,6 +177,7 @@ LAYERS = [
         "core",
         (
             "npsco.errors",
+            "npsco.layout",
             "npsco.limits",
             "npsco.io",
             "npsco.filecheck",

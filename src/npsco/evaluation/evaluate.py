@@ -32,6 +32,7 @@ from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_t
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
 from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, inside, read_json
+from npsco.layout import MANIFEST_FILE
 from npsco.manifest import Member
 from npsco.novelty.threshold import default_threshold
 from npsco.policy import Policy, load_policy
@@ -305,7 +306,7 @@ def evaluate_and_write(
     combined table there. Returns the statistics (of the combined table for several runs) and the files written."""
     if out is not None:
         check_folder_path(out)  # before anything is evaluated or written
-    missing = [r for r in runs if not (Path(r) / "manifest.json").exists()]
+    missing = [r for r in runs if not (Path(r) / MANIFEST_FILE).exists()]
     if missing:
         raise NpscoError(
             f"{missing[0]}: not a population run directory (no manifest.json); evaluate checkpoints one at a time"

@@ -11,6 +11,7 @@ from pathlib import Path
 from npsco.errors import NpscoError
 from npsco.filecheck import POPULATION_CONFIG, THRESHOLD, Fields, problem, read_checked
 from npsco.io import read_bytes, read_json
+from npsco.layout import CONFIG_FILE, MANIFEST_FILE, THRESHOLD_FILE
 from npsco.limits import MAX_JSON_BYTES
 from npsco.manifest import Member, check_borrowed, load_manifest, read_members
 from npsco.task_ids import trust_task
@@ -47,7 +48,7 @@ def load_run(run: str | Path) -> RunInfo:
     are evaluated on it, whatever task their checkpoints name."""
     manifest = load_manifest(run)
     path = Path(run)
-    config = read_checked(path / "config.json", POPULATION_CONFIG) if (path / "config.json").exists() else {}
+    config = read_checked(path / CONFIG_FILE, POPULATION_CONFIG) if (path / CONFIG_FILE).exists() else {}
     trust_task((config.get("ppo") or {}).get("env_id"))
     members, pending = [], []
     for m in read_members(manifest):
@@ -59,7 +60,7 @@ def load_run(run: str | Path) -> RunInfo:
     if not members:
         raise NpscoError(f"{run}: no trained policy yet (run `npsco population` to completion first)")
     r0 = manifest.get("r0_default")
-    threshold = read_checked(path / "threshold.json", THRESHOLD) if (path / "threshold.json").exists() else {}
+    threshold = read_checked(path / THRESHOLD_FILE, THRESHOLD) if (path / THRESHOLD_FILE).exists() else {}
     if r0 is None:
         r0 = threshold.get("r0_default")
     return RunInfo(
@@ -79,7 +80,7 @@ def run_fingerprint(info: RunInfo, episodes: int, seed: int, format_version: int
         "format_version": format_version,
         "episodes": episodes,
         "seed": seed,
-        "manifest": read_bytes(info.path / "manifest.json", MAX_JSON_BYTES).decode("utf-8", errors="replace"),
+        "manifest": read_bytes(info.path / MANIFEST_FILE, MAX_JSON_BYTES).decode("utf-8", errors="replace"),
         "checkpoints": [[str(info.checkpoint(m)), *_stat(info.checkpoint(m))] for m in info.members],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
@@ -105,12 +106,10 @@ def trust_configured_task(path: str | Path) -> None:
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     for run in (folder, folder.parent.parent, folder.parent.parent.parent):
-        config = run / "config.json"
+        config = run / CONFIG_FILE
         if not config.is_file():
             continue
         data = read_json(config)
-        if problem(data, RUN_TASK, "") is None and (
-            data.get("command") == "train" or (run / "manifest.json").is_file()
-        ):
+        if problem(data, RUN_TASK, "") is None and (data.get("command") == "train" or (run / MANIFEST_FILE).is_file()):
             trust_task(data["ppo"]["env_id"])
             return

@@ -12,6 +12,7 @@ from npsco.importers.common import build_policy
 from npsco.importers.sb3 import is_sb3_zip, read_sb3
 from npsco.importers.vecnormalize import read_vecnormalize
 from npsco.io import STALE_TEMP, check_folder_path, remove_stale_temps, run_entries
+from npsco.layout import CONFIG_FILE, MANIFEST_FILE, POLICY_FILE
 from npsco.locks import FolderLock
 from npsco.policy import Policy
 
@@ -40,11 +41,11 @@ def check_import_folder(out: Path, force: bool) -> None:
     policy.safetensors with `force`: an import never overwrites a trained policy or a run without a word."""
     # (a temporary file that a killed import left is not something to keep: it goes when the import writes)
     entries = [e for e in run_entries(out) if not STALE_TEMP.match(e)] if out.is_dir() else []
-    if not entries or (force and entries == ["policy.safetensors"]):
+    if not entries or (force and entries == [POLICY_FILE]):
         return
-    if "config.json" in entries or "manifest.json" in entries:
+    if CONFIG_FILE in entries or MANIFEST_FILE in entries:
         raise NpscoError(f"{out} holds an npsco run ({', '.join(entries[:4])}); import into another --out")
-    if entries == ["policy.safetensors"]:
+    if entries == [POLICY_FILE]:
         raise NpscoError(
             f"{out} already holds a policy (policy.safetensors); choose another --out, or --force to replace it"
         )
@@ -99,7 +100,7 @@ def import_policy(
     with FolderLock(out):  # one writer per folder; everything was read and checked before the folder is made
         check_import_folder(Path(out), force)  # again under the lock: another process may have written it meanwhile
         remove_stale_temps(out)
-        checkpoint = policy.save(Path(out) / "policy.safetensors")
+        checkpoint = policy.save(Path(out) / POLICY_FILE)
     hidden = "x".join(str(w.shape[0]) for w, _ in policy.weights[:-1]) or "no hidden layer"
     description = (
         f"{actor.source.get('library')} {actor.source.get('algorithm')}: MLP {hidden} {actor.activation}, "

@@ -26,6 +26,7 @@ from npsco.envs.make import check_task_spaces, final_observations, make_vector_e
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.io import remove_inside
+from npsco.layout import POLICY_FILE
 from npsco.logger import MetricsLogger, Tracking
 from npsco.policy import Policy, mlp_forward, space_metadata
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
@@ -381,7 +382,7 @@ class Trainer:
             self.envs.close()
         policy = last_good
         if self.run_dir is not None and not interrupted:
-            policy.save(self.run_dir / "policy.safetensors")
+            policy.save(self.run_dir / POLICY_FILE)
             for done_with in (state_path(self.run_dir), self.run_dir / "checkpoints" / "interrupted.safetensors"):
                 remove_inside(self.run_dir, done_with)  # the run is complete: nothing to resume
         return TrainResult(policy=policy, eval_curve=eval_curve, metrics=self.logger.rows, interrupted=interrupted)

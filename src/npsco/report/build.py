@@ -30,6 +30,7 @@ from npsco.evaluation.evaluate import combine, evaluate_runs
 from npsco.evaluation.measure import FIG2_START, MeasureCache
 from npsco.evaluation.rows import group_sort_key, rows_to_csv
 from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json, run_entries
+from npsco.layout import CONFIG_FILE
 from npsco.manifest import load_manifest
 from npsco.policy import load_policy
 from npsco.report.behaviour import (
@@ -346,7 +347,7 @@ run, and a folder of other files is refused."""
 
 def _config(run: str) -> dict:
     """A run's config.json ({} when it has none)."""
-    path = Path(run) / "config.json"
+    path = Path(run) / CONFIG_FILE
     return read_json(path) if path.exists() else {}
 
 

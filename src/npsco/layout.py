@@ -1,0 +1,15 @@
+"""The names of the files a run directory holds, in one place (docs/configuration.md and docs/population.md describe
+the layouts): every reader and writer takes the name from here."""
+
+POLICY_FILE = "policy.safetensors"
+"""A finished policy (`npsco.policy.Policy.save`): in an `npsco train` run and in each population member's folder."""
+CONFIG_FILE = "config.json"
+"""What a run was made with: an `npsco train` run's settings, a population's configuration, a member's record."""
+MANIFEST_FILE = "manifest.json"
+"""A population run's members and their status (`npsco.manifest`)."""
+THRESHOLD_FILE = "threshold.json"
+"""A population run's default threshold r0 and its distance matrix (`npsco.novelty.threshold`)."""
+METRICS_FILE = "metrics.jsonl"
+"""The per-iteration metrics of a training run (`npsco.logger`)."""
+SWEEP_FILE = "sweep.json"
+"""A sweep's populations and their status (`npsco.sweep`)."""
