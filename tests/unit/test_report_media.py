@@ -4,6 +4,7 @@ matrices, on exact numbers."""
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image as PILImage
 
 from npsco.errors import NpscoError
@@ -216,6 +217,19 @@ def test_distance_heatmap_figure():
     assert sum(t.get_text() == "2" for t in ax.texts) == 1  # the cell values are written in
     with pytest.raises(ValueError):
         distance_heatmap_figure(m, ["a", "b"], ["g", "g"])
+
+
+@pytest.mark.parametrize("n", [2, 3, 30])
+def test_the_heatmaps_colour_bar_label_is_whole_at_any_size(n):
+    """The label lies inside the figure (it was cut at the top and bottom with 3 policies)."""
+    fig = distance_heatmap_figure(np.ones((n, n)) - np.eye(n), [f"p{i}" for i in range(n)], ["g"] * n)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # lays the figure out
+    renderer = canvas.get_renderer()
+    label = fig.axes[1].yaxis.label
+    box, page = label.get_window_extent(renderer), fig.bbox
+    assert label.get_text().startswith("D(row, column)")
+    assert page.y0 <= box.y0 and box.y1 <= page.y1 and page.x0 <= box.x0 and box.x1 <= page.x1
 
 
 def test_a_stem_with_a_dot_keeps_it_in_the_video_name(tmp_path, monkeypatch):

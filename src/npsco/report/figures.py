@@ -320,11 +320,11 @@ def distance_heatmap_figure(
     n = len(labels)
     if matrix.shape != (n, n) or len(groups) != n or n == 0:
         raise ValueError(f"a ({n}, {n}) matrix with one label and one group per policy is needed, got {matrix.shape}")
-    side = min(12.0, 2.5 + 0.42 * n)
+    side = min(12.0, max(5.0, 2.5 + 0.42 * n))  # at least tall enough for the colour bar's label, whole
     fig = Figure(figsize=(side + 1.6, side), layout="constrained")
     ax = fig.add_subplot()
     image = ax.imshow(np.ma.masked_invalid(matrix), cmap="viridis", vmin=0.0, interpolation="nearest")
-    fig.colorbar(image, ax=ax, shrink=0.8, label="D(row, column): action distance on the row's states")
+    fig.colorbar(image, ax=ax, shrink=0.8, label="D(row, column):\naction distance on the row's states")
     ax.set_xticks(range(n), labels, rotation=90, fontsize=8)
     ax.set_yticks(range(n), labels, fontsize=8)
     top = float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 1.0
