@@ -22,7 +22,7 @@ from safetensors.numpy import save as save_safetensors
 
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_bytes, check_nesting, read_bytes
-from npsco.layout import POLICY_FILE
+from npsco.layout import MANIFEST_FILE, POLICY_FILE
 from npsco.limits import MAX_CHECKPOINT_BYTES, MAX_EPISODE_STEPS, check_at_most
 from npsco.task_ids import CheckpointTaskId
 
@@ -201,6 +201,13 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     """Accept a checkpoint file or a folder holding `policy.safetensors`."""
     p = Path(path)
     if p.is_dir():
+        if (p / MANIFEST_FILE).exists():
+            raise NpscoError(
+                f"{path} is a population run, not one policy: give one of its policies ({path}/refs/ref0, "
+                f"{path}/novel/...; its manifest lists them)"
+            )
+        if not (p / POLICY_FILE).exists():
+            raise NpscoError(f"{path} is a folder without {POLICY_FILE}: no finished policy there (yet)")
         p = p / POLICY_FILE
     if not p.exists():
         raise NpscoError(f"{path}: no such checkpoint")

@@ -282,3 +282,22 @@ def test_a_population_at_a_train_run_says_what_the_folder_holds(tmp_path, capsys
     out = capsys.readouterr()
     assert "holds an `npsco train` run (one policy), not a population" in out.err
     assert "1 novel ipd policy per chain" in out.out  # one policy, said so
+
+
+def test_things_that_exist_are_not_called_missing(tmp_path, capsys):
+    """A folder without a policy yet, a population run where one policy is wanted, a folder or a device where an
+    import wants a file: each said for what it is (all were "no such checkpoint" or "no such file")."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "pop").mkdir()
+    (tmp_path / "pop" / "manifest.json").write_text("{}")
+    cases = [
+        (["evaluate", str(tmp_path / "empty")], "is a folder without policy.safetensors: no finished policy there"),
+        (["export", str(tmp_path / "pop"), "--onnx"], "is a population run, not one policy"),
+        (["import", str(tmp_path / "empty"), "--env", MAZE_ID, "--out", str(tmp_path / "i")], "is a folder: give"),
+        (["import", "/dev/zero", "--env", MAZE_ID, "--out", str(tmp_path / "j")], "is not a regular file: give"),
+        (["evaluate", str(tmp_path / "gone")], "gone: no such checkpoint"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and len(err.splitlines()) == 1, err

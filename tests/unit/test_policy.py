@@ -246,7 +246,7 @@ def refused(path: Path, *fragments: str) -> str:
 
 def test_refuses_a_missing_file(tmp_path):
     refused(tmp_path / "nothing.safetensors", "no such checkpoint")
-    refused(tmp_path, "no such checkpoint")  # a folder without policy.safetensors
+    refused(tmp_path, "is a folder without policy.safetensors")  # a folder without a finished policy
 
 
 @pytest.mark.parametrize("keep", [0, 5, 8, 100, -1])

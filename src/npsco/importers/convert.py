@@ -69,8 +69,11 @@ def import_policy(
     source = Path(source)
     check_folder_path(out)
     check_import_folder(Path(out), force)
-    if not source.is_file():
+    if not source.exists():
         raise NpscoError(f"{source}: no such file")
+    if not source.is_file():
+        kind = "a folder" if source.is_dir() else "not a regular file"
+        raise NpscoError(f"{source} is {kind}: give the checkpoint file itself (an SB3 .zip, a CleanRL .pt)")
     if fmt not in FORMATS:
         raise NpscoError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     check_env_id(env_id)
