@@ -707,3 +707,29 @@ def test_frontier_counts_which_criterion_each_miss_missed_and_draws_a_panel_per_
         fr.load(["rows.json"])
     fr.main([f"screen={tmp_path / 'rows.json'}", "--out", str(tmp_path / "f.png"), "--md", str(tmp_path / "f.md")])
     assert (tmp_path / "f.png").stat().st_size > 0 and "![frontier](f.png)" in (tmp_path / "f.md").read_text()
+
+
+def test_multipliers_reads_the_end_of_each_novel_policys_training(load_script, tmp_path):
+    mu = load_script("benchmarks/good_and_different/multipliers.py")
+    run = tmp_path / "Hopper-v5" / "lagr-ret-s1"
+    members = [
+        {"name": "ref0", "role": "reference", "path": "refs/ref0", "final_eval": {"return_mean": 1000.0}},
+        {"name": "ref1", "role": "reference", "path": "refs/ref1", "final_eval": {"return_mean": 3000.0}},
+        {"name": "lagrangian/k0", "role": "novel", "path": "novel/lagrangian/k0"},
+    ]
+    (run / "novel/lagrangian/k0").mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"env_id": "Hopper-v5", "members": members}))
+    rows = [
+        {
+            "lagrangian/novelty_weight": 1 / (1 + i),
+            "lagrangian/return_multiplier": float(i),
+            "charts/episodic_return": 100.0 * i,
+        }
+        for i in range(30)
+    ]
+    (run / "novel/lagrangian/k0/metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (row,) = mu.summary(run)
+    assert row["reference_median"] == 2000.0 and row["return_multiplier_max"] == 29.0
+    assert row["rollout_return"] == pytest.approx(100.0 * np.mean(range(10, 30)))  # the last 20 iterations
+    assert row["novelty_weight"] == pytest.approx(np.mean([1 / (1 + i) for i in range(10, 30)]))
+    assert "| Hopper-v5 | lagr-ret-s1 | lagrangian/k0 |" in mu.table([row]) and "| 29.0 |" in mu.table([row])
