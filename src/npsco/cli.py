@@ -23,7 +23,7 @@ from npsco.cli_parser import build_parser, command_parser
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, disk_full_message, is_disk_full, read_json
 from npsco.layout import MANIFEST_FILE
-from npsco.limits import MAX_EPISODES, check_at_most
+from npsco.limits import MAX_EPISODES, MAX_FRAME_SIDE, MAX_FRAMES, MAX_RENDER_PIXELS, check_at_most
 from npsco.logger import Tracking
 from npsco.manifest import policy_files, population_dirs
 from npsco.task_ids import trust_task
@@ -215,6 +215,14 @@ def cmd_render(args: argparse.Namespace) -> int:
     from npsco.policy import load_policy, resolve_checkpoint  # lazy: gymnasium
     from npsco.report.behaviour import episode_frames, filmstrip_image, save_animation, save_image  # lazy: gymnasium
 
+    for name, value, limit in (("--frames", args.frames, MAX_FRAMES), ("--size", args.size, MAX_FRAME_SIDE)):
+        if value is not None:
+            check_at_most(name, value, limit, least=1)
+    if args.frames is not None and args.size is not None and args.frames * args.size**2 > MAX_RENDER_PIXELS:
+        raise NpscoError(
+            f"--frames {args.frames} x --size {args.size} is {args.frames * args.size**2 * 3 / 2**30:.1f} GiB of "
+            f"frames, past npsco's limit of {MAX_RENDER_PIXELS * 3 / 2**30:.1f} GiB: fewer frames or smaller ones"
+        )
     path = resolve_checkpoint(args.checkpoint)
     trust_configured_task(path)
     policy = load_policy(path)

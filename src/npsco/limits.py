@@ -38,6 +38,12 @@ MAX_EPISODE_STEPS = 10**7
 MAX_LAYER = 65_536
 """Width of a hidden layer (`actor_hidden`, `critic_hidden`); at most `MAX_LAYERS` of them."""
 MAX_LAYERS = 64
+MAX_FRAME_SIDE = 4096
+"""A rendered frame's side in pixels (`npsco render --size`)."""
+MAX_FRAMES = 2000
+"""Frames of one `npsco render` (`--frames`)."""
+MAX_RENDER_PIXELS = 2**29
+"""Frames x side x side of one `npsco render`: ~1.5 GB of RGB frames held at once."""
 
 
 def check_at_most(name: str, value: object, limit: int, least: int = 0) -> None:

@@ -105,7 +105,7 @@ def _train_in(
     resume = not force and state_path(out).exists()
     if resume:
         step = read_state(state_path(out))[0]["global_step"]
-        log(f"{out}: resuming from the state saved at step {step} of {cfg.total_timesteps}")
+        log(f"{out}: resuming from the state saved at step {step:,} of {cfg.policy_steps:,}")
     else:
         fresh_dir(out)
         atomic_write_json(out / CONFIG_FILE, record)

@@ -301,3 +301,19 @@ def test_things_that_exist_are_not_called_missing(tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert message in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--frames", "100000"], "--frames = 100,000 is past npsco's limit of 2,000"),
+        (["--size", "1000000"], "--size = 1,000,000 is past npsco's limit of 4,096"),
+        (["--frames", "2000", "--size", "1000"], "--frames 2000 x --size 1000 is 5.6 GiB of frames"),
+        (["--frames", "0"], "--frames must be >= 1"),
+    ],
+)
+def test_render_sizes_are_bounded_before_anything_is_read(flags, message, tmp_path, capsys):
+    """Refused before the checkpoint is read (this one does not exist) and before any frame is allocated."""
+    assert main(["render", str(tmp_path / "none.safetensors"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1

@@ -143,7 +143,8 @@ def test_a_sigkill_at_a_random_moment_loses_at_most_the_cadence(seed, tmp_path):
     again = subprocess.Popen([sys.executable, "-c", code, *args, "--out", str(out)], stdout=subprocess.PIPE, text=True)
     try:
         assert again.stdout is not None
-        assert f"resuming from the state saved at step {step} of 400000" in again.stdout.readline()
+        budget = dataclasses.replace(preset(MAZE_ID), total_timesteps=400000).policy_steps  # whole iterations
+        assert f"resuming from the state saved at step {step:,} of {budget:,}" in again.stdout.readline()
     finally:
         again.kill()
         again.wait(timeout=60)

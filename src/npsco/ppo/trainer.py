@@ -315,7 +315,7 @@ class Trainer:
         )
         last_good = self.policy()
         interrupted = False
-        start = time.perf_counter()
+        start, start_step = time.perf_counter(), self.global_step  # a resumed run's speed counts its own steps
         last_save = time.monotonic()
         recent: list[float] = []
         restore_signals = _stop_on_signals(self)
@@ -356,7 +356,7 @@ class Trainer:
                 if self.run_dir is not None and cfg.checkpoint_every and it % cfg.checkpoint_every == 0:
                     last_good.save(self.run_dir / "checkpoints" / "last.safetensors")
                 bar.update(cfg.batch_size)
-                post = {"SPS": f"{self.global_step / (time.perf_counter() - start):.0f}"}
+                post = {"SPS": f"{(self.global_step - start_step) / (time.perf_counter() - start):.0f}"}
                 if recent:
                     post["return"] = f"{np.mean(recent):.1f}"
                 if "eval/return_mean" in metrics:
