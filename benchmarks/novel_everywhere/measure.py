@@ -26,6 +26,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from npsco.evaluation import descriptors
 from npsco.evaluation.evaluate import evaluate_runs
 from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text
@@ -258,17 +259,12 @@ def descriptor_section(rows: list[dict]) -> list[str]:
         "forward speed, touchdowns per second (averaged over the feet), torso height and pitch (mean +- std over "
         "the steps), and each foot's share of steps on the floor.",
         "",
-        "| task | setting | policy | speed (m/s) | touchdowns/s | torso height (m) | pitch (rad) | feet on floor |",
+        "| task | setting | policy | " + " | ".join(descriptors.CELLS) + " |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(sel, key=lambda r: (r["task"], r["setting"], r["run"], r["name"])):
-        feet = ", ".join(f"{foot} {100 * d:.0f}%" for foot, d in (r.get("duty") or {}).items())
-        steps = "-" if r.get("step_frequency") is None else f"{r['step_frequency']:.1f}"
-        lines.append(
-            f"| {r['task']} | {r['setting']} | {Path(r['run']).name}/{r['name']} | {r['forward_speed']:.2f} "
-            f"| {steps} | {r['height_mean']:.2f} +- {r['height_std']:.2f} | {r['pitch_mean']:+.2f} +- "
-            f"{r['pitch_std']:.2f} | {feet} |"
-        )
+        row = [r["task"], r["setting"], f"{Path(r['run']).name}/{r['name']}", *descriptors.cells(r)]
+        lines.append("| " + " | ".join(row) + " |")
     return lines
 
 

@@ -162,19 +162,16 @@ def _print_novel_policies(documents: list[Path]) -> None:
 
 def _print_descriptors(documents: list[Path]) -> None:
     """Per policy: how it moves (`npsco.evaluation.descriptors`), on a MuJoCo locomotion task."""
+    from npsco.evaluation import descriptors  # lazy: gymnasium
+
     rows = [r for d in documents for r in read_json(d)["policies"] if r.get("forward_speed") is not None]
     if not rows:
         print("no behaviour descriptors: they are measured on MuJoCo locomotion tasks (Hopper, Walker2d, HalfCheetah)")
         return
     print("how each policy moves (its deterministic evaluation episodes):")
+    print("  ".join(["policy".rjust(24), "task".rjust(12), *descriptors.CELLS]))
     for r in rows:
-        feet = ", ".join(f"{foot} {100 * d:.0f}%" for foot, d in (r.get("duty") or {}).items())
-        steps = "-" if r.get("step_frequency") is None else f"{r['step_frequency']:.1f}"
-        print(
-            f"{r['name']:>24s} {r['task']:>12s}  {r['forward_speed']:5.2f} m/s  {steps:>4s} touchdowns/s  torso "
-            f"{r['height_mean']:.2f} +- {r['height_std']:.2f} m, pitch {r['pitch_mean']:+.2f} +- {r['pitch_std']:.2f} "
-            f"rad  feet on the floor: {feet or '-'}"
-        )
+        print("  ".join([r["name"].rjust(24), r["task"].rjust(12), *descriptors.cells(r)]))
 
 
 @command("report")

@@ -8,8 +8,21 @@ import numpy as np
 import pytest
 
 from npsco.cli import _print_descriptors
-from npsco.evaluation.descriptors import describe, duty_factor, step_frequency, touchdowns
+from npsco.evaluation.descriptors import CELLS, cells, describe, duty_factor, step_frequency, touchdowns
 from npsco.tasks import MAZE_ID
+
+
+def test_descriptor_cells_read_like_a_table_row():
+    row = {
+        "forward_speed": 2.5,
+        "step_frequency": None,
+        "height_mean": 1.2,
+        "height_std": 0.1,
+        "pitch_mean": -0.05,
+        "pitch_std": 0.09,
+        "duty": {},
+    }
+    assert cells(row) == ["2.50", "-", "1.20 +- 0.10", "-0.05 +- 0.09", "-"] and len(CELLS) == 5
 
 
 def test_contact_statistics_on_exact_numbers():
@@ -56,4 +69,5 @@ def test_evaluate_describe_prints_a_line_per_described_policy(tmp_path, capsys):
     (tmp_path / "evaluation.json").write_text(json.dumps({"policies": [row, {"name": "maze", "forward_speed": None}]}))
     _print_descriptors([tmp_path / "evaluation.json"])
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 2 and "2.50 m/s" in out[1] and "1.7 touchdowns/s" in out[1] and "foot_geom 35%" in out[1]
+    assert len(out) == 3 and "touchdowns/s" in out[1]
+    assert out[2].split()[2:] == ["2.50", "1.7", "1.20", "+-", "0.10", "+0.05", "+-", "0.09", "foot_geom", "35%"]

@@ -61,6 +61,23 @@ class Descriptors:
         )
 
 
+CELLS = ("speed (m/s)", "touchdowns/s", "torso height (m)", "pitch (rad)", "feet on floor")
+"""The headers of `cells`."""
+
+
+def cells(row: dict) -> list[str]:
+    """An evaluation row's descriptors as table cells, in the order of `CELLS` (`2.50`, `1.7`, `1.20 +- 0.10`,
+    `+0.05 +- 0.09`, `foot_geom 35%`)."""
+    feet = ", ".join(f"{foot} {100 * d:.0f}%" for foot, d in (row.get("duty") or {}).items())
+    return [
+        f"{row['forward_speed']:.2f}",
+        "-" if row.get("step_frequency") is None else f"{row['step_frequency']:.1f}",
+        f"{row['height_mean']:.2f} +- {row['height_std']:.2f}",
+        f"{row['pitch_mean']:+.2f} +- {row['pitch_std']:.2f}",
+        feet or "-",
+    ]
+
+
 def duty_factor(contact: Sequence[np.ndarray]) -> float:
     """The fraction of steps in contact, over episodes of a (steps,) boolean contact signal each."""
     total = sum(len(c) for c in contact)

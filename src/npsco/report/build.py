@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from npsco.errors import NpscoError
+from npsco.evaluation import descriptors
 from npsco.evaluation.evaluate import combine, evaluate_runs
 from npsco.evaluation.measure import FIG2_START, MeasureCache
 from npsco.evaluation.rows import group_sort_key, rows_to_csv
@@ -257,29 +258,8 @@ def descriptor_blocks(rows: list[dict]) -> list[Block]:
     described = [r for r in rows if r.get("forward_speed") is not None]
     if not described:
         return []
-    header = [
-        "task",
-        "group",
-        "policy",
-        "speed (m/s)",
-        "touchdowns/s",
-        "torso height (m)",
-        "pitch (rad)",
-        "feet on floor",
-    ]
-    body = [
-        [
-            r["task"],
-            r["group"],
-            r["name"],
-            f"{r['forward_speed']:.2f}",
-            "" if r.get("step_frequency") is None else f"{r['step_frequency']:.1f}",
-            f"{r['height_mean']:.2f} +- {r['height_std']:.2f}",
-            f"{r['pitch_mean']:+.2f} +- {r['pitch_std']:.2f}",
-            ", ".join(f"{foot} {100 * d:.0f}%" for foot, d in (r.get("duty") or {}).items()),
-        ]
-        for r in described
-    ]
+    header = ["task", "group", "policy", *descriptors.CELLS]
+    body = [[r["task"], r["group"], r["name"], *descriptors.cells(r)] for r in described]
     return [
         Heading("How the policies move"),
         Paragraph(
