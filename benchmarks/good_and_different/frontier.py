@@ -27,6 +27,12 @@ RETURN_LINE, DISTANCE_LINE = 0.8, 1.0
 """The paper's criteria: return >= 0.8 x the references' median, nearest >= r0."""
 
 
+def chain_or_setting(row: dict) -> str:
+    """The row's setting, or its chain where a run holds chains at several thresholds (`ipd-r0x0.5/k0`)."""
+    chain = str(row.get("name", "")).split("/")[0]
+    return chain if chain.startswith(f"{row['setting']}-") else row["setting"]
+
+
 def load(specs: list[str]) -> list[dict]:
     """The rows of each `LABEL=path`, each with its `group` (`LABEL: setting`)."""
     rows = []
@@ -36,7 +42,7 @@ def load(specs: list[str]) -> list[dict]:
             raise SystemExit(f"expected LABEL=ROWS.json, got {spec!r}")
         for row in json.loads(Path(path).read_text())["rows"]:
             if row.get("return_ratio") is not None and row.get("nearest_ratio") is not None:
-                rows.append({**row, "group": f"{label}: {row['setting']}"})
+                rows.append({**row, "group": f"{label}: {chain_or_setting(row)}"})
     return rows
 
 

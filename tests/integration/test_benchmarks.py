@@ -698,6 +698,8 @@ def test_frontier_counts_which_criterion_each_miss_missed_and_draws_a_panel_per_
     (tmp_path / "rows.json").write_text(json.dumps({"rows": rows}))
     loaded = fr.load([f"screen={tmp_path / 'rows.json'}"])
     assert len(loaded) == 4 and loaded[0]["group"] == "screen: lagr-ret"
+    assert fr.chain_or_setting({"setting": "ipd", "name": "ipd-r0x0.5/k0"}) == "ipd-r0x0.5"
+    assert fr.chain_or_setting({"setting": "lagr-ret", "name": "lagrangian/k0"}) == "lagr-ret"
     text = fr.counts(loaded)
     assert "| screen: lagr-ret | Hopper-v5 | 3 | 1 | 1 | 1 | 0 |" in text
     assert "| screen: lagr-ret | Walker2d-v5 | 1 | 0 | 0 | 0 | 1 |" in text
