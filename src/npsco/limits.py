@@ -25,6 +25,8 @@ MAX_POLICIES = 1000
 """References (`refs`) and novel policies per chain (`novel`) of a population."""
 MAX_CHAINS = 100
 """Threshold multiples (chains) per method."""
+MAX_CANDIDATES = 20
+"""Candidates per novel slot (`candidates`; the IPD authors' code trained up to 15)."""
 MAX_EPISODES = 100_000
 """Episodes of one evaluation or threshold measurement (run side by side: one environment each)."""
 MAX_ENVS = 4096
