@@ -102,7 +102,7 @@ def grid_jobs(
     saved = saved or {}
     grid = load_grid(grid_file)
     if steps is not None:
-        grid.steps = steps
+        grid.options.steps = steps
     jobs: list[Task] = []
     for spec in plan(grid):
         task = task_name(spec.task)

@@ -221,6 +221,7 @@ POPULATION_CONFIG = Fields(
         "ref_checkpoints": ListOf(str),
         "threshold_episodes": (int, None),
         "eval_episodes": (int, None),
+        "candidate_episodes": (int, None),
     }
 )
 """A population run's config.json (`npsco.population_config.PopulationConfig.to_dict`)."""

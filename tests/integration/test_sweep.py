@@ -188,7 +188,8 @@ def test_the_documented_grid_parses_as_described():
 
 def test_the_paper_campaign_grid_plans_fresh_seeds_and_fig4_on_hopper_only(capsys):
     grid = load_grid(REPO / "benchmarks/paper_campaign/grid.toml")
-    assert (grid.refs, grid.novel, grid.seed, grid.preset, grid.steps) == (5, 5, 50000, "default", 1_000_000)
+    o = grid.options
+    assert (o.refs, o.novel, o.seed, o.preset, o.steps) == (5, 5, 50000, "default", 1_000_000)
     assert main(["sweep", str(REPO / "benchmarks/paper_campaign/grid.toml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "18 population runs, 105 policies" in out
