@@ -440,8 +440,8 @@ def from_call(cls: type[Options], values: Mapping[str, Any]) -> Options:
         tp = kinds[name]
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
-        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, os.PathLike) for v in value):
-            value = [os.fspath(v) for v in value]
+        elif isinstance(value, (list, tuple)):
+            value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
         if typing.get_origin(tp) is dict:
             if value is None:
                 value = {}

@@ -162,7 +162,7 @@ def test_population_dirs_refuses_other_folders(tmp_path):
 def test_example_grids_plan_as_documented(capsys):
     paper = load_grid(REPO / "examples/paper_grid.toml")
     assert paper.tasks == ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5"] and len(paper.methods) == 6
-    assert (paper.refs, paper.novel, paper.preset) == (10, 10, "paper")
+    assert (paper.options.refs, paper.options.novel, paper.options.preset) == (10, 10, "paper")
     assert main(["sweep", str(REPO / "examples/paper_grid.toml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "18 population runs" in out and "Hopper-v5/ipd: 10 x ipd-r0x1, ipd-r0x0.5, ipd-r0x1.5, ipd-r0x2" in out
