@@ -14,6 +14,7 @@ import errno
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -24,8 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.layout import CONFIG_FILE, POLICY_FILE
-from npsco.limits import MAX_JSON_BYTES, MAX_NESTING, MAX_TOML_BYTES
+from npsco.layout import CONFIG_FILE, EVALUATION_FILE, MANIFEST_FILE, POLICY_FILE, SWEEP_FILE, THRESHOLD_FILE
+from npsco.limits import (
+    MAX_CONFIG_BYTES,
+    MAX_EVALUATION_BYTES,
+    MAX_JSON_BYTES,
+    MAX_MANIFEST_BYTES,
+    MAX_NESTING,
+    MAX_SWEEP_BYTES,
+    MAX_THRESHOLD_BYTES,
+    MAX_TOML_BYTES,
+)
 
 LOCK_FILE = ".npsco.lock"
 """The lock file of a folder npsco writes (`npsco.locks`); it stays when the folder is emptied."""
@@ -138,8 +148,19 @@ def file_sha256(path: str | os.PathLike) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+class NotFiniteNumber(ValueError):
+    """A JSON number too large for a float (`1e400`: it would be read as infinity) or a whole number past 64 bits."""
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotFiniteNumber(f"the number {text[:40]} is too large (it would be read as infinity)")
+    return value
 
 
 def check_nesting(obj: Any, where: str, limit: int = MAX_NESTING) -> None:
@@ -155,22 +176,50 @@ def check_nesting(obj: Any, where: str, limit: int = MAX_NESTING) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+def _int64(text: str) -> int:
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise NotFiniteNumber(f"the number {text[:40]} is too large (past 64 bits)")
+    return value
+
+
+def loads_finite(raw: bytes | str) -> Any:
+    """`json.loads`, refusing NaN and infinity (ValueError), numbers too large for a float and whole numbers past
+    64 bits (`NotFiniteNumber`: npsco writes none, and numpy cannot hold them)."""
+    return json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_int64)
+
+
 def parse_json(raw: bytes | str, where: str) -> Any:
     """A JSON document, refused in one line (naming `where`) when it is not valid JSON, holds NaN or infinity (npsco
-    never writes them), or is nested deeper than `MAX_NESTING` levels."""
+    never writes them), a number too large for a float (`1e400`, read as infinity otherwise) or a whole number past 64
+    bits, or is nested deeper than `MAX_NESTING` levels."""
     try:
-        obj = json.loads(raw, parse_constant=_no_constant)
+        obj = loads_finite(raw)
     except RecursionError:
         raise NpscoError(f"{where}: nested deeper than {MAX_NESTING} levels; refused") from None
+    except NotFiniteNumber as e:
+        raise NpscoError(f"{where}: {e}; refused") from None
     except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
         raise NpscoError(f"{where}: not valid JSON ({e})") from None
     check_nesting(obj, where)
     return obj
 
 
-def read_json(path: str | os.PathLike, limit: int = MAX_JSON_BYTES) -> Any:
-    """Read a JSON file (`read_bytes`, `parse_json`), turning a missing, special, oversized, malformed or too deeply
-    nested file into an NpscoError that names it."""
+JSON_LIMITS = {
+    CONFIG_FILE: MAX_CONFIG_BYTES,
+    MANIFEST_FILE: MAX_MANIFEST_BYTES,
+    THRESHOLD_FILE: MAX_THRESHOLD_BYTES,
+    EVALUATION_FILE: MAX_EVALUATION_BYTES,
+    SWEEP_FILE: MAX_SWEEP_BYTES,
+}
+"""The size limit of each kind of JSON file npsco reads, by its name (others: `MAX_JSON_BYTES`)."""
+
+
+def read_json(path: str | os.PathLike, limit: int | None = None) -> Any:
+    """Read a JSON file (`read_bytes`, `parse_json`) of at most `limit` bytes (by default its kind's: `JSON_LIMITS`),
+    turning a missing, special, oversized, malformed or too deeply nested file into an NpscoError that names it."""
+    if limit is None:
+        limit = JSON_LIMITS.get(Path(path).name, MAX_JSON_BYTES)
     return parse_json(read_bytes(path, limit), str(path))
 
 

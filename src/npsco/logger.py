@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_text
+from npsco.filecheck import METRICS_ROW, check, problem
+from npsco.io import NotFiniteNumber, atomic_write_text, loads_finite, read_bytes
 from npsco.layout import METRICS_FILE
+from npsco.limits import MAX_METRICS_BYTES
 
 
 @dataclass(frozen=True)
@@ -127,25 +129,30 @@ def _clean(v: Any) -> float | None:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a `metrics.jsonl` file. Only a torn last line (no newline: a crash in the middle of writing it) is
-    skipped; any other line that is not a JSON object raises an NpscoError naming the file and line."""
-    text = Path(path).read_text(encoding="utf-8")
+    """Rows of a `metrics.jsonl` file (a regular file of at most `MAX_METRICS_BYTES`). Only a torn last line (no
+    newline: a crash in the middle of writing it) is skipped; any other line that is not a JSON object, or whose
+    fields npsco reads are not of their type and range (`npsco.filecheck.METRICS_ROW`), raises an NpscoError naming
+    the file and line."""
+    text = read_bytes(path, MAX_METRICS_BYTES).decode("utf-8", errors="replace")
     lines = text.split("\n")
     torn = lines.pop()  # "" when the file ends with a newline; else the last line, cut short or not
     rows = []
     for number, line in enumerate(lines, 1):
+        where = f"{path}, line {number}"
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+            row = loads_finite(line)
+        except NotFiniteNumber as e:
+            raise NpscoError(f"{where}: {e}; refused") from None
+        except (ValueError, RecursionError):
             row = None
         if not isinstance(row, dict):
-            raise NpscoError(f"{path}, line {number}: not a JSON object (the file is damaged)")
-        rows.append(row)
+            raise NpscoError(f"{where}: not a JSON object (the file is damaged)")
+        rows.append(check(row, METRICS_ROW, where))
     if torn:
         try:
-            row = json.loads(torn)
-        except json.JSONDecodeError:
+            row = loads_finite(torn)
+        except (ValueError, RecursionError):
             row = None
-        if isinstance(row, dict):
+        if isinstance(row, dict) and problem(row, METRICS_ROW, "") is None:
             rows.append(row)
     return rows

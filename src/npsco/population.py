@@ -40,8 +40,9 @@ from npsco.layout import CONFIG_FILE, MANIFEST_FILE, METRICS_FILE, POLICY_FILE
 from npsco.limits import (
     MAX_CHAINS,
     MAX_EPISODES,
-    MAX_JSON_BYTES,
+    MAX_METRICS_BYTES,
     MAX_POLICIES,
+    MAX_RUN_POLICIES,
     check_at_most,
     check_ppo_sizes,
 )
@@ -364,7 +365,7 @@ class Population(PopulationMembers):
                 raise NpscoError(f"--ref-checkpoints {p}: its metadata's seed must be a whole number, got {seed!r}")
             metrics = ckpt.parent / METRICS_FILE
             # the eval curve beside it, when it is a plain file of a sane size (a FIFO would block, /dev/zero not end)
-            readable = metrics.is_file() and metrics.stat().st_size <= MAX_JSON_BYTES
+            readable = metrics.is_file() and metrics.stat().st_size <= MAX_METRICS_BYTES
             curve = (
                 [
                     [r["global_step"], r["eval/return_mean"]]
@@ -599,6 +600,11 @@ def check_sizes(config: PopulationConfig) -> None:
     for name, episodes in (("eval_episodes", config.eval_episodes), ("threshold_episodes", config.threshold_episodes)):
         if episodes is not None:
             check_at_most(name, episodes, MAX_EPISODES, least=1)
+    if config.trainings > MAX_RUN_POLICIES:
+        raise NpscoError(
+            f"the population trains {config.trainings:,} policies, past npsco's limit of {MAX_RUN_POLICIES:,} "
+            "(docs/reliability.md)"
+        )
     check_ppo_sizes(config.ppo.to_dict())
 
 

@@ -68,6 +68,14 @@ class PopulationConfig:
             "candidates": self.candidates,
         }
 
+    @property
+    def trainings(self) -> int:
+        """The policies this population trains: its own references, and each chain's novel policies (every
+        candidate of each)."""
+        own_refs = 0 if self.refs_from or self.ref_checkpoints else self.refs
+        chains = len(self.r0_scales) if self.method.method != "ppo" and self.r0_scales else 1
+        return own_refs + chains * self.novel * self.candidates
+
     def validate(self) -> PopulationConfig:
         self.ppo.validate()
         if self.r0_scales is None:  # an absolute --r0 needs no multiple

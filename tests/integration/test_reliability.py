@@ -141,6 +141,27 @@ def make_inputs(root: Path) -> None:
     forged.save(root / "forged_task.safetensors")
     os.mkfifo(root / "fifo.safetensors")
     atomic_write_text(root / "big_grid.toml", 'tasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo"]\nrefs = 1e9\n')
+    # numbers and sizes past what the machine can hold (issue 36): a manifest number read as infinity, a format
+    # version below 1, a config.json past its kind's size limit (sparse), a checkpoint listing more layers than it
+    # holds, a grid of too many policies
+    forged_pop("inf_pop", lambda m: json.dumps(m).replace('"r0_default": null', '"r0_default": 1e400'))
+    forged_pop("version_pop", lambda m: json.dumps({**m, "format_version": -1}))
+    forged_pop("big_config_pop", lambda m: json.dumps(m))
+    with open(root / "big_config_pop" / "config.json", "wb") as f:
+        f.truncate(4 * 2**20 + 1)
+    raw = maze.read_bytes()
+    header = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])
+    meta = json.loads(header["__metadata__"]["npsco"])
+    meta["architecture"]["actor_hidden"] = [2] * 100_000
+    (root / "layers.safetensors").write_bytes(
+        _with_header(maze, lambda h, d: ({**h, "__metadata__": {"npsco": json.dumps(meta)}}, d))
+    )
+    scales = ", ".join(str(1 + i / 100) for i in range(20))
+    atomic_write_text(
+        root / "huge_grid.toml",
+        f'tasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo", "ipd"]\nrefs = 1000\nnovel = 1000\n'
+        f"[method.ipd]\nr0_scales = [{scales}]\n",
+    )
     # --config files with an unknown key, a value of the wrong type, a value outside the option's choices
     atomic_write_text(root / "key.toml", 'env = "npsco/FourRewardMaze-v0"\nsed = 3\n')
     atomic_write_text(root / "type.toml", "seed = true\n")
@@ -307,6 +328,41 @@ CASES = [
     ),
     Case("a FIFO where a checkpoint should be", "evaluate DIR/fifo.safetensors", "a FIFO, not a regular file"),
     Case("a grid value past npsco's limit", "sweep DIR/big_grid.toml --dry-run", "past npsco's limit of 1,000"),
+    Case(
+        "a network past npsco's memory limit",
+        "train --set actor_hidden=65536,65536 --out DIR/out",
+        "makes a network of 4,295,229,441 parameters",
+        creates="out",
+    ),
+    Case(
+        "a population of more policies than npsco's limit",
+        "population --refs 1000 --novel 1000 --r0-scale 1 2 3 4 5 6 7 8 9 10 --out DIR/out",
+        "the population trains 11,000 policies, past npsco's limit of 10,000",
+        creates="out",
+    ),
+    Case(
+        "a grid of more policies than npsco's limit",
+        "sweep DIR/huge_grid.toml --dry-run",
+        "policies, past npsco's limit of 10,000",
+    ),
+    Case(
+        "a manifest number too large for a float",
+        "evaluate DIR/inf_pop",
+        "the number 1e400 is too large (it would be read as infinity)",
+    ),
+    Case(
+        "a manifest number out of its range", "evaluate DIR/version_pop", "format_version must be a whole number >= 1"
+    ),
+    Case(
+        "a config.json past its size limit",
+        "evaluate DIR/big_config_pop",
+        "4,194,305 bytes, past npsco's limit of 4,194,304 for this file",
+    ),
+    Case(
+        "a checkpoint listing more layers than it holds",
+        "evaluate DIR/layers.safetensors",
+        "100,000 hidden layers, but the file holds",
+    ),
     Case(
         "--refs past npsco's limit",
         "population --refs 100000 --out DIR/out",

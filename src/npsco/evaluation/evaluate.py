@@ -19,6 +19,7 @@ from npsco.evaluation.descriptors import describe
 from npsco.evaluation.measure import (
     FIG2_START,
     MAX_DIVERSITY_STATES,
+    MAX_MEASURED_STATES,
     MeasureCache,
     action_distance_matrix,
     diversity_states,
@@ -28,11 +29,12 @@ from npsco.evaluation.measure import (
     state_distance_matrix,
     yardstick,
 )
-from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
+from npsco.evaluation.rows import ROW, EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
+from npsco.filecheck import EPISODES, SEED, Fields, ListOf, check
 from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, inside, read_json
-from npsco.layout import MANIFEST_FILE
+from npsco.layout import EVALUATION_FILE, MANIFEST_FILE
 from npsco.manifest import Member
 from npsco.novelty.threshold import default_threshold
 from npsco.policy import Policy, load_policy
@@ -94,7 +96,7 @@ def evaluate_run(
         summary = x.episodes.summary()
         nearest = novelty_against(actions, i, avoided[i]) if m.role == "novel" else None
         stick = yardstick(actions, ref_idx, nearest)
-        behaviour = describe(info.env_id, x.episodes.states)
+        behaviour = describe(info.env_id, [e for e in x.episodes.states if len(e)])  # (those measured)
         maze: dict[str, Any] = {}
         if x.fig2_trajectory is not None and x.fig2_goal is not None:  # the maze: both are measured together
             maze = {f"goal_{g}": n / summary["episodes"] for g, n in summary["goals"].items()}
@@ -146,6 +148,7 @@ def evaluate_run(
             "deterministic": True,
             "distance": "deterministic",
             "max_diversity_states": MAX_DIVERSITY_STATES,
+            "max_measured_states": MAX_MEASURED_STATES,
             "fig2_start": list(FIG2_START),
         },
         "command": f"npsco evaluate {info.path} --episodes {episodes} --seed {seed}",
@@ -230,18 +233,51 @@ def json_ready(obj: Any) -> Any:
 def cached_evaluation(run: str | Path, episodes: int | None = None, seed: int = 0) -> dict | None:
     """The evaluation in `RUN/evaluation/evaluation.json` if it exists and is up to date (same manifest,
     checkpoints and settings), else None."""
-    path = evaluation_dir(run) / "evaluation.json"
+    path = evaluation_dir(run) / EVALUATION_FILE
     if not path.exists():
         return None
     try:
-        doc = read_json(path)
-    except Exception:  # noqa: BLE001  (a damaged cache is recomputed)
+        doc = check(read_json(path), EVALUATION, path)
+        check_matrices(doc, path)
+    except NpscoError:  # a damaged or edited cache is recomputed
         return None
     info = load_run(run)
     episodes = episodes or default_eval_episodes(info.env_id)
     if doc.get("format_version") != EVALUATION_VERSION or doc.get("fingerprint") != _fingerprint(info, episodes, seed):
         return None
-    return doc
+    # the statistics are those of the rows (recomputed: a pure function of them), whatever the file says
+    return {**doc, "statistics": json_ready(statistics([EvaluationRow.from_dict(r) for r in doc["policies"]]))}
+
+
+_MATRIX = (Fields({"names": ListOf(str), "matrix": ListOf(ListOf((float, None)))}, required=("names", "matrix")), None)
+EVALUATION = Fields(
+    {
+        "format": str,
+        "format_version": int,
+        "run": str,
+        "env_id": str,
+        "fingerprint": str,
+        "command": str,
+        "settings": Fields({"episodes": EPISODES, "seed": SEED}, required=("episodes", "seed")),
+        "policies": ListOf(ROW),
+        "action_distance_matrix": _MATRIX,
+        "state_diversity_matrix": _MATRIX,
+        "state_distance_matrix": _MATRIX,
+    },
+    required=("format_version", "run", "fingerprint", "command", "settings", "policies"),
+)
+"""A run's evaluation document as it is read back (`cached_evaluation`): the fields npsco uses, type- and
+range-checked (its statistics are recomputed from its rows)."""
+
+
+def check_matrices(doc: dict, path: Path) -> None:
+    """Refuse a document whose distance matrices are not square over their names."""
+    for key in ("action_distance_matrix", "state_diversity_matrix", "state_distance_matrix"):
+        block = doc.get(key)
+        if block is not None and (
+            len(block["matrix"]) != len(block["names"]) or any(len(r) != len(block["names"]) for r in block["matrix"])
+        ):
+            raise NpscoError(f"{path}: {key} is not a square matrix over its {len(block['names'])} names")
 
 
 # ------------------------------------------------------------------------------------------------------ several runs

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from npsco.filecheck import EPISODES, EVAL_CURVE, NONNEGATIVE, POSITIVE, SEED, Fields, ListOf, MapOf
 from npsco.manifest import Chain
 from npsco.methods.registry import METHODS, default_r0_scale
 
@@ -128,6 +129,47 @@ class EvaluationRow:
     def csv_cells(self) -> list[str]:
         """The row's cells in `CSV_COLUMNS` order: empty where a value does not apply."""
         return ["" if getattr(self, c) is None else _cell(getattr(self, c)) for c in CSV_COLUMNS]
+
+
+_TYPES: dict[str, Any] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "None": None,
+    "list[float]": ListOf(float),
+    "list[int]": ListOf(int),
+    "list[list[float]]": ListOf(ListOf(float)),
+    "dict[str, float]": MapOf(float),
+}
+_RANGES: dict[str, Any] = {
+    "seed": SEED,
+    "eval_seed": SEED,
+    "episodes": EPISODES,
+    "threshold": POSITIVE,
+    "eval_curve": EVAL_CURVE,
+    "length_mean": NONNEGATIVE,
+    "return_std": NONNEGATIVE,
+}
+"""Fields of a row whose range is checked, beside their type."""
+
+
+def _field_spec(f: dataclasses.Field) -> Any:
+    """The `npsco.filecheck` spec of one field of `EvaluationRow`, from its annotation (and `_RANGES`)."""
+    options = tuple(_RANGES.get(f.name, _TYPES[t]) if t != "None" else None for t in str(f.type).split(" | "))
+    return options[0] if len(options) == 1 else options
+
+
+ROW = Fields(
+    {f.name: _field_spec(f) for f in dataclasses.fields(EvaluationRow)},
+    required=tuple(
+        f.name
+        for f in dataclasses.fields(EvaluationRow)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ),
+)
+"""A row of an evaluation document (`EvaluationRow.to_dict`), every field type- and range-checked when a document is
+read back (`npsco.evaluation.evaluate.cached_evaluation`)."""
 
 
 CSV_COLUMNS = tuple(f.name for f in dataclasses.fields(EvaluationRow) if f.metadata.get("csv", True))

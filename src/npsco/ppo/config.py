@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from npsco.errors import NpscoError
+from npsco.limits import check_network
 from npsco.tasks import ENV_BACKENDS, MAZE_ID, task_spec
 
 PRESETS = ("default", "paper")
@@ -172,6 +173,11 @@ class PPOConfig:
         for ok, message in checks:
             if not ok:
                 raise NpscoError(f"invalid configuration: {message}")
+        try:  # the networks' memory, before anything allocates them (the task's sizes: the trainer checks again)
+            check_network("actor_hidden", self.actor_hidden)
+            check_network("critic_hidden", self.critic_hidden)
+        except NpscoError as e:
+            raise NpscoError(f"invalid configuration: {e}") from None
         return self
 
     def to_dict(self) -> dict[str, Any]:

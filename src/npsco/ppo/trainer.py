@@ -27,6 +27,7 @@ from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.io import remove_inside
 from npsco.layout import POLICY_FILE
+from npsco.limits import check_network
 from npsco.logger import MetricsLogger, Tracking
 from npsco.policy import Policy, mlp_forward, space_metadata
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
@@ -85,6 +86,12 @@ class Trainer:
             raise
         self.obs_space, self.action_space = obs_space, act_space
         self.act_low, self.act_high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
+        try:  # with the task's sizes (validate knew the hidden layers only), before the networks are allocated
+            check_network("actor_hidden", cfg.actor_hidden, int(np.prod(obs_space.shape)), act_space.shape[0])
+            check_network("critic_hidden", cfg.critic_hidden, int(np.prod(obs_space.shape)), 1)
+        except NpscoError as e:
+            self.envs.close()
+            raise NpscoError(f"invalid configuration: {e}") from None
         self.agent = ActorCritic(
             int(np.prod(obs_space.shape)),
             act_space.shape[0],

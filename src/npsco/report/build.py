@@ -30,7 +30,8 @@ from npsco.evaluation import descriptors
 from npsco.evaluation.evaluate import combine, evaluate_runs
 from npsco.evaluation.measure import FIG2_START, MeasureCache
 from npsco.evaluation.rows import group_sort_key, rows_to_csv
-from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json, run_entries
+from npsco.filecheck import POPULATION_CONFIG, read_checked
+from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, run_entries
 from npsco.layout import CONFIG_FILE
 from npsco.manifest import load_manifest
 from npsco.policy import load_policy
@@ -328,7 +329,7 @@ run, and a folder of other files is refused."""
 def _config(run: str) -> dict:
     """A run's config.json ({} when it has none)."""
     path = Path(run) / CONFIG_FILE
-    return read_json(path) if path.exists() else {}
+    return read_checked(path, POPULATION_CONFIG) if path.exists() else {}
 
 
 def trained_members(run: str | Path) -> int:
