@@ -354,7 +354,7 @@ class Trainer:
                     metrics["charts/episodic_return"] = float(np.mean(buf.summary.returns))
                     metrics["charts/episodic_length"] = float(np.mean(buf.summary.lengths))
                     recent = (recent + buf.summary.returns)[-100:]
-                if cfg.eval_every and (it % cfg.eval_every == 0 or it == cfg.num_iterations):
+                if cfg.eval_period and (it % cfg.eval_period == 0 or it == cfg.num_iterations):
                     ev = self.evaluate(policy=policy)
                     metrics.update(ev)
                     eval_curve.append({"global_step": self.global_step, **ev})

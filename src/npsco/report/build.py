@@ -35,6 +35,7 @@ from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, ru
 from npsco.layout import CONFIG_FILE
 from npsco.manifest import load_manifest
 from npsco.policy import load_policy
+from npsco.ppo.config import eval_period
 from npsco.report.behaviour import (
     REPORT_FRAME,
     Frames,
@@ -273,13 +274,16 @@ def descriptor_blocks(rows: list[dict]) -> list[Block]:
 
 
 def eval_intervals(configs: list[dict]) -> str:
-    """The environment steps between two training evaluations of runs (`eval_every` iterations of `num_envs` x
+    """The environment steps between two training evaluations of runs (`eval_period` iterations of `num_envs` x
     `num_steps` steps), each distinct value once (`51200`, `10240 or 51200`); empty when no run says."""
-    steps = {
-        c["ppo"]["eval_every"] * c["ppo"]["num_envs"] * c["ppo"]["num_steps"]
-        for c in configs
-        if c.get("ppo", {}).get("eval_every")
-    }
+    steps = set()
+    for c in configs:
+        ppo = c.get("ppo") or {}
+        if all(isinstance(ppo.get(k), int) for k in ("eval_every", "num_envs", "num_steps", "total_timesteps")):
+            batch = ppo["num_envs"] * ppo["num_steps"]
+            period = eval_period(ppo["eval_every"], ppo["total_timesteps"] // batch)
+            if period:
+                steps.add(period * batch)
     return " or ".join(map(str, sorted(steps)))
 
 
