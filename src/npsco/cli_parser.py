@@ -8,6 +8,7 @@ import argparse
 from npsco import __version__
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
 from npsco.ppo.config import PRESETS
+from npsco.selection import RETURN_RATIO
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 
@@ -277,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="C",
-        help="candidates trained per novel policy: the first that meets the criteria (return >= 0.8 x the "
+        help=f"candidates trained per novel policy: the first that meets the criteria (return >= {RETURN_RATIO} x the "
         "references' median, distance >= r0) is kept, else the closest; the others are recorded as dropped (default 1)",
     )
     pp.add_argument(
