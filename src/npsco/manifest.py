@@ -21,7 +21,16 @@ from typing import Any
 from npsco.errors import NpscoError
 from npsco.filecheck import MANIFEST, SWEEP, read_checked
 from npsco.io import file_sha256
-from npsco.layout import MANIFEST_FILE, POLICY_FILE, SWEEP_FILE
+from npsco.layout import (
+    MANIFEST_FILE,
+    POLICY_FILE,
+    REFS_FOLDER,
+    SWEEP_FILE,
+    candidate_path,
+    novel_path,
+    reference_path,
+)
+from npsco.seeds import candidate_seed
 
 MANIFEST_FORMAT = "npsco-population"
 CHAIN_SCALE_MARK = "-r0x"
@@ -72,10 +81,6 @@ class Chain:
         return self.name
 
 
-CANDIDATE_SEED_STRIDE = 100_000
-"""Candidate c of a slot trains with the slot's seed + c x CANDIDATE_SEED_STRIDE (seeds no other slot uses)."""
-
-
 @dataclass
 class Candidate:
     """One candidate trained for a slot of a chain (`--candidates C`), as the manifest records it."""
@@ -102,8 +107,7 @@ class Candidate:
     @classmethod
     def of_slot(cls, member: Member, index: int) -> Candidate:
         """Candidate `index` of the slot `member` (before training)."""
-        path = member.path if index == 0 else f"{member.path}-c{index}"
-        return cls(index=index, seed=member.seed + CANDIDATE_SEED_STRIDE * index, path=path)
+        return cls(index=index, seed=candidate_seed(member.seed, index), path=candidate_path(member.path, index))
 
 
 @dataclass
@@ -190,7 +194,7 @@ def population_dirs(path: str | Path) -> list[Path]:
         rows = read_checked(path / SWEEP_FILE, SWEEP).get("populations", [])
         for r in rows:
             if Path(r["path"]).is_absolute() or ".." in Path(r["path"]).parts:
-                raise NpscoError(f"{path / 'sweep.json'}: population path {r['path']!r} is not inside the sweep folder")
+                raise NpscoError(f"{path / SWEEP_FILE}: population path {r['path']!r} is not inside the sweep folder")
         return [path / r["path"] for r in rows if (path / r["path"] / MANIFEST_FILE).exists()]
     if (path / MANIFEST_FILE).exists():
         return [path]
@@ -208,11 +212,11 @@ def layout_path(member: Member, candidate: int = 0) -> str:
     for its candidate c > 0 (`Candidate.of_slot`). An NpscoError for a member that has no place in the layout (a
     name, chain or index no npsco writes)."""
     if candidate:
-        return f"{layout_path(member)}-c{candidate}"
+        return candidate_path(layout_path(member), candidate)
     if member.role == "reference":
         if not re.fullmatch(r"ref(0|[1-9][0-9]*)", member.name):
             raise NpscoError(f"reference {member.name!r}: a reference is named ref0, ref1, ...")
-        return f"refs/{member.name}"
+        return reference_path(int(member.name[len("ref") :]))
     chain, k = member.chain, member.index
     if k is None:  # a manifest without indices: k as its name says
         named = re.fullmatch(r".+/k(0|[1-9][0-9]*)", member.name)
@@ -221,13 +225,13 @@ def layout_path(member: Member, candidate: int = 0) -> str:
         raise NpscoError(f"novel policy {member.name!r}: its chain and index (k) must name a folder novel/CHAIN/kK")
     if member.name != f"{chain.name}/k{k}":
         raise NpscoError(f"novel policy {member.name!r}: chain {chain.name} and index {k} make it {chain.name}/k{k}")
-    return f"novel/{chain.name}/k{k}"
+    return novel_path(chain.name, k)
 
 
 def is_borrowed(member: Member) -> bool:
     """Whether `member` is a reference trained in another run (`--refs-from`, `--ref-checkpoints`, a sweep's method
     run): recorded with that run's path, done, and only ever read."""
-    return member.role == "reference" and (member.sha256 is not None or member.path != f"refs/{member.name}")
+    return member.role == "reference" and (member.sha256 is not None or member.path != f"{REFS_FOLDER}/{member.name}")
 
 
 def check_layout(members: list[Member], manifest: str | Path) -> None:

@@ -36,7 +36,7 @@ from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.filecheck import POPULATION_CONFIG, read_checked
 from npsco.io import atomic_write_json, check_folder_path, file_sha256, remove_stale_temps, run_entries
-from npsco.layout import CONFIG_FILE, MANIFEST_FILE, METRICS_FILE, POLICY_FILE
+from npsco.layout import CONFIG_FILE, MANIFEST_FILE, METRICS_FILE, POLICY_FILE, novel_path, reference_path
 from npsco.limits import (
     MAX_CHAINS,
     MAX_EPISODES,
@@ -48,7 +48,6 @@ from npsco.limits import (
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, read_metrics, require_wandb
 from npsco.manifest import (
-    CANDIDATE_SEED_STRIDE,
     MANIFEST_FORMAT,
     Candidate,
     Chain,
@@ -62,7 +61,6 @@ from npsco.parallel import Executor, InlineExecutor, Job, LogView, Scheduler, Vi
 from npsco.policy import load_policy, resolve_checkpoint
 from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
 from npsco.population_jobs import (
-    FINAL_EVAL_SEED,
     PopulationMembers,
     PopulationSnapshot,
     chains_of,
@@ -74,12 +72,9 @@ from npsco.population_jobs import (
     unreached_thresholds,
 )
 from npsco.ppo.state import read_state, state_path
+from npsco.seeds import FINAL_EVALUATION, candidate_seed, novel_seed, reference_seed
 from npsco.selection import Trained, choose
 from npsco.tasks import task_name
-
-NOVEL_SEED_OFFSET = 1000
-"""The k-th novel policy of every chain trains with seed S + NOVEL_SEED_OFFSET + k, S the population's base seed
-(the PPO `seed` setting); the same seeds across methods."""
 
 
 def default_population_dir(config: PopulationConfig) -> Path:
@@ -112,7 +107,7 @@ def train_population(
         with make_executor("local", workers) as executor:
             members = pop.run(executor)
     log("\n".join(summary_lines(members)))
-    log(f"manifest: {out / 'manifest.json'}")
+    log(f"manifest: {out / MANIFEST_FILE}")
     return members
 
 
@@ -209,7 +204,7 @@ class Population(PopulationMembers):
         if stored.get("command") == "train":
             raise NpscoError(
                 f"{self.out} holds an `npsco train` run (one policy), not a population: give another --out (a "
-                f"population can borrow that policy: --ref-checkpoints {self.out / 'policy.safetensors'})"
+                f"population can borrow that policy: --ref-checkpoints {self.out / POLICY_FILE})"
             )
         differences = configuration_differences(stored, config)
         grows = (
@@ -265,8 +260,8 @@ class Population(PopulationMembers):
             else:
                 p = planned[m.name]
                 # a slot of --candidates C may hold the candidate it kept: candidate c's folder and seed
-                places = [(layout_path(p, c), p.seed + CANDIDATE_SEED_STRIDE * c) for c in range(cfg.candidates)]
-                seeds_ok = all(c.seed == p.seed + CANDIDATE_SEED_STRIDE * c.index for c in m.candidates)
+                places = [(layout_path(p, c), candidate_seed(p.seed, c)) for c in range(cfg.candidates)]
+                seeds_ok = all(c.seed == candidate_seed(p.seed, c.index) for c in m.candidates)
                 if (m.role, m.chain, m.index) == (p.role, p.chain, p.index) and (m.path, m.seed) in places and seeds_ok:
                     continue
                 problem = (
@@ -293,19 +288,19 @@ class Population(PopulationMembers):
         """The R PPO references this run trains itself (seeds S..S+R-1)."""
         seed = self.config.ppo.seed
         return [
-            Member(name=f"ref{i}", role="reference", method="ppo", seed=seed + i, path=f"refs/ref{i}")
+            Member(name=f"ref{i}", role="reference", method="ppo", seed=reference_seed(seed, i), path=reference_path(i))
             for i in range(self.config.refs)
         ]
 
     def _novel_members(self) -> list[Member]:
-        seed0 = self.config.ppo.seed + NOVEL_SEED_OFFSET
+        seed = self.config.ppo.seed
         return [
             Member(
                 name=f"{chain.name}/k{k}",
                 role="novel",
                 method=self.config.method.method,
-                seed=seed0 + k,
-                path=f"novel/{chain.name}/k{k}",
+                seed=novel_seed(seed, k),
+                path=novel_path(chain.name, k),
                 chain=chain,
                 index=k,
             )
@@ -353,7 +348,7 @@ class Population(PopulationMembers):
         for i, p in enumerate(paths):
             ckpt = resolve_checkpoint(p).resolve()
             if ckpt.name != POLICY_FILE:
-                raise NpscoError(f"--ref-checkpoints {p}: expected a run directory or a file named policy.safetensors")
+                raise NpscoError(f"--ref-checkpoints {p}: expected a run directory or a file named {POLICY_FILE}")
             policy = load_policy(ckpt)
             if policy.metadata["env_id"] != self.config.ppo.env_id:
                 raise NpscoError(
@@ -377,7 +372,7 @@ class Population(PopulationMembers):
             final = run_episodes(
                 policy,
                 self.config.final_episodes,
-                seed=FINAL_EVAL_SEED,
+                seed=FINAL_EVALUATION,
                 env_id=self.config.ppo.env_id,  # the run's task, never the checkpoint's (npsco.task_ids)
                 max_episode_steps=self.config.ppo.max_episode_steps,
             )

@@ -16,6 +16,7 @@ from npsco.methods import METHODS
 from npsco.methods.registry import default_r0_scale
 from npsco.methods.settings import MethodConfig
 from npsco.ppo.config import PPOConfig
+from npsco.seeds import check_population
 from npsco.settings import differences, ppo_settings
 from npsco.tasks import default_distance_episodes, default_eval_episodes
 
@@ -83,6 +84,7 @@ class PopulationConfig:
         if self.refs_from and self.ref_checkpoints:
             raise NpscoError("--refs-from and --ref-checkpoints are alternatives; give one")
         borrowed = bool(self.refs_from or self.ref_checkpoints)
+        check_population(self.ppo.seed, 0 if borrowed else self.refs, self.novel, self.candidates)
         if self.method.method != "ppo" and self.novel > 0 and self.method.r0 is None and self.refs < 2 and not borrowed:
             raise NpscoError("the default threshold needs at least 2 references (--refs >= 2), or give --r0")
         if self.method.method != "ppo" and self.novel > 0 and self.refs == 0 and not borrowed:

@@ -36,11 +36,9 @@ from npsco.population_config import PopulationConfig
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.state import state_path
 from npsco.ppo.trainer import Trainer
+from npsco.seeds import DISTANCE_EPISODES, FINAL_EVALUATION
 from npsco.selection import meets_criteria
 from npsco.task_ids import trust_task
-
-FINAL_EVAL_SEED = 10_000
-"""Seed of a member's final evaluation (episode i on an env seeded 10000 + i): episodes training never saw."""
 
 
 def chains_of(config: PopulationConfig) -> list[Chain]:
@@ -189,12 +187,12 @@ class PopulationSnapshot(PopulationMembers):
             fitted, known = StateDistance.from_dict(threshold["state"]), list(threshold["names"])
         else:  # an absolute r0: the embedding of the references' states, as the default threshold would fit it
             refs = [i for i, n in enumerate(names) if self.member(n).role == "reference"]
-            fitted = StateDistance.fit([visited_states(policies[i], episodes, 0, steps) for i in refs])
+            fitted = StateDistance.fit([visited_states(policies[i], episodes, DISTANCE_EPISODES, steps) for i in refs])
             known = [names[i] for i in refs]
         embeddings = [
             fitted.embeddings[known.index(n)]
             if n in known
-            else fitted.mean_embedding(visited_states(p, episodes, 0, steps))
+            else fitted.mean_embedding(visited_states(p, episodes, DISTANCE_EPISODES, steps))
             for n, p in zip(names, policies, strict=True)
         ]
         return StateDistance(fitted.mean, fitted.std, np.array(embeddings), fitted.bandwidth, fitted.seed)
@@ -215,7 +213,7 @@ class PopulationSnapshot(PopulationMembers):
     def train(
         self, member: Member, progress: bool = False, candidate: int = 0, tracking: Tracking | None = None
     ) -> Member:
-        """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVAL_SEED`); returns
+        """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVALUATION`); returns
         it done. An interrupted earlier attempt continues from its saved training state (`npsco.ppo.state`), or
         restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM.
         `candidate` c > 0: the member is its slot's candidate c, in that candidate's folder. With `tracking`, the
@@ -261,7 +259,7 @@ class PopulationSnapshot(PopulationMembers):
         return self.finish(member, result.policy, run_dir, cfg, t0)
 
     def finish(self, member: Member, policy: Policy, run_dir: Path, cfg: PPOConfig, t0: float | None) -> Member:
-        """`member` done: its final evaluation (`FINAL_EVAL_SEED`); `t0` the training's start (None: a policy trained
+        """`member` done: its final evaluation (`FINAL_EVALUATION`); `t0` the training's start (None: a policy trained
         by an earlier attempt, whose curve is read back from its metrics and whose wall time is unknown)."""
         if t0 is None:
             member.eval_curve = [
@@ -270,7 +268,7 @@ class PopulationSnapshot(PopulationMembers):
                 if "eval/return_mean" in r
             ]
         final = run_episodes(
-            policy, self.config.final_episodes, seed=FINAL_EVAL_SEED, max_episode_steps=cfg.max_episode_steps
+            policy, self.config.final_episodes, seed=FINAL_EVALUATION, max_episode_steps=cfg.max_episode_steps
         )
         member.final_eval = final.summary()
         member.wall_seconds = None if t0 is None else round(time.perf_counter() - t0, 3)
@@ -304,7 +302,7 @@ class PopulationSnapshot(PopulationMembers):
     ) -> Candidate:
         """Train candidate `index` of the slot `member` (its own seed and folder, `Candidate.of_slot`), evaluate it,
         and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
-        final evaluation's episodes (`FINAL_EVAL_SEED`), as `criteria` says."""
+        final evaluation's episodes (`FINAL_EVALUATION`), as `criteria` says."""
         candidate = Candidate.of_slot(member, index)
         trained = self.train(
             dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index, tracking
@@ -313,7 +311,7 @@ class PopulationSnapshot(PopulationMembers):
         episodes = run_episodes(
             policy,
             self.config.final_episodes,
-            seed=FINAL_EVAL_SEED,
+            seed=FINAL_EVALUATION,
             max_episode_steps=self.config.ppo.max_episode_steps,
             record_states=True,
         )
@@ -361,7 +359,7 @@ class PopulationSnapshot(PopulationMembers):
             self.action_r0 = default_threshold(
                 [self.policy(m) for m in refs],
                 episodes=self.config.distance_episodes,
-                seed=0,
+                seed=DISTANCE_EPISODES,
                 max_episode_steps=self.config.ppo.max_episode_steps,
             ).r0
         return self.action_r0
@@ -379,7 +377,7 @@ class PopulationSnapshot(PopulationMembers):
             [self.policy(m) for m in refs],
             [m.name for m in refs],
             episodes=self.config.distance_episodes,
-            seed=0,
+            seed=DISTANCE_EPISODES,
             max_episode_steps=self.config.ppo.max_episode_steps,
             metric=method.metric,
             discount=method.novelty_discount,

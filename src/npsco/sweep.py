@@ -34,7 +34,8 @@ from npsco.layout import SWEEP_FILE
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, require_wandb
 from npsco.parallel import Executor, Job, Scheduler, Utilisation, View, make_executor
-from npsco.population import NOVEL_SEED_OFFSET, Population
+from npsco.population import Population
+from npsco.seeds import novel_seed, reference_seed
 from npsco.settings import differences
 
 __all__ = [
@@ -391,8 +392,13 @@ def plan_lines(sweep: Sweep) -> list[str]:
     """`npsco sweep --dry-run`: one line per population run, what it trains and with which seeds."""
     lines = []
     for s in sweep.specs:
-        seed = s.config.ppo.seed + (0 if s.refs_of is None else NOVEL_SEED_OFFSET)
-        seeds = f"seeds {seed}..{seed + (s.config.refs if s.refs_of is None else s.config.novel) - 1}"
+        base = s.config.ppo.seed
+        first, last = (
+            (reference_seed(base, 0), reference_seed(base, s.config.refs - 1))
+            if s.refs_of is None
+            else (novel_seed(base, 0), novel_seed(base, s.config.novel - 1))
+        )
+        seeds = f"seeds {first}..{last}"
         what = (
             f"{s.config.refs} PPO references ({seeds})"
             if s.refs_of is None
@@ -459,6 +465,6 @@ def train_sweep(
         run_sweep(sweep, backend, workers, address, log=log)
     finally:
         if sweep.pops:
-            log(f"sweep manifest: {out / 'sweep.json'}")
+            log(f"sweep manifest: {out / SWEEP_FILE}")
     log(f"next: {report_command(out)}   (a sweep folder stands for its population runs)")
     return sweep

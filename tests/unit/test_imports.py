@@ -189,6 +189,7 @@ LAYERS = [
             "npsco.stats",
             "npsco.compat",
             "npsco.selection",
+            "npsco.seeds",
         ),
     ),
     ("envs", ("npsco.envs",)),

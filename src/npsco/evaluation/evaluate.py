@@ -32,10 +32,11 @@ from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_t
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
 from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, inside, read_json
-from npsco.layout import MANIFEST_FILE
+from npsco.layout import EVALUATION_FILE, EVALUATION_FOLDER, EVALUATION_TABLE, MANIFEST_FILE
 from npsco.manifest import Member
 from npsco.novelty.threshold import default_threshold
 from npsco.policy import Policy, load_policy
+from npsco.seeds import DISTANCE_EPISODES
 from npsco.stats import state_diversity_matrix
 from npsco.tasks import default_distance_episodes, default_eval_episodes, task_name
 
@@ -180,7 +181,7 @@ def evaluate_run(
 def action_threshold(info: RunInfo, policies: list[Policy]) -> float | None:
     """The run's r0_default in the action distance (the paper's threshold): threshold.json's, or, for a run whose
     threshold is in another metric (`state`), measured from its references as the threshold is (their deterministic
-    episodes, seed 0); None without one (an absolute r0, or fewer than 2 references)."""
+    episodes, `DISTANCE_EPISODES`); None without one (an absolute r0, or fewer than 2 references)."""
     if info.r0_metric == "deterministic":
         return info.r0_default
     refs = [p for p, m in zip(policies, info.members, strict=True) if m.role == "reference"]
@@ -188,7 +189,7 @@ def action_threshold(info: RunInfo, policies: list[Policy]) -> float | None:
         return None
     episodes = info.config.get("threshold_episodes") or default_distance_episodes(info.env_id)
     steps = (info.config.get("ppo") or {}).get("max_episode_steps")
-    return default_threshold(refs, episodes=episodes, seed=0, max_episode_steps=steps).r0
+    return default_threshold(refs, episodes=episodes, seed=DISTANCE_EPISODES, max_episode_steps=steps).r0
 
 
 def _fingerprint(info: RunInfo, episodes: int, seed: int) -> str:
@@ -196,10 +197,6 @@ def _fingerprint(info: RunInfo, episodes: int, seed: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------------ files
-EVALUATION_FOLDER = "evaluation"
-"""A run's evaluation cache: RUN/evaluation/."""
-
-
 def evaluation_dir(run: str | Path) -> Path:
     return Path(run) / EVALUATION_FOLDER
 
@@ -207,9 +204,9 @@ def evaluation_dir(run: str | Path) -> Path:
 def write_evaluation(doc: dict, out_dir: str | Path) -> tuple[Path, Path]:
     """Write `evaluation.json` and the tidy `evaluation.csv` (rows of `doc["policies"]`) atomically into `out_dir`."""
     out = Path(out_dir)
-    atomic_write_json(out / "evaluation.json", json_ready(doc))
-    atomic_write_text(out / "evaluation.csv", rows_to_csv(doc["policies"]))
-    return out / "evaluation.json", out / "evaluation.csv"
+    atomic_write_json(out / EVALUATION_FILE, json_ready(doc))
+    atomic_write_text(out / EVALUATION_TABLE, rows_to_csv(doc["policies"]))
+    return out / EVALUATION_FILE, out / EVALUATION_TABLE
 
 
 def json_ready(obj: Any) -> Any:
@@ -230,7 +227,7 @@ def json_ready(obj: Any) -> Any:
 def cached_evaluation(run: str | Path, episodes: int | None = None, seed: int = 0) -> dict | None:
     """The evaluation in `RUN/evaluation/evaluation.json` if it exists and is up to date (same manifest,
     checkpoints and settings), else None."""
-    path = evaluation_dir(run) / "evaluation.json"
+    path = evaluation_dir(run) / EVALUATION_FILE
     if not path.exists():
         return None
     try:
@@ -262,7 +259,7 @@ def evaluate_runs(
     for run in runs:
         doc = cached_evaluation(run, episodes, seed) if reuse else None
         if doc is not None:
-            log(f"{run}: evaluation up to date ({evaluation_dir(run) / 'evaluation.json'})")
+            log(f"{run}: evaluation up to date ({evaluation_dir(run) / EVALUATION_FILE})")
         else:
             # written only into a real folder of the run, never through a link (checked before the work)
             out = inside(run, EVALUATION_FOLDER) if write else None
@@ -316,5 +313,5 @@ def evaluate_and_write(
     if out is not None:
         written = list(write_evaluation(doc, out))
     else:
-        written = [evaluation_dir(d["run"]) / name for d in docs for name in ("evaluation.json", "evaluation.csv")]
+        written = [evaluation_dir(d["run"]) / name for d in docs for name in (EVALUATION_FILE, EVALUATION_TABLE)]
     return doc["statistics"], written

@@ -9,12 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from npsco.errors import NpscoError
+from npsco.seeds import MAX_SEED
 from npsco.tasks import ENV_BACKENDS, MAZE_ID, task_spec
 
 PRESETS = ("default", "paper")
-MAX_SEED = 2**31 - 1_000_000
-"""The largest seed: every generator npsco seeds takes it, plus a population's offsets (novel policies S + 1000 + k,
-evaluation episodes 1_000_000 + ...)."""
 
 
 @dataclass

@@ -26,7 +26,7 @@ from npsco.envs.make import check_task_spaces, final_observations, make_vector_e
 from npsco.errors import NpscoError
 from npsco.evaluation import run_episodes
 from npsco.io import remove_inside
-from npsco.layout import POLICY_FILE
+from npsco.layout import CHECKPOINTS_FOLDER, INTERRUPTED_FILE, LAST_FILE, LAST_GOOD_FILE, POLICY_FILE
 from npsco.logger import MetricsLogger, Tracking
 from npsco.policy import Policy, mlp_forward, space_metadata
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
@@ -36,6 +36,7 @@ from npsco.ppo.learner import Learner
 from npsco.ppo.maths import compute_gae, explained_variance
 from npsco.ppo.rollout import Batch, RewardScaler, RolloutBuffer
 from npsco.ppo.state import load_state, save_state, state_path
+from npsco.seeds import training_evaluation_seed
 
 
 @dataclass
@@ -279,12 +280,12 @@ class Trainer:
 
     def evaluate(self, episodes: int | None = None, policy: Policy | None = None) -> dict[str, float]:
         """Deterministic evaluation of the current policy (`policy`: its snapshot, when the caller has one) on fresh
-        envs (seeds 1_000_000 + iteration * episodes + i)."""
+        envs (seeds `training_evaluation_seed(iteration, episodes)` + i)."""
         n = episodes or self.cfg.eval_episodes
         res = run_episodes(
             policy or self.policy(),
             n,
-            seed=1_000_000 + self.iteration * n,
+            seed=training_evaluation_seed(self.iteration, n),
             max_episode_steps=self.cfg.max_episode_steps,
         )
         return {
@@ -354,7 +355,7 @@ class Trainer:
                 self.logger.log(self.global_step, metrics)
                 last_good = policy  # only now: a Ctrl-C never saves a policy that its metrics.jsonl does not reach
                 if self.run_dir is not None and cfg.checkpoint_every and it % cfg.checkpoint_every == 0:
-                    last_good.save(self.run_dir / "checkpoints" / "last.safetensors")
+                    last_good.save(self.run_dir / CHECKPOINTS_FOLDER / LAST_FILE)
                 bar.update(cfg.batch_size)
                 post = {"SPS": f"{(self.global_step - start_step) / (time.perf_counter() - start):.0f}"}
                 if recent:
@@ -374,7 +375,7 @@ class Trainer:
         except KeyboardInterrupt:
             interrupted = True
             if self.run_dir is not None:
-                last_good.save(self.run_dir / "checkpoints" / "interrupted.safetensors")
+                last_good.save(self.run_dir / CHECKPOINTS_FOLDER / INTERRUPTED_FILE)
         finally:
             restore_signals()
             bar.close()
@@ -383,7 +384,7 @@ class Trainer:
         policy = last_good
         if self.run_dir is not None and not interrupted:
             policy.save(self.run_dir / POLICY_FILE)
-            for done_with in (state_path(self.run_dir), self.run_dir / "checkpoints" / "interrupted.safetensors"):
+            for done_with in (state_path(self.run_dir), self.run_dir / CHECKPOINTS_FOLDER / INTERRUPTED_FILE):
                 remove_inside(self.run_dir, done_with)  # the run is complete: nothing to resume
         return TrainResult(policy=policy, eval_curve=eval_curve, metrics=self.logger.rows, interrupted=interrupted)
 
@@ -393,7 +394,7 @@ class Trainer:
             return
         where = ""
         if self.run_dir is not None:
-            path = last_good.save(self.run_dir / "checkpoints" / "last_good.safetensors")
+            path = last_good.save(self.run_dir / CHECKPOINTS_FOLDER / LAST_GOOD_FILE)
             where = f"; the last good policy is saved at {path}"
         what = f"non-finite {', '.join(bad)}" if bad else "non-finite parameters"
         raise NpscoError(f"training diverged at iteration {self.iteration} ({what}){where}")
