@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING
 from npsco.cli_parser import build_parser, command_parser
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_json, disk_full_message, is_disk_full, read_json
-from npsco.layout import MANIFEST_FILE
+from npsco.layout import EVALUATION_FILE, MANIFEST_FILE
 from npsco.limits import MAX_EPISODES, MAX_FRAME_SIDE, MAX_FRAMES, MAX_RENDER_PIXELS, check_at_most
 from npsco.logger import Tracking
 from npsco.manifest import policy_files, population_dirs
+from npsco.selection import RETURN_RATIO
 from npsco.task_ids import trust_task
 from npsco.tasks import MAZE_ID, default_distance_episodes
 
@@ -93,9 +94,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         stats, written = evaluate_and_write(args.targets, args.episodes, args.seed, reuse=not args.force, out=args.out)
         _print_statistics(stats)
-        _print_novel_policies([p for p in written if p.name == "evaluation.json"])
+        _print_novel_policies([p for p in written if p.name == EVALUATION_FILE])
         if args.describe:
-            _print_descriptors([p for p in written if p.name == "evaluation.json"])
+            _print_descriptors([p for p in written if p.name == EVALUATION_FILE])
         print("results: " + ", ".join(str(p) for p in written))
         return 0
     if len(args.targets) > 1:
@@ -155,8 +156,8 @@ def _print_novel_policies(documents: list[Path]) -> None:
             f"{stick}"
         )
     print(
-        "meets: return >= 0.8 x the references' median and nearest >= r0 (the paper's criteria); more different "
-        "than: references nearer to their own nearest other reference than the policy is to its nearest"
+        f"meets: return >= {RETURN_RATIO} x the references' median and nearest >= r0 (the paper's criteria); more "
+        "different than: references nearer to their own nearest other reference than the policy is to its nearest"
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_text
-from npsco.layout import METRICS_FILE
+from npsco.layout import METRICS_FILE, TENSORBOARD_FOLDER
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class MetricsLogger:
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter  # lazy: tensorboard is slow to import
 
-                self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+                self._tb = SummaryWriter(str(run_dir / TENSORBOARD_FOLDER))
         if tracking is not None:
             self._wandb = start_wandb(tracking, None if run_dir is None else Path(run_dir), config or {})
 

@@ -19,7 +19,14 @@ from typing import Any
 from npsco.errors import NpscoError
 from npsco.filecheck import TRAIN_CONFIG, read_checked
 from npsco.io import atomic_write_json, check_folder_path, fresh_dir, read_json, run_entries
-from npsco.layout import CONFIG_FILE, POLICY_FILE
+from npsco.layout import (
+    CHECKPOINTS_FOLDER,
+    CONFIG_FILE,
+    INTERRUPTED_FILE,
+    METRICS_FILE,
+    POLICY_FILE,
+    TENSORBOARD_FOLDER,
+)
 from npsco.limits import check_ppo_sizes
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, require_wandb
@@ -113,7 +120,7 @@ def _train_in(
     result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard, resume=resume, tracking=tracking)
     if result.interrupted:
         where = f"; run the same command again to resume from {state_path(out)}" if state_path(out).exists() else ""
-        log(f"interrupted: the policy in training is saved at {out / 'checkpoints' / 'interrupted.safetensors'}{where}")
+        log(f"interrupted: the policy in training is saved at {out / CHECKPOINTS_FOLDER / INTERRUPTED_FILE}{where}")
         return result
     if result.eval_curve:
         last = result.eval_curve[-1]
@@ -121,5 +128,5 @@ def _train_in(
             f"final deterministic evaluation: {last['eval/return_mean']:.2f} +- {last['eval/return_std']:.2f} "
             f"({cfg.eval_episodes} episodes)"
         )
-    log(f"policy: {out / 'policy.safetensors'}   metrics: {out / 'metrics.jsonl'}   tensorboard: {out / 'tensorboard'}")
+    log(f"policy: {out / POLICY_FILE}   metrics: {out / METRICS_FILE}   tensorboard: {out / TENSORBOARD_FOLDER}")
     return result

@@ -27,6 +27,7 @@ from safetensors.numpy import save as save_safetensors
 from npsco.envs import state as env_state
 from npsco.errors import NpscoError
 from npsco.io import atomic_write_bytes, read_bytes
+from npsco.layout import CHECKPOINTS_FOLDER, STATE_FILE
 from npsco.limits import MAX_CHECKPOINT_BYTES
 
 if TYPE_CHECKING:  # annotations only: the trainer imports this module
@@ -38,7 +39,7 @@ VERSION = 1
 
 def state_path(run_dir: str | Path) -> Path:
     """Where a run directory keeps its resumable state."""
-    return Path(run_dir) / "checkpoints" / "state.safetensors"
+    return Path(run_dir) / CHECKPOINTS_FOLDER / STATE_FILE
 
 
 def save_state(trainer: Trainer, path: str | Path) -> None:

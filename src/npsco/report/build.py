@@ -31,7 +31,7 @@ from npsco.evaluation.evaluate import combine, evaluate_runs
 from npsco.evaluation.measure import FIG2_START, MeasureCache
 from npsco.evaluation.rows import group_sort_key, rows_to_csv
 from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json, run_entries
-from npsco.layout import CONFIG_FILE
+from npsco.layout import CONFIG_FILE, EVALUATION_FILE, EVALUATION_TABLE
 from npsco.manifest import load_manifest
 from npsco.policy import load_policy
 from npsco.report.behaviour import (
@@ -85,6 +85,7 @@ from npsco.report.figures import (
 )
 from npsco.report.provenance import package_versions, population_command, portable, relative_command, shown
 from npsco.report.video import Tile, grid_frames, resolve_format, save_video
+from npsco.selection import RETURN_RATIO
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 """Every figure is written in these formats; the report shows the PNG and links the others."""
@@ -219,8 +220,8 @@ def _population_video(
 
 
 def criteria_blocks(rows: list[dict]) -> list[Block]:
-    """The paper's criteria for every novel policy (return >= 0.8 x the references' median, distance to the nearest
-    policy it had to avoid >= r0_default), and which candidate each is when its slot trained several."""
+    """The paper's criteria for every novel policy (return >= RETURN_RATIO x the references' median, distance to the
+    nearest policy it had to avoid >= r0_default), and which candidate each is when its slot trained several."""
     novel = [r for r in rows if r.get("meets") is not None]
     if not novel:
         return []
@@ -242,9 +243,10 @@ def criteria_blocks(rows: list[dict]) -> list[Block]:
     return [
         Heading("The paper's criteria, per novel policy"),
         Paragraph(
-            f"{met} of {len(novel)} novel policies meet both criteria: a deterministic return of at least 0.8 x the "
-            "median of their run's references, and a distance to the nearest policy they had to avoid (the "
-            "references and the earlier policies of their chain) of at least r0_default, the paper's threshold. "
+            f"{met} of {len(novel)} novel policies meet both criteria: a deterministic return of at least "
+            f"{RETURN_RATIO} x the median of their run's references, and a distance to the nearest policy they had to "
+            "avoid (the references and the earlier policies of their chain) of at least r0_default, the paper's "
+            "threshold. "
             "More different than: how many of the references are nearer to their own nearest other reference "
             "than this policy is to its nearest avoided policy (a yardstick, not a criterion). Candidate: with "
             "`--candidates`, which of the slot's candidates was kept (the others are in the manifest)."
@@ -527,15 +529,15 @@ def build_report(
                 if config.get(key):
                     config[key] = shown(config[key]) if isinstance(config[key], str) else list(map(shown, config[key]))
             run_blocks += [
-                Paragraph(f"`{Path(d['run']) / 'config.json'}` (its paths relative):"),
+                Paragraph(f"`{Path(d['run']) / CONFIG_FILE}` (its paths relative):"),
                 Code(json.dumps(config, indent=2), "json"),
             ]
         settings = ", ".join(f"{k} {v}" for k, v in d["settings"].items())
         run_blocks.append(Items([f"evaluation of `{d['run']}`: {settings}; fingerprint {d['fingerprint']}"]))
     blocks.append(Details(Heading("Configuration of each run", 3), run_blocks, f"{len(docs)} runs"))
 
-    atomic_write_text(out / "evaluation.csv", rows_to_csv(rows))
-    atomic_write_json(out / "evaluation.json", {**combined, "versions": versions, "commands": commands})
+    atomic_write_text(out / EVALUATION_TABLE, rows_to_csv(rows))
+    atomic_write_json(out / EVALUATION_FILE, {**combined, "versions": versions, "commands": commands})
     for table in tables(blocks):
         atomic_write_text(out / f"{table.name}.csv", csv_text(table))
         atomic_write_text(out / f"{table.name}.tex", latex_text(table))
