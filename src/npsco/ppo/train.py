@@ -11,7 +11,8 @@ Where each part of `npsco.ppo` lives, in the order of the data flow:
     learner.py       `Learner`: the agent, its optimiser and PPO's minibatch epochs (the update rules' one loop)
     fast_update.py   the learner's epochs in numpy, `NumpyLearner` (`update_backend = "numpy"`, the default)
     numpy_nets.py    the networks' passes and PPO's losses with their gradients, in numpy (for fast_update.py)
-    hooks.py         what a method sees and answers (`Hooks`, `StepInfo`, `StepOutcome`)
+    hooks.py         what a method sees and answers (`Hooks`, `StepInfo`, `StepOutcome`, `RolloutShaping`)
+    state.py         the resumable training state, `checkpoints/state.safetensors`
 """
 
 from __future__ import annotations

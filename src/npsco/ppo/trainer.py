@@ -1,6 +1,7 @@
 """The trainer: one policy trained by PPO, plus the hooks of a method, on a vector env.
 
-Each iteration runs three phases: `collect_rollout` (the policy acts in the envs; the hooks see every step),
+Each iteration runs three phases: `collect_rollout` (the policy acts in the envs; the hooks see each step as it
+happens, `on_step`, and shape the rewards of the whole rollout once collected, `shape_rollout`),
 `compute_advantages` (GAE per reward stream), and the update (`Hooks.update` with the `Learner`: PPO's
 `ppo_update` by default). `train` runs the iterations and logs, evaluates and saves the policy. The trainer knows
 hooks (a step shaper and an update rule), not methods; the pieces that stand alone live beside it (`maths`,
