@@ -39,7 +39,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from npsco.errors import NpscoError
-from npsco.io import disk_full_message, is_disk_full
+from npsco.io import file_system_message, is_file_system_error
 from npsco.methods.registry import METHODS
 
 MAX_RETRIES = 2
@@ -407,17 +407,18 @@ def make_executor(backend: str = "local", workers: int | None = None, address: s
 
 
 def error_message(exc: BaseException) -> str:
-    """One line of what went wrong in a job (unwrapping Ray's task error): an NpscoError's message; a full disk said
-    so (`npsco.io.disk_full_message`); a worker that Ray could not keep alive; else the exception's type and first
+    """One line of what went wrong in a job (unwrapping Ray's task error): an NpscoError's message; a file-system
+    error the user can fix (a full disk, a file past the size limit, a read-only folder) naming the file
+    (`npsco.io.file_system_message`); a worker that Ray could not keep alive; else the exception's type and first
     line."""
     cause = getattr(exc, "cause", None) or exc
     text = str(cause).strip().splitlines()
     first = text[0] if text else ""
     if isinstance(cause, NpscoError):
         return first
-    if is_disk_full(cause):
+    if is_file_system_error(cause):
         assert isinstance(cause, OSError)
-        return disk_full_message(cause)
+        return file_system_message(cause)
     if type(cause).__name__ in RAY_WORKER_DEATHS:
         return (
             f"its worker process died ({type(cause).__name__}, after Ray's {MAX_RETRIES} retries); finished policies "

@@ -31,6 +31,7 @@ from npsco.novelty.metrics import mean_pairwise_distance
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance
 from npsco.novelty.threshold import Threshold, default_threshold, visited_states
+from npsco.paths import check_tree
 from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
 from npsco.ppo.config import PPOConfig
@@ -222,8 +223,9 @@ class PopulationSnapshot(PopulationMembers):
         metrics also go to W&B, as a run named after the member (`RUN/ipd/k0`, `RUN/ipd/k0#c1`)."""
         if is_borrowed(member) or member.path != layout_path(member, candidate):
             raise NpscoError(f"{self.out}: {member.name} is not a policy of this run to train (path {member.path!r})")
-        # its folder where the layout puts it, inside the run, through no symbolic link (npsco.io.inside)
-        run_dir = inside(self.out, layout_path(member, candidate))
+        # its folder where the layout puts it, inside the run, with no symbolic link on the way or below it (checked
+        # again here, in the worker, before anything there is read: npsco.paths)
+        run_dir = check_tree(inside(self.out, layout_path(member, candidate)), known=True)
         method = None if member.role == "reference" else self.method_for(member)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         finished = self.finished_policy(run_dir, cfg, member, candidate)

@@ -18,11 +18,12 @@ from typing import Any
 
 from npsco.errors import NpscoError
 from npsco.filecheck import TRAIN_CONFIG, read_checked
-from npsco.io import atomic_write_json, check_folder_path, fresh_dir, read_json, run_entries
+from npsco.io import atomic_write_json, fresh_dir, read_json, run_entries
 from npsco.layout import CONFIG_FILE, POLICY_FILE
 from npsco.limits import check_ppo_sizes
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, require_wandb
+from npsco.paths import run_folder
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.state import read_state, state_path
 from npsco.ppo.train import train
@@ -44,7 +45,7 @@ def train_record(cfg: PPOConfig, preset_name: str) -> dict[str, Any]:
 def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) -> bool:
     """Check `out` against `record` (`train_record`); True when the run there is already trained with it (nothing to
     do). Refuses a folder that is not an npsco train run, and one of another configuration unless `force`."""
-    check_folder_path(out)
+    run_folder(out)  # before anything there is read: no symbolic link below it (npsco.paths)
     stored = read_json(out / CONFIG_FILE) if (out / CONFIG_FILE).exists() else None
     if out.exists() and run_entries(out) and not (isinstance(stored, dict) and stored.get("command") == "train"):
         # never empty a folder that is not an npsco train run (a population run, the current directory, ...)

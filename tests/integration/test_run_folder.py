@@ -121,10 +121,14 @@ def test_a_novel_folder_that_is_a_symbolic_link_is_never_written_through(
 
 
 def test_a_borrowed_reference_is_read_where_it_lies_and_never_trained(planned_run, tmp_path, capsys):
-    """A committed run's references borrowed by relative paths outside it (benchmarks/results/paper/extra) load; a
-    borrowed reference that claims to need training is refused."""
+    """A committed run's references borrowed by relative paths outside it (benchmarks/results/paper/extra: its
+    config.json names them relative to the repository's root) load; a borrowed reference that claims to need
+    training is refused."""
     out = tmp_path / "run"
     planned_run(out)
+    config = json.loads((out / "config.json").read_text())
+    config["ref_checkpoints"] = ["sweep/refs/ref0", "sweep/refs/ref1"]  # from the folder above the run
+    (out / "config.json").write_text(json.dumps(config))
     data = json.loads((out / "manifest.json").read_text())
     elsewhere = tmp_path / "sweep" / "refs"
     (out / "refs").rename(tmp_path / "moved")

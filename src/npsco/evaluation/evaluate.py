@@ -31,10 +31,11 @@ from npsco.evaluation.measure import (
 from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
-from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, inside, read_json
+from npsco.io import atomic_write_json, atomic_write_text, inside, read_json
 from npsco.layout import MANIFEST_FILE
 from npsco.manifest import Member
 from npsco.novelty.threshold import default_threshold
+from npsco.paths import output_folder
 from npsco.policy import Policy, load_policy
 from npsco.stats import state_diversity_matrix
 from npsco.tasks import default_distance_episodes, default_eval_episodes, task_name
@@ -305,7 +306,7 @@ def evaluate_and_write(
     """`npsco evaluate RUN...`: every policy of each population run, written to `RUN/evaluation/`, or, with `out`, one
     combined table there. Returns the statistics (of the combined table for several runs) and the files written."""
     if out is not None:
-        check_folder_path(out)  # before anything is evaluated or written
+        output_folder(out)  # before anything is read, evaluated or written (npsco.paths)
     missing = [r for r in runs if not (Path(r) / MANIFEST_FILE).exists()]
     if missing:
         raise NpscoError(

@@ -28,6 +28,7 @@ from npsco.evaluation import run_episodes
 from npsco.io import remove_inside
 from npsco.layout import POLICY_FILE
 from npsco.logger import MetricsLogger, Tracking
+from npsco.paths import check_tree
 from npsco.policy import Policy, mlp_forward, space_metadata
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
 from npsco.ppo.config import PPOConfig
@@ -70,6 +71,8 @@ class Trainer:
         self.cfg = cfg.validate()
         self.hooks = hooks or Hooks()
         self.run_dir = Path(run_dir) if run_dir is not None else None
+        if self.run_dir is not None:  # before anything there is read or written: no link below it (npsco.paths)
+            check_tree(self.run_dir, known=True)
         self.extra_metadata = dict(metadata or {})
         torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)  # the networks' initial weights
