@@ -8,7 +8,7 @@ import importlib.util
 import json
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,7 +97,7 @@ class MetricsLogger:
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter  # lazy: tensorboard is slow to import
 
-                threading.excepthook = _quiet_tensorboard_thread
+                _QuietTensorBoardThread.install()
                 self._tb_dir = run_dir / "tensorboard"
                 with _naming(self._tb_dir):
                     self._tb = SummaryWriter(str(self._tb_dir))
@@ -150,15 +150,23 @@ def _naming(path: Path | None) -> Iterator[None]:
         raise named(e, path) from e
 
 
-_previous_hook = threading.excepthook
-
-
-def _quiet_tensorboard_thread(args: threading.ExceptHookArgs) -> None:
+class _QuietTensorBoardThread:
     """`threading.excepthook`: an OSError of TensorBoard's writer thread prints no traceback (TensorBoard raises it
-    again in the thread that logs or closes, where `MetricsLogger` names the folder); anything else as before."""
-    if isinstance(args.exc_value, OSError) and type(args.thread).__name__ == "_AsyncWriterThread":
-        return
-    _previous_hook(args)
+    again in the thread that logs or closes, where `MetricsLogger` names the file); anything else goes to the hook
+    that was there before."""
+
+    def __init__(self, previous: Callable[[threading.ExceptHookArgs], Any]):
+        self.previous = previous
+
+    def __call__(self, args: threading.ExceptHookArgs) -> None:
+        if isinstance(args.exc_value, OSError) and type(args.thread).__name__ == "_AsyncWriterThread":
+            return
+        self.previous(args)
+
+    @classmethod
+    def install(cls) -> None:
+        if not isinstance(threading.excepthook, cls):
+            threading.excepthook = cls(threading.excepthook)
 
 
 def _clean(v: Any) -> float | None:

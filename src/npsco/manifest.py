@@ -150,8 +150,9 @@ class Member:
         return str(Path(self.path) / POLICY_FILE)
 
     def checkpoint_in(self, run: str | Path) -> Path:
-        """Its policy file in the population directory `run`."""
-        return Path(run) / self.path / POLICY_FILE
+        """Its policy file in the population directory `run`, resolved (`../ppo/refs/ref0` is found before `run`
+        exists: `npsco.paths.resolved`)."""
+        return resolved(self.path, run) / POLICY_FILE
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest record (JSON-ready; the chain by name)."""

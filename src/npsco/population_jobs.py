@@ -109,8 +109,8 @@ class PopulationMembers:
 
     def policy(self, member: Member) -> Policy:
         """The member's policy (a borrowed reference's checkpoint is checked first: `check_borrowed`)."""
-        check_borrowed(member, self.out / member.checkpoint)
-        return load_policy(self.out / member.checkpoint)
+        check_borrowed(member, member.checkpoint_in(self.out))
+        return load_policy(member.checkpoint_in(self.out))
 
 
 @dataclass
@@ -311,7 +311,7 @@ class PopulationSnapshot(PopulationMembers):
         trained = self.train(
             dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index, tracking
         )
-        policy = load_policy(self.out / trained.checkpoint)
+        policy = load_policy(trained.checkpoint_in(self.out))
         episodes = run_episodes(
             policy,
             self.config.final_episodes,
