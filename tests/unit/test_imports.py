@@ -180,6 +180,7 @@ LAYERS = [
             "npsco.layout",
             "npsco.limits",
             "npsco.io",
+            "npsco.paths",
             "npsco.filecheck",
             "npsco.locks",
             "npsco.task_ids",
