@@ -80,7 +80,7 @@ class MetricsLogger:
         self._file = None
         self._path: Path | None = None
         self._tb = None
-        self._tb_dir: Path | None = None
+        self._tb_file: Path | None = None
         self._wandb = None
         if run_dir is not None:
             run_dir = Path(run_dir)
@@ -98,12 +98,12 @@ class MetricsLogger:
                 from torch.utils.tensorboard import SummaryWriter  # lazy: tensorboard is slow to import
 
                 _QuietTensorBoardThread.install()
-                self._tb_dir = run_dir / "tensorboard"
-                with _naming(self._tb_dir):
-                    self._tb = SummaryWriter(str(self._tb_dir))
+                self._tb_file = run_dir / "tensorboard"
+                with _naming(self._tb_file):
+                    self._tb = SummaryWriter(str(self._tb_file))
                 # the event file, for messages (TensorBoard keeps its name in a private field: else the folder)
                 event_file = getattr(getattr(self._tb.file_writer, "event_writer", None), "_file_name", None)
-                self._tb_dir = Path(event_file) if isinstance(event_file, str) else self._tb_dir
+                self._tb_file = Path(event_file) if isinstance(event_file, str) else self._tb_file
         if tracking is not None:
             self._wandb = start_wandb(tracking, None if run_dir is None else Path(run_dir), config or {})
 
@@ -116,7 +116,7 @@ class MetricsLogger:
                 self._file.write(json.dumps(row) + "\n")
                 self._file.flush()
         if self._tb is not None:
-            with _naming(self._tb_dir):
+            with _naming(self._tb_file):
                 for k, v in row.items():
                     if k != "global_step" and v is not None:
                         self._tb.add_scalar(k, v, step)
@@ -132,7 +132,7 @@ class MetricsLogger:
                 file.close()
         if self._tb is not None:
             tb, self._tb = self._tb, None
-            with _naming(self._tb_dir):
+            with _naming(self._tb_file):
                 tb.close()
         if self._wandb is not None:
             self._wandb.finish()
