@@ -39,7 +39,10 @@ def read_only(folder: Path, monkeypatch) -> None:
     opens for writing or renames into it raises EROFS, as a read-only mount does."""
     folder.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
-        folder.chmod(0o555)
+        for sub in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
+            sub.chmod(0o555)
+        with pytest.raises(OSError):  # control: the folder does refuse a write
+            atomic_write_text(folder / "control.txt", "x")
         return
     root = str(folder)
 
@@ -119,7 +122,8 @@ def test_a_read_only_folder_is_one_line_naming_the_file(command, evaluated, tmp_
     try:
         err = one_line(capsys, argv)
     finally:
-        ro.chmod(0o755)
+        for sub in [ro, *(p for p in ro.rglob("*") if p.is_dir())]:
+            sub.chmod(0o755)
     assert any(cause in err for cause in CAUSES) and f"while writing {ro}" in err, err
     assert "write elsewhere (--out)" in err
     assert sorted(p for p in ro.rglob("*")) == before  # nothing written
