@@ -643,7 +643,7 @@ class PopulationLog:
             log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}{which}, seed {seed}")
             saved = state_path(pop.out / path)
             if saved.exists():
-                log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
+                log(f"    resuming from the training state saved at step {read_state(saved).global_step:,}")
             elif (pop.out / path / POLICY_FILE).exists():
                 log(
                     "    its folder holds a policy an earlier attempt trained to its end: kept if it is this policy "

@@ -104,7 +104,7 @@ def _train_in(
     the emptied folder; log where everything is."""
     resume = not force and state_path(out).exists()
     if resume:
-        step = read_state(state_path(out))[0]["global_step"]
+        step = read_state(state_path(out)).global_step
         log(f"{out}: resuming from the state saved at step {step:,} of {cfg.policy_steps:,}")
     else:
         fresh_dir(out)
