@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from npsco.evaluation import run_episodes
+from npsco.episodes import run_episodes
 from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.methods import make_method

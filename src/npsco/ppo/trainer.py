@@ -25,8 +25,8 @@ from tqdm import tqdm
 
 from npsco.envs import state as env_state
 from npsco.envs.make import check_task_spaces, final_observations, make_vector_env
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.io import remove_inside
 from npsco.layout import POLICY_FILE
 from npsco.logger import MetricsLogger, Tracking
