@@ -8,7 +8,7 @@ here, each with a test of the old form it still reads (tests/unit/test_method_se
 - PPO settings that were removed (`REMOVED_PPO_SETTINGS`): `update_backend` until 2026-11-28 (`numpy`, the default,
   or `torch`, autograd). Every update runs in numpy now; a recorded `update_backend: "numpy"` is what runs today and
   is read as absent (`current_ppo_settings`), `torch` stays a difference; giving the setting is refused with a hint
-  (`removed_ppo_setting`).
+  (`removed_ppo_setting`; tested on a committed run: tests/integration/test_removed_settings.py).
 - Defaults that changed (`OLD_DEFAULTS`): a population run made with an earlier default cannot resume under today's;
   the refusal says which flag gives the old value back (`old_default_hints`).
 """
