@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from npsco.compat import current_ppo_settings
 from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
 from npsco.filecheck import THRESHOLD, read_checked
@@ -304,6 +305,8 @@ class PopulationSnapshot(PopulationMembers):
         try:
             policy = load_policy(path)
             recorded = read_json(record)
+            if isinstance(recorded, dict) and "ppo" in recorded:  # an earlier npsco's record, as this one writes it
+                recorded = {**recorded, "ppo": current_ppo_settings(recorded["ppo"])}
         except (NpscoError, OSError, ValueError):
             return None  # not a whole policy of this run: trained again
         meta = policy.metadata

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from npsco.compat import current_ppo_settings
 from npsco.errors import NpscoError
 from npsco.filecheck import TRAIN_CONFIG, read_checked
 from npsco.io import atomic_write_json, check_folder_path, fresh_dir, read_json, run_entries
@@ -53,7 +54,7 @@ def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) ->
         read_checked(out / CONFIG_FILE, TRAIN_CONFIG)
     if stored is None or force:
         return False
-    changed = differences(stored, record, {"ppo": ppo_defaults()})
+    changed = differences({**stored, "ppo": current_ppo_settings(stored.get("ppo"))}, record, {"ppo": ppo_defaults()})
     if changed:
         raise NpscoError(
             f"{out} holds a run with a different configuration: "
