@@ -101,7 +101,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     if len(args.targets) > 1:
         raise NpscoError("give one checkpoint, or one or more population run directories")
-    from npsco.evaluation.episodes import evaluate_checkpoint  # lazy: gymnasium
+    from npsco.episodes import evaluate_checkpoint  # lazy: gymnasium
     from npsco.evaluation.runs import trust_configured_task  # lazy: gymnasium (npsco.evaluation loads it)
 
     trust_configured_task(args.targets[0])  # the task its run's config.json names (the checkpoint's own is not enough)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from npsco import __version__
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
 from npsco.ppo.config import PRESETS
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
+from npsco.version import __version__
 
 
 def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

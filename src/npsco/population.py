@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from npsco.compat import old_default_hints
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.filecheck import POPULATION_CONFIG, read_checked
 from npsco.io import atomic_write_json, check_folder_path, file_sha256, remove_stale_temps, run_entries
 from npsco.layout import CONFIG_FILE, MANIFEST_FILE, METRICS_FILE, POLICY_FILE
@@ -64,6 +64,7 @@ from npsco.policy import load_policy, resolve_checkpoint
 from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
 from npsco.population_jobs import (
     FINAL_EVAL_SEED,
+    PRELOAD,
     PopulationMembers,
     PopulationSnapshot,
     chains_of,
@@ -110,7 +111,7 @@ def train_population(
     if workers == 1:
         members = pop.run()
     else:
-        with make_executor("local", workers) as executor:
+        with make_executor("local", workers, preload=PRELOAD) as executor:
             members = pop.run(executor)
     log("\n".join(summary_lines(members)))
     log(f"manifest: {out / 'manifest.json'}")
@@ -655,7 +656,7 @@ class PopulationLog:
             log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}{which}, seed {seed}")
             saved = state_path(pop.out / path)
             if saved.exists():
-                log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
+                log(f"    resuming from the training state saved at step {read_state(saved).global_step:,}")
             elif (pop.out / path / POLICY_FILE).exists():
                 log(
                     "    its folder holds a policy an earlier attempt trained to its end: kept if it is this policy "

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from npsco.compat import current_ppo_settings
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.filecheck import THRESHOLD, read_checked
 from npsco.io import atomic_write_json, inside, read_json, remove_inside
 from npsco.layout import CONFIG_FILE, METRICS_FILE, POLICY_FILE, THRESHOLD_FILE
@@ -39,6 +40,22 @@ from npsco.ppo.state import state_path
 from npsco.ppo.trainer import Trainer
 from npsco.selection import meets_criteria
 from npsco.task_ids import trust_task
+
+PRELOAD = (
+    "torch",
+    "torch._dynamo",
+    "torch.utils.tensorboard",
+    "numpy",
+    "gymnasium",
+    "npsco.population",
+    "npsco.ppo.trainer",
+    *METHODS.modules(),
+    "npsco.episodes",
+    "npsco.novelty.threshold",
+)
+"""The modules these jobs run, which a local process pool's forkserver imports once (`npsco.parallel.make_executor`'s
+`preload`), so that a fresh worker does not import them again (torch, `torch._dynamo`, imported by the first Adam,
+and numba, by the novelty methods, are slow to import); the method modules are the registry's."""
 
 FINAL_EVAL_SEED = 10_000
 """Seed of a member's final evaluation (episode i on an env seeded 10000 + i): episodes training never saw."""
@@ -290,6 +307,8 @@ class PopulationSnapshot(PopulationMembers):
         try:
             policy = load_policy(path)
             recorded = read_json(record)
+            if isinstance(recorded, dict) and "ppo" in recorded:  # an earlier npsco's record, as this one writes it
+                recorded = {**recorded, "ppo": current_ppo_settings(recorded["ppo"])}
         except (NpscoError, OSError, ValueError):
             return None  # not a whole policy of this run: trained again
         meta = policy.metadata

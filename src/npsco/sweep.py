@@ -36,6 +36,7 @@ from npsco.logger import Tracking, require_wandb
 from npsco.parallel import Executor, Job, Scheduler, Utilisation, View, make_executor
 from npsco.paths import run_folder
 from npsco.population import NOVEL_SEED_OFFSET, Population
+from npsco.population_jobs import PRELOAD
 from npsco.settings import differences
 
 __all__ = [
@@ -415,7 +416,7 @@ def run_sweep(
     worker starts."""
     sweep.open()
     try:
-        with make_executor(backend, workers, address) as executor:
+        with make_executor(backend, workers, address, preload=PRELOAD) as executor:
             log(f"backend: {executor.describe()}")
             progress = Progress(sweep)
             sweep.log = progress.note  # a population's warning, above the live table

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from npsco.compat import current_ppo_settings
 from npsco.errors import NpscoError
 from npsco.filecheck import TRAIN_CONFIG, read_checked
 from npsco.io import atomic_write_json, fresh_dir, read_json, run_entries
@@ -54,7 +55,7 @@ def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) ->
         read_checked(out / CONFIG_FILE, TRAIN_CONFIG)
     if stored is None or force:
         return False
-    changed = differences(stored, record, {"ppo": ppo_defaults()})
+    changed = differences({**stored, "ppo": current_ppo_settings(stored.get("ppo"))}, record, {"ppo": ppo_defaults()})
     if changed:
         raise NpscoError(
             f"{out} holds a run with a different configuration: "
@@ -105,7 +106,7 @@ def _train_in(
     the emptied folder; log where everything is."""
     resume = not force and state_path(out).exists()
     if resume:
-        step = read_state(state_path(out))[0]["global_step"]
+        step = read_state(state_path(out)).global_step
         log(f"{out}: resuming from the state saved at step {step:,} of {cfg.policy_steps:,}")
     else:
         fresh_dir(out)

@@ -280,6 +280,12 @@ CASES = [
         creates="out",
     ),
     Case(
+        "a --set key of an earlier npsco",
+        "population --set update_backend=numpy --out DIR/out",
+        "update_backend is not a setting now",
+        creates="out",
+    ),
+    Case(
         "bad --set value", "population --set num_envs=two --out DIR/out", "bad value for num_envs: 'two'", creates="out"
     ),
     Case("--steps 0 (train)", "train --steps 0 --out DIR/out", "total_timesteps must be > 0", creates="out"),

@@ -14,8 +14,8 @@ import pytest
 import npsco.stats  # noqa: F401  (scipy is imported at collection, so that no test pays for it)
 from npsco.cli import main
 from npsco.envs.maze import goal_name
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.evaluation.evaluate import cached_evaluation, combine, evaluate_run, evaluate_runs
 from npsco.evaluation.measure import yardstick
 from npsco.evaluation.rows import CSV_COLUMNS, EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales

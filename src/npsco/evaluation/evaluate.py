@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-import npsco
 from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
 from npsco.evaluation.descriptors import describe
@@ -39,6 +38,7 @@ from npsco.paths import output_folder
 from npsco.policy import Policy, load_policy
 from npsco.stats import state_diversity_matrix
 from npsco.tasks import default_distance_episodes, default_eval_episodes, task_name
+from npsco.version import __version__
 
 EVALUATION_FORMAT = "npsco-evaluation"
 EVALUATION_VERSION = 4
@@ -137,7 +137,7 @@ def evaluate_run(
         "format": EVALUATION_FORMAT,
         "format_version": EVALUATION_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "npsco_version": npsco.__version__,
+        "npsco_version": __version__,
         "run": str(info.path),
         "env_id": info.env_id,
         "fingerprint": _fingerprint(info, episodes, seed),
