@@ -110,7 +110,7 @@ def run_all(commands: list[list[str]], workers: int) -> None:
 # ---------------------------------------------------------------------------------------------------- diagnosis
 def diagnose(replicate: str, tasks: list[str]) -> None:
     """Feasibility of the constraint for a fresh policy, and the references' own running distance along the episode."""
-    from npsco.evaluation import run_episodes
+    from npsco.episodes import run_episodes
     from npsco.io import atomic_write_json
     from npsco.novelty.metrics import per_state_distance, running_novelty
     from npsco.novelty.threshold import default_threshold, policy_actions
@@ -283,7 +283,7 @@ def late_training(metrics_path: Path) -> tuple[float | None, float | None, float
 
 def measure_chain(replicate: str, task: str, candidate: str) -> list[PolicyRow]:
     """Deterministic episodes (seeds 0..9) of the references and of every finished IPD policy of the chain."""
-    from npsco.evaluation import run_episodes
+    from npsco.episodes import run_episodes
     from npsco.io import read_json
     from npsco.novelty.metrics import policy_distance
     from npsco.novelty.threshold import policy_actions

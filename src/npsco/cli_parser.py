@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from npsco import __version__
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
 from npsco.ppo.config import PRESETS
 from npsco.selection import RETURN_RATIO
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
+from npsco.version import __version__
 
 
 def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

@@ -50,3 +50,7 @@ def novel_path(chain: str, k: int) -> str:
 def candidate_path(slot: str, c: int) -> str:
     """Candidate c of the slot whose run directory is `slot`: the slot's own for c = 0, else `{slot}-c{c}`."""
     return slot if c == 0 else f"{slot}-c{c}"
+
+
+REPORT_MARKER = ".npsco-report"
+"""A report folder's mark (`npsco.report.build`): a re-run of `npsco report` may rewrite the folder that holds it."""

@@ -7,7 +7,8 @@ The manifest's format is unchanged by these types: a member is stored as its fie
 
 A member's run directory comes from its place in the layout (`layout_path`: `refs/ref{i}`, `novel/{chain}/k{k}`),
 never from the file alone: a manifest whose recorded paths differ is refused (`check_layout`). The one exception is a
-borrowed reference, trained in another run and only read from there (its SHA-256 checked at every load).
+borrowed reference, trained in another run and only read from there (its SHA-256 checked at every load), where the
+run's config.json says it borrows from (`borrowed_sources`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.filecheck import MANIFEST, SWEEP, read_checked
+from npsco.filecheck import MANIFEST, POPULATION_CONFIG, SWEEP, read_checked
 from npsco.io import file_sha256
 from npsco.layout import (
+    CONFIG_FILE,
     MANIFEST_FILE,
     POLICY_FILE,
     REFS_FOLDER,
@@ -30,9 +32,12 @@ from npsco.layout import (
     novel_path,
     reference_path,
 )
+from npsco.paths import borrowed_folder, check_tree, readings, recorded_run, resolved
 from npsco.seeds import candidate_seed
 
 MANIFEST_FORMAT = "npsco-population"
+DAMAGED = "the manifest was edited or damaged: restore it, or train the population again in another --out"
+"""The end of every refusal of a manifest's member."""
 CHAIN_SCALE_MARK = "-r0x"
 """Between a chain's method and its threshold multiple in its name: `ipd-r0x0.5`."""
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
@@ -121,7 +126,8 @@ class Member:
     method: str
     seed: int
     path: str
-    """Its run directory, relative to the population directory (absolute for borrowed references)."""
+    """Its run directory, relative to the population directory; a borrowed reference's is absolute, or relative to
+    the population directory when its run lies beside this one (`npsco.paths.recorded`: a sweep's runs)."""
     chain: Chain | None = None
     """The novel policy's chain (None for references)."""
     index: int | None = None
@@ -145,12 +151,13 @@ class Member:
 
     @property
     def checkpoint(self) -> str:
-        """Its policy file, relative to the population directory (absolute for borrowed references)."""
+        """Its policy file, relative to the population directory (or absolute: a borrowed reference's, see `path`)."""
         return str(Path(self.path) / POLICY_FILE)
 
     def checkpoint_in(self, run: str | Path) -> Path:
-        """Its policy file in the population directory `run`."""
-        return Path(run) / self.path / POLICY_FILE
+        """Its policy file in the population directory `run`, resolved (`../ppo/refs/ref0` is found before `run`
+        exists: `npsco.paths.resolved`)."""
+        return resolved(self.path, run) / POLICY_FILE
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest record (JSON-ready; the chain by name)."""
@@ -171,25 +178,57 @@ class Member:
         return cls(**kwargs)
 
 
-def load_manifest(run: str | Path) -> dict[str, Any]:
+MAX_BORROWING = 16
+"""How many runs deep references may be borrowed (a run borrowing from a run that borrowed them ...): a cycle of
+hand-edited config.json files ends here."""
+
+
+def load_manifest(run: str | Path, depth: int = 0) -> dict[str, Any]:
     """The manifest of a population run directory, every field type-checked (`npsco.filecheck.MANIFEST`) and its
-    members where the layout puts them (`check_layout`); a one-line error if `run` is not one."""
+    members where the layout puts them (`check_layout`), a borrowed reference where the run's config.json borrows it
+    from (`borrowed_sources`); a one-line error if `run` is not one. The folder is checked first (`npsco.paths`): no
+    symbolic link below it."""
     path = Path(run)
     if not path.is_dir():
         raise NpscoError(f"{run}: no such run directory")
+    check_tree(path)
     if not (path / MANIFEST_FILE).exists():
         raise NpscoError(f"{run}: not a population run directory (no manifest.json)")
     manifest = read_checked(path / MANIFEST_FILE, MANIFEST)
     if manifest.get("format") != MANIFEST_FORMAT:
         raise NpscoError(f"{run}/manifest.json: not an npsco population manifest")
-    check_layout(read_members(manifest), path / MANIFEST_FILE)
+    members = read_members(manifest)
+    check_layout(members, path / MANIFEST_FILE)
+    if any(is_borrowed(m) for m in members):
+        sources = borrowed_sources(path, depth)
+        for m in members:
+            if is_borrowed(m):
+                try:
+                    borrowed_folder(path, m.path, sources)
+                except NpscoError as e:
+                    raise NpscoError(f"{path / MANIFEST_FILE}: member {m.name!r}: {e}; {DAMAGED}") from None
     return manifest
+
+
+def borrowed_sources(run: Path, depth: int = 0) -> list[Path]:
+    """The folders (resolved) from which the population run `run` borrows its references, as its config.json says:
+    those of the references of its `refs_from` run (read with `load_manifest`, so checked the same way), or its
+    `ref_checkpoints` (a folder, or the folder of a file); [] when it borrows none (`npsco.paths.readings`)."""
+    config = read_checked(run / CONFIG_FILE, POPULATION_CONFIG) if (run / CONFIG_FILE).exists() else {}
+    if config.get("refs_from"):
+        other = recorded_run(config["refs_from"], run)
+        if depth >= MAX_BORROWING:
+            raise NpscoError(f"{run}: its references are borrowed through more than {MAX_BORROWING} runs; refused")
+        data = load_manifest(other, depth + 1)
+        return [resolved(m.path, other) for m in read_members(data) if m.role == "reference"]
+    folders = [p for given in config.get("ref_checkpoints") or [] for p in readings(given, run)]
+    return [p.parent if p.suffix == ".safetensors" else p for p in folders]
 
 
 def population_dirs(path: str | Path) -> list[Path]:
     """The population run directories under `path`: those of a sweep directory (`sweep.json`, in grid order, the
     ones that exist), or `path` itself when it is a population run directory. For `npsco report SWEEP_DIR`."""
-    path = Path(path)
+    path = check_tree(path)
     if (path / SWEEP_FILE).exists():
         rows = read_checked(path / SWEEP_FILE, SWEEP).get("populations", [])
         for r in rows:
@@ -261,10 +300,7 @@ def check_layout(members: list[Member], manifest: str | Path) -> None:
                 if c.index < 0 or c.path != layout_path(m, c.index):
                     raise NpscoError(f"its candidate {c.index} is not where this run keeps it ({c.path!r})")
         except NpscoError as e:
-            raise NpscoError(
-                f"{manifest}: member {m.name!r}: {e}; the manifest was edited or damaged: restore it, or train the "
-                "population again in another --out"
-            ) from None
+            raise NpscoError(f"{manifest}: member {m.name!r}: {e}; {DAMAGED}") from None
 
 
 def trained_references(run: str | Path) -> list[tuple[str, Path]]:

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from npsco.compat import old_default_hints
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.filecheck import POPULATION_CONFIG, read_checked
 from npsco.io import atomic_write_json, check_folder_path, file_sha256, remove_stale_temps, run_entries
 from npsco.layout import CONFIG_FILE, MANIFEST_FILE, METRICS_FILE, POLICY_FILE, novel_path, reference_path
@@ -58,9 +58,11 @@ from npsco.manifest import (
     read_members,
 )
 from npsco.parallel import Executor, InlineExecutor, Job, LogView, Scheduler, View, make_executor
+from npsco.paths import recorded, recorded_run, resolved, run_folder
 from npsco.policy import load_policy, resolve_checkpoint
 from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
 from npsco.population_jobs import (
+    PRELOAD,
     PopulationMembers,
     PopulationSnapshot,
     chains_of,
@@ -104,7 +106,7 @@ def train_population(
     if workers == 1:
         members = pop.run()
     else:
-        with make_executor("local", workers) as executor:
+        with make_executor("local", workers, preload=PRELOAD) as executor:
             members = pop.run(executor)
     log("\n".join(summary_lines(members)))
     log(f"manifest: {out / MANIFEST_FILE}")
@@ -172,7 +174,7 @@ class Population(PopulationMembers):
                 if self.config.refs_from or self.config.ref_checkpoints:  # R: as many as it borrows
                     borrowed = sum(m.role == "reference" for m in self.members)
                     self.config = dataclasses.replace(self.config, refs=borrowed)
-                atomic_write_json(self.out / CONFIG_FILE, self.config.to_dict())
+                atomic_write_json(self.out / CONFIG_FILE, self.config_record())
             else:
                 self._resume()
             if not self.members:
@@ -186,9 +188,18 @@ class Population(PopulationMembers):
         """Release the run directory's lock (the end of the process does too)."""
         self._lock.release()
 
+    def config_record(self) -> dict[str, Any]:
+        """What config.json records: the configuration, its `refs_from` relative to this run when that run lies beside
+        it (a sweep's: `npsco.paths.recorded`), so that the two move together."""
+        record = self.config.to_dict()
+        if record.get("refs_from"):
+            record["refs_from"] = recorded(record["refs_from"], self.out)
+        return record
+
     def _check_folder(self) -> bool:
         """True when `out` holds no run yet; refuses a folder that is not a population run directory, or a run of
-        another configuration (reads only)."""
+        another configuration (reads only). The folder is checked first: no symbolic link below it (`npsco.paths`)."""
+        run_folder(self.out)
         if (self.out / CONFIG_FILE).exists():
             self._grows()
             return False
@@ -201,6 +212,8 @@ class Population(PopulationMembers):
         retrained); refuses any other difference."""
         config = self.config.to_dict()
         stored = read_checked(self.out / CONFIG_FILE, POPULATION_CONFIG)
+        if stored.get("refs_from"):  # recorded relative to this run, or absolute (`config_record`)
+            stored = {**stored, "refs_from": str(recorded_run(stored["refs_from"], self.out))}
         if stored.get("command") == "train":
             raise NpscoError(
                 f"{self.out} holds an `npsco train` run (one policy), not a population: give another --out (a "
@@ -236,7 +249,7 @@ class Population(PopulationMembers):
         if grows:
             # the manifest with the new members first: a kill before config.json is written leaves them pending
             self.save_manifest()
-            atomic_write_json(self.out / CONFIG_FILE, self.config.to_dict())
+            atomic_write_json(self.out / CONFIG_FILE, self.config_record())
 
     def _check_plan(self) -> None:
         """Refuse a manifest whose members are not those this configuration plans: each where the layout puts it
@@ -336,9 +349,9 @@ class Population(PopulationMembers):
         if not refs or any(m.status != "done" for m in refs):
             raise NpscoError(f"--refs-from {other}: its references are not all trained")
         for m in refs:
-            m.path = str((other / m.path).resolve())
-            check_borrowed(m, m.checkpoint)
-            m.sha256 = file_sha256(m.checkpoint)
+            m.path = recorded(resolved(m.path, other), self.out)  # relative beside this run, else absolute
+            check_borrowed(m, m.checkpoint_in(self.out))
+            m.sha256 = file_sha256(m.checkpoint_in(self.out))
         return refs
 
     def _checkpoint_references(self, paths: Sequence[str]) -> list[Member]:
@@ -638,7 +651,7 @@ class PopulationLog:
             log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}{which}, seed {seed}")
             saved = state_path(pop.out / path)
             if saved.exists():
-                log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
+                log(f"    resuming from the training state saved at step {read_state(saved).global_step:,}")
             elif (pop.out / path / POLICY_FILE).exists():
                 log(
                     "    its folder holds a policy an earlier attempt trained to its end: kept if it is this policy "

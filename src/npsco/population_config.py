@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npsco.compat import current_method_settings
+from npsco.compat import current_method_settings, current_ppo_settings
 from npsco.errors import NpscoError
 from npsco.methods import METHODS
 from npsco.methods.registry import default_r0_scale
@@ -178,12 +178,14 @@ def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
 def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The settings in which `stored` and `current` differ (see `same_configuration`), e.g.
     `"r0_scales: [1.0] in the run, [0.5] now"`. A run recorded by an earlier npsco is read as this one records it
-    (`npsco.compat.current_method_settings`). With borrowed references `refs` is not compared: it trains nothing (an
-    earlier npsco took `--refs` beside `--refs-from` and recorded it)."""
+    (`npsco.compat.current_method_settings`, `current_ppo_settings`). With borrowed references `refs` is not
+    compared: it trains nothing (an earlier npsco took `--refs` beside `--refs-from` and recorded it)."""
     method = str((current.get("method") or {}).get("method", "ipd"))
     defaults = PopulationConfig(ppo=PPOConfig(), method=MethodConfig(method=method)).to_dict()
     if "method" in stored:
         stored = {**stored, "method": current_method_settings(stored["method"])}
+    if "ppo" in stored:
+        stored = {**stored, "ppo": current_ppo_settings(stored["ppo"])}
     if current.get("refs_from") or current.get("ref_checkpoints"):
         stored, current = {**stored, "refs": None}, {**current, "refs": None}
     stored, current = _with_resolved_paths(stored), _with_resolved_paths(current)

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from npsco.compat import current_ppo_settings
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.filecheck import THRESHOLD, read_checked
 from npsco.io import atomic_write_json, inside, read_json, remove_inside
 from npsco.layout import CONFIG_FILE, METRICS_FILE, POLICY_FILE, THRESHOLD_FILE
@@ -31,6 +32,7 @@ from npsco.novelty.metrics import mean_pairwise_distance
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance
 from npsco.novelty.threshold import Threshold, default_threshold, visited_states
+from npsco.paths import check_tree
 from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
 from npsco.ppo.config import PPOConfig
@@ -39,6 +41,22 @@ from npsco.ppo.trainer import Trainer
 from npsco.seeds import DISTANCE_EPISODES, FINAL_EVALUATION
 from npsco.selection import meets_criteria
 from npsco.task_ids import trust_task
+
+PRELOAD = (
+    "torch",
+    "torch._dynamo",
+    "torch.utils.tensorboard",
+    "numpy",
+    "gymnasium",
+    "npsco.population",
+    "npsco.ppo.trainer",
+    *METHODS.modules(),
+    "npsco.episodes",
+    "npsco.novelty.threshold",
+)
+"""The modules these jobs run, which a local process pool's forkserver imports once (`npsco.parallel.make_executor`'s
+`preload`), so that a fresh worker does not import them again (torch, `torch._dynamo`, imported by the first Adam,
+and numba, by the novelty methods, are slow to import); the method modules are the registry's."""
 
 
 def chains_of(config: PopulationConfig) -> list[Chain]:
@@ -106,8 +124,8 @@ class PopulationMembers:
 
     def policy(self, member: Member) -> Policy:
         """The member's policy (a borrowed reference's checkpoint is checked first: `check_borrowed`)."""
-        check_borrowed(member, self.out / member.checkpoint)
-        return load_policy(self.out / member.checkpoint)
+        check_borrowed(member, member.checkpoint_in(self.out))
+        return load_policy(member.checkpoint_in(self.out))
 
 
 @dataclass
@@ -220,8 +238,9 @@ class PopulationSnapshot(PopulationMembers):
         metrics also go to W&B, as a run named after the member (`RUN/ipd/k0`, `RUN/ipd/k0#c1`)."""
         if is_borrowed(member) or member.path != layout_path(member, candidate):
             raise NpscoError(f"{self.out}: {member.name} is not a policy of this run to train (path {member.path!r})")
-        # its folder where the layout puts it, inside the run, through no symbolic link (npsco.io.inside)
-        run_dir = inside(self.out, layout_path(member, candidate))
+        # its folder where the layout puts it, inside the run, with no symbolic link on the way or below it (checked
+        # again here, in the worker, before anything there is read: npsco.paths)
+        run_dir = check_tree(inside(self.out, layout_path(member, candidate)), known=True)
         method = None if member.role == "reference" else self.method_for(member)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         finished = self.finished_policy(run_dir, cfg, member, candidate)
@@ -286,6 +305,8 @@ class PopulationSnapshot(PopulationMembers):
         try:
             policy = load_policy(path)
             recorded = read_json(record)
+            if isinstance(recorded, dict) and "ppo" in recorded:  # an earlier npsco's record, as this one writes it
+                recorded = {**recorded, "ppo": current_ppo_settings(recorded["ppo"])}
         except (NpscoError, OSError, ValueError):
             return None  # not a whole policy of this run: trained again
         meta = policy.metadata
@@ -307,7 +328,7 @@ class PopulationSnapshot(PopulationMembers):
         trained = self.train(
             dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index, tracking
         )
-        policy = load_policy(self.out / trained.checkpoint)
+        policy = load_policy(trained.checkpoint_in(self.out))
         episodes = run_episodes(
             policy,
             self.config.final_episodes,

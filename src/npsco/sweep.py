@@ -29,12 +29,14 @@ from typing import Any, TextIO
 from npsco.errors import NpscoError
 from npsco.filecheck import SWEEP, read_checked
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
-from npsco.io import atomic_write_json, check_folder_path, remove_stale_temps, run_entries
+from npsco.io import atomic_write_json, remove_stale_temps, run_entries
 from npsco.layout import SWEEP_FILE
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, require_wandb
 from npsco.parallel import Executor, Job, Scheduler, Utilisation, View, make_executor
+from npsco.paths import run_folder
 from npsco.population import Population
+from npsco.population_jobs import PRELOAD
 from npsco.seeds import novel_seed, reference_seed
 from npsco.settings import differences
 
@@ -117,7 +119,7 @@ class Sweep:
 
     def _check_folder(self) -> None:
         """Refuse a folder that is not a sweep directory, or one that ran another grid (reads only)."""
-        check_folder_path(self.out)
+        run_folder(self.out)  # before anything there is read: no symbolic link below it (npsco.paths)
         if self.manifest_path.exists():
             old = read_checked(self.manifest_path, SWEEP).get("grid") or {}
             changed = differences(old, self.grid.to_dict(), Grid.defaults())
@@ -420,7 +422,7 @@ def run_sweep(
     worker starts."""
     sweep.open()
     try:
-        with make_executor(backend, workers, address) as executor:
+        with make_executor(backend, workers, address, preload=PRELOAD) as executor:
             log(f"backend: {executor.describe()}")
             progress = Progress(sweep)
             sweep.log = progress.note  # a population's warning, above the live table

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from npsco.cli import main
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.evaluation.evaluate import evaluate_run
 from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet

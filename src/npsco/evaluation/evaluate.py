@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-import npsco
 from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
 from npsco.evaluation.descriptors import describe
@@ -31,14 +30,16 @@ from npsco.evaluation.measure import (
 from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
-from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, inside, read_json
+from npsco.io import atomic_write_json, atomic_write_text, inside, read_json
 from npsco.layout import EVALUATION_FILE, EVALUATION_FOLDER, EVALUATION_TABLE, MANIFEST_FILE
 from npsco.manifest import Member
 from npsco.novelty.threshold import default_threshold
+from npsco.paths import output_folder
 from npsco.policy import Policy, load_policy
 from npsco.seeds import DISTANCE_EPISODES
 from npsco.stats import state_diversity_matrix
 from npsco.tasks import default_distance_episodes, default_eval_episodes, task_name
+from npsco.version import __version__
 
 EVALUATION_FORMAT = "npsco-evaluation"
 EVALUATION_VERSION = 4
@@ -137,7 +138,7 @@ def evaluate_run(
         "format": EVALUATION_FORMAT,
         "format_version": EVALUATION_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "npsco_version": npsco.__version__,
+        "npsco_version": __version__,
         "run": str(info.path),
         "env_id": info.env_id,
         "fingerprint": _fingerprint(info, episodes, seed),
@@ -302,7 +303,7 @@ def evaluate_and_write(
     """`npsco evaluate RUN...`: every policy of each population run, written to `RUN/evaluation/`, or, with `out`, one
     combined table there. Returns the statistics (of the combined table for several runs) and the files written."""
     if out is not None:
-        check_folder_path(out)  # before anything is evaluated or written
+        output_folder(out)  # before anything is read, evaluated or written (npsco.paths)
     missing = [r for r in runs if not (Path(r) / MANIFEST_FILE).exists()]
     if missing:
         raise NpscoError(

@@ -31,9 +31,10 @@ from npsco.evaluation import descriptors
 from npsco.evaluation.evaluate import combine, evaluate_runs
 from npsco.evaluation.measure import FIG2_START, MeasureCache
 from npsco.evaluation.rows import group_sort_key, rows_to_csv
-from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json, run_entries
-from npsco.layout import CONFIG_FILE, EVALUATION_FILE, EVALUATION_FOLDER, EVALUATION_TABLE
+from npsco.io import atomic_write_json, atomic_write_text, read_json, run_entries
+from npsco.layout import CONFIG_FILE, EVALUATION_FILE, EVALUATION_FOLDER, EVALUATION_TABLE, REPORT_MARKER
 from npsco.manifest import load_manifest
+from npsco.paths import output_folder, recorded_run
 from npsco.policy import load_policy
 from npsco.report.behaviour import (
     REPORT_FRAME,
@@ -323,15 +324,14 @@ def distance_blocks(
     return blocks if len(blocks) > 2 else []
 
 
-REPORT_MARKER = ".npsco-report"
-"""Written into a report's folder before anything else: a report cut short (no report.md yet) is rewritten by the next
-run, and a folder of other files is refused."""
-
-
 def _config(run: str) -> dict:
-    """A run's config.json ({} when it has none)."""
+    """A run's config.json ({} when it has none), its `refs_from` absolute (a sweep's run records it relative to
+    the run: `npsco.paths.recorded`)."""
     path = Path(run) / CONFIG_FILE
-    return read_json(path) if path.exists() else {}
+    config = read_json(path) if path.exists() else {}
+    if isinstance(config, dict) and isinstance(config.get("refs_from"), str) and config["refs_from"]:
+        config["refs_from"] = str(recorded_run(config["refs_from"], run))
+    return config
 
 
 def trained_members(run: str | Path) -> int:
@@ -367,7 +367,7 @@ class Evaluated:
 
 def report_folder(out: str | Path) -> Path:
     """`out` checked before anything is evaluated or written: a new or empty folder, or a report's (rewritten)."""
-    out = check_folder_path(out)
+    out = output_folder(out)  # before anything is read, evaluated or written (npsco.paths)
     entries = run_entries(out) if out.is_dir() else []
     if entries and not {"report.md", REPORT_MARKER} & set(entries):  # a report's folder is rewritten, no other
         listed = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
