@@ -60,10 +60,14 @@ def _fsync_dir(directory: Path) -> None:
 
 # --------------------------------------------------------------------------------------------------------- writing
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write `data` to `path` atomically (temp file in the same folder, fsync, rename)."""
+    """Write `data` to `path` atomically (temp file in the same folder, fsync, rename). An OSError names `path`
+    (`named`), whichever step failed: a write to an open file says no name of its own."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise named(e, path) from e
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would make reports and tables private to their writer
@@ -71,8 +75,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         remove_inside(path.parent, tmp)
+        if isinstance(e, OSError):
+            raise named(e, path) from e
         raise
     _fsync_dir(path.parent)
 
@@ -87,18 +93,39 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n")
 
 
-def is_disk_full(e: BaseException) -> bool:
-    """Whether `e` says that the disk (or the user's quota) is full."""
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+def named(e: OSError, path: str | os.PathLike) -> OSError:
+    """`e` (same errno, same type) naming `path`: the file npsco was writing, not a temporary file or no file."""
+    return OSError(e.errno, e.strerror or str(e), str(path))
 
 
-def disk_full_message(e: OSError) -> str:
-    """One line for a full disk: what happened, what was kept, what to do."""
-    where = f" while writing {e.filename}" if e.filename else ""
-    return (
-        f"the disk is full{where}: every file npsco wrote before is whole (files are replaced atomically) and "
-        "finished policies are kept; free some space and run the same command again to resume"
-    )
+KEPT = "every file npsco wrote before is whole (files are replaced atomically) and finished policies are kept"
+"""What a file-system error leaves: said by each message of `file_system_message`."""
+FILE_SYSTEM_ERRORS = {
+    errno.ENOSPC: ("the disk is full", "free some space and run the same command again to resume"),
+    errno.EDQUOT: ("the disk is full", "free some space and run the same command again to resume"),
+    errno.EFBIG: (
+        "the file is too large for this system (past the file size limit: `ulimit -f`, or the file system's)",
+        "raise the limit and run the same command again to resume",
+    ),
+    errno.EROFS: ("the file system is read-only", "write elsewhere (--out), or make it writable and run it again"),
+    errno.EACCES: ("permission denied", "write elsewhere (--out), or make it writable and run it again"),
+    errno.EPERM: ("permission denied", "write elsewhere (--out), or make it writable and run it again"),
+}
+"""The errors of a file system that a user can fix, with what happened and what to do."""
+
+
+def is_file_system_error(e: BaseException) -> bool:
+    """Whether `e` is an error of the file system that the user can fix (`FILE_SYSTEM_ERRORS`): a full disk or quota,
+    a file past the size limit, a read-only file system, no permission."""
+    return isinstance(e, OSError) and e.errno in FILE_SYSTEM_ERRORS
+
+
+def file_system_message(e: OSError) -> str:
+    """One line for a file-system error (`is_file_system_error`): the cause, the file, what was kept, what to do.
+    The disk full: `the disk is full while writing RUN/manifest.json: every file npsco wrote before is whole ...`."""
+    cause, todo = FILE_SYSTEM_ERRORS.get(e.errno or 0, (e.strerror or str(e), "run the same command again to resume"))
+    where = f" while writing {e.filename}" if e.filename else " (the file was not named)"
+    return f"{cause}{where}: {KEPT}; {todo}"
 
 
 # --------------------------------------------------------------------------------------------------------- reading

@@ -22,7 +22,7 @@ from safetensors.numpy import save as save_safetensors
 
 from npsco.errors import NpscoError
 from npsco.io import NotFiniteNumber, atomic_write_bytes, check_nesting, loads_finite, read_bytes
-from npsco.layout import MANIFEST_FILE, POLICY_FILE
+from npsco.layout import MANIFEST_FILE, NOVEL_FOLDER, POLICY_FILE, reference_path
 from npsco.limits import MAX_CHECKPOINT_BYTES, MAX_CHECKPOINT_HEADER_BYTES, MAX_EPISODE_STEPS, check_at_most
 from npsco.task_ids import CheckpointTaskId
 
@@ -203,8 +203,8 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     if p.is_dir():
         if (p / MANIFEST_FILE).exists():
             raise NpscoError(
-                f"{path} is a population run, not one policy: give one of its policies ({path}/refs/ref0, "
-                f"{path}/novel/...; its manifest lists them)"
+                f"{path} is a population run, not one policy: give one of its policies ({path}/{reference_path(0)}, "
+                f"{path}/{NOVEL_FOLDER}/...; its manifest lists them)"
             )
         if not (p / POLICY_FILE).exists():
             raise NpscoError(f"{path} is a folder without {POLICY_FILE}: no finished policy there (yet)")

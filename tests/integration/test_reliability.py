@@ -162,6 +162,21 @@ def make_inputs(root: Path) -> None:
         f'tasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo", "ipd"]\nrefs = 1000\nnovel = 1000\n'
         f"[method.ipd]\nr0_scales = [{scales}]\n",
     )
+    # symbolic links below run folders to a folder outside (npsco.paths), and manifests whose done reference lies
+    # outside the run (DIR/maze, a real policy) though its config.json borrows none
+    outside = root / "outside"
+    (outside / "tensorboard").mkdir(parents=True)
+    (outside / "state.safetensors").write_bytes(b"not a state")
+    shutil.copytree(root / "other_train", root / "linked_train")
+    os.symlink(outside, root / "linked_train" / "checkpoints")
+    shutil.copytree(root / "maze_pop", root / "linked_pop")
+    atomic_write_json(root / "linked_pop" / "config.json", {"refs": 1})
+    os.symlink(outside / "tensorboard", root / "linked_pop" / "refs" / "ref0" / "tensorboard")
+    shutil.copytree(root / "maze_pop", root / "report_pop")
+    os.symlink(outside, root / "report_pop" / "report")
+    ref0 = json.loads((root / "maze_pop" / "manifest.json").read_text())["members"][0]
+    forged_pop("up_pop", lambda m: json.dumps({**m, "members": [{**ref0, "path": "../maze"}]}))
+    forged_pop("abs_pop", lambda m: json.dumps({**m, "members": [{**ref0, "path": str(root / "maze")}]}))
     # --config files with an unknown key, a value of the wrong type, a value outside the option's choices
     atomic_write_text(root / "key.toml", 'env = "npsco/FourRewardMaze-v0"\nsed = 3\n')
     atomic_write_text(root / "type.toml", "seed = true\n")
@@ -286,6 +301,12 @@ CASES = [
         creates="out",
     ),
     Case(
+        "a --set key of an earlier npsco",
+        "population --set update_backend=numpy --out DIR/out",
+        "update_backend is not a setting now",
+        creates="out",
+    ),
+    Case(
         "bad --set value", "population --set num_envs=two --out DIR/out", "bad value for num_envs: 'two'", creates="out"
     ),
     Case("--steps 0 (train)", "train --steps 0 --out DIR/out", "total_timesteps must be > 0", creates="out"),
@@ -318,6 +339,47 @@ CASES = [
         "a manifest whose member lies outside the run",
         "evaluate DIR/outside_pop",
         "its path '../victim' is not where this run keeps it (novel/ipd/k0)",
+    ),
+    Case(
+        "`npsco train` resuming a run whose checkpoints/ is a symbolic link",
+        "train --steps 2048 --set eval_episodes=2 --no-progress --out DIR/linked_train",
+        "linked_train/checkpoints: a symbolic link inside",
+        unchanged="outside",
+    ),
+    Case(
+        "`npsco population` resuming a run whose member's tensorboard/ is a symbolic link",
+        "population --steps 2048 --set eval_episodes=2 --no-progress --out DIR/linked_pop",
+        "linked_pop/refs/ref0/tensorboard: a symbolic link inside",
+        unchanged="outside",
+    ),
+    Case(
+        "`npsco report --out` a folder of the run that is a symbolic link",
+        "report DIR/report_pop --out DIR/report_pop/report",
+        "report_pop/report: a symbolic link inside",
+        unchanged="outside",
+    ),
+    Case(
+        "a done reference whose path leaves the run (evaluate)",
+        "evaluate DIR/up_pop",
+        "its path '../maze' is not where this run's config.json says it borrows",
+        creates="up_pop/evaluation",
+    ),
+    Case(
+        "a done reference whose path leaves the run (report)",
+        "report DIR/up_pop --out DIR/out",
+        "its path '../maze' is not where this run's config.json says it borrows",
+        creates="out",
+    ),
+    Case(
+        "a done reference at an absolute path (threshold)",
+        "threshold DIR/abs_pop",
+        "is not where this run's config.json says it borrows",
+    ),
+    Case(
+        "a done reference at an absolute path (--refs-from)",
+        "population --refs-from DIR/abs_pop --novel 1 --out DIR/out",
+        "is not where this run's config.json says it borrows",
+        creates="out",
     ),
     Case("a manifest field of the wrong type", "evaluate DIR/typed_pop", "members[0].path must be a string, got null"),
     Case("a manifest nested too deeply", "evaluate DIR/deep_pop", "nested deeper than 64 levels"),

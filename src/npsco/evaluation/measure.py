@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npsco.evaluation.episodes import Episodes, run_episodes
+from npsco.episodes import Episodes, run_episodes
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance
 from npsco.policy import Policy

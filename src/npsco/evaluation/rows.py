@@ -68,7 +68,8 @@ class EvaluationRow:
     return_ratio: float | None = None
     """Return / the median return of the run's references (the success baseline)."""
     meets: bool | None = None
-    """A novel policy meets the paper's criteria: return_ratio >= 0.8 and nearest_ratio >= 1 (`meets_criteria`)."""
+    """A novel policy meets the paper's criteria: return_ratio >= `RETURN_RATIO` and nearest_ratio >= 1
+    (`npsco.selection.meets_criteria`)."""
     yardstick: int | None = None
     """A novel policy is more different than this many of the run's references are from the others: the count of
     references whose leave-one-out nearest distance (to the nearest other reference, on their own states) is below
