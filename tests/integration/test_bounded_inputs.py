@@ -316,7 +316,7 @@ def test_evaluate_runs_many_episodes_in_groups_in_bounded_memory(constant_policy
 
 def test_episodes_in_groups_are_those_run_side_by_side(maze_policies, monkeypatch):
     """Episode i is seeded seed + i in any group; a group's first episodes are those of a run of that group alone."""
-    from npsco.evaluation import episodes as module
+    from npsco import episodes as module
 
     sizes = []
     make = module.make_vector_env
