@@ -27,6 +27,7 @@ from npsco.options import PopulationOptions, TrainOptions, default_of, options_o
 from npsco.parallel import make_executor
 from npsco.population import Population, default_population_dir
 from npsco.population_config import PopulationConfig
+from npsco.population_jobs import PRELOAD
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.train import train as train_in_memory
 from npsco.ppo.trainer import TrainResult
@@ -146,5 +147,5 @@ def train_population(
     pop = Population(folder, config, progress=progress, log=print, tracking=track)
     if chosen.workers == 1:
         return pop.run()
-    with make_executor("local", chosen.workers) as executor:
+    with make_executor("local", chosen.workers, preload=PRELOAD) as executor:
         return pop.run(executor)

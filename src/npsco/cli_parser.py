@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 
-from npsco import __version__
 from npsco.methods.registry import NOVELTY_METHODS
 from npsco.options import ENV_PACKAGE_HELP, PopulationOptions, TrainOptions, add_arguments
 from npsco.ppo.config import PRESETS
 from npsco.tasks import MAZE_ID
+from npsco.version import __version__
 
 Subparsers = argparse._SubParsersAction
 TASK_OF_CHECKPOINT_HELP = (

@@ -16,7 +16,11 @@ from typing import Any
 from npsco.envs.make import with_package
 from npsco.errors import NpscoError
 from npsco.io import read_toml
-from npsco.limits import MAX_CHAINS, check_ppo_sizes
+from npsco.limits import (
+    MAX_CHAINS,
+    MAX_RUN_POLICIES,
+    check_ppo_sizes,
+)
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
 from npsco.methods.settings import MethodConfig
 from npsco.options import PopulationOptions, options_of, ppo_config
@@ -295,6 +299,12 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
         unread = sorted(general_keys - read_by_some)
         if unread:
             raise fail(f"[method] {unread[0]}: a setting of none of the grid's methods ({', '.join(grid.methods)})")
+        total = sum(spec.config.trainings for spec in specs)
+        if total > MAX_RUN_POLICIES:  # checked as the grid grows: a huge grid is refused before it is all planned
+            raise fail(
+                f"the grid trains at least {total:,} policies, past npsco's limit of {MAX_RUN_POLICIES:,} "
+                "(docs/reliability.md)"
+            )
     return specs
 
 

@@ -29,6 +29,7 @@ from npsco.fields import field_types, parse_assignments, type_name, typed_value
 from npsco.limits import MAX_CANDIDATES, MAX_EPISODES, MAX_POLICIES, MAX_TIMESTEPS
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
 from npsco.ppo.config import PRESETS, PPOConfig, preset
+from npsco.selection import RETURN_RATIO
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
 
 if TYPE_CHECKING:  # annotations only: the population's configuration loads gymnasium
@@ -159,7 +160,7 @@ class PopulationOptions:
     """K, the novel policies per chain."""
     candidates: int = option(
         1,
-        "candidates trained per novel policy: the first that meets the criteria (return >= 0.8 x the "
+        f"candidates trained per novel policy: the first that meets the criteria (return >= {RETURN_RATIO} x the "
         "references' median, distance >= r0) is kept, else the closest; the others are recorded as dropped (default 1)",
         kind="population",
         metavar="C",

@@ -10,6 +10,7 @@ import shlex
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from npsco.compat import current_method_settings, current_ppo_settings
 from npsco.options import PopulationOptions
 
 PACKAGES = ("npsco", "numpy", "scipy", "torch", "gymnasium", "mujoco", "matplotlib", "safetensors", "pillow")
@@ -29,8 +30,14 @@ def package_versions() -> dict[str, str]:
 def population_command(run: str | Path, config: dict) -> str:
     """The `npsco population` command line equivalent to a run's config.json: its options
     (`npsco.options.PopulationOptions.from_record`: the preset that needs the fewest settings, then every setting
-    that differs from it) as the command line writes them, which parses back to the same configuration."""
-    if not (config.get("ppo") or {}).get("env_id"):
+    that differs from it; settings an earlier npsco recorded read as today's, `npsco.compat`) as the command line
+    writes them, which parses back to the same configuration."""
+    config = {
+        **config,
+        "ppo": dict(current_ppo_settings(config.get("ppo") or {})),
+        "method": dict(current_method_settings(config.get("method") or {})),
+    }
+    if not config["ppo"].get("env_id"):
         return f"# {run}: config.json has no PPO configuration"
     options = PopulationOptions.from_record(config, out=str(run))
     return shlex.join(["npsco", "population", *options.to_argv()])
