@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from npsco.compat import current_method_settings
+from npsco.compat import current_method_settings, removed_ppo_setting
 from npsco.errors import NpscoError
 from npsco.fields import field_types, parse_assignments, type_name, typed_value
 from npsco.limits import MAX_CANDIDATES, MAX_EPISODES, MAX_POLICIES, MAX_TIMESTEPS
@@ -422,6 +422,9 @@ def from_args(cls: type[Options], args: argparse.Namespace) -> Options:
 
 def _parse_assignments(f: dataclasses.Field, texts: list[str], method: str | None) -> dict[str, Any]:
     if f.metadata["assignments"] == "ppo":
+        for text in texts:  # a setting an earlier npsco had: say why it went, not "unknown"
+            if message := removed_ppo_setting(text.partition("=")[0].strip()):
+                raise NpscoError(message)
         return parse_assignments(field_types(PPOConfig), texts, flag_of(f))
     from npsco.methods.settings import MethodConfig  # lazy: a method's settings import its module
 
