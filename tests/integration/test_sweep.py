@@ -387,7 +387,7 @@ def test_collect_runs_copies_policies_and_manifests_a_report_reads_and_nothing_l
     ipd = (kept / "FourRewardMaze-v0/ipd/manifest.json").read_text()
     assert str(local_sweep.resolve()) not in ipd and '"../ppo/refs/ref0"' in ipd  # relative to the population
     config = json.loads((kept / "FourRewardMaze-v0/ipd/config.json").read_text())
-    assert config["refs_from"] == "kept/FourRewardMaze-v0/ppo"  # as typed on a command line run from here
+    assert config["refs_from"] == "../ppo"  # a sweep records it relative to the run: the copy reads its own
     for run in population_dirs(local_sweep):  # every member as trained, borrowed references included
         copy = kept / run.relative_to(local_sweep) / "manifest.json"
         members = [m["final_eval"] for m in json.loads(copy.read_text())["members"]]
