@@ -596,6 +596,23 @@ def test_step_split_parts_add_up_to_the_iterations_time(load_script, tmp_path):
     assert "| npsco/FourRewardMaze-v0 |" in out.with_suffix(".md").read_text()
 
 
+# ------------------------------------------------------------------------------------------------- step_split_ab.py
+def test_step_split_ab_pairs_two_checkouts_and_reports_their_ratio(load_script, tmp_path):
+    ab = load_script("benchmarks/step_split_ab.py")
+    assert ab.own_cost({"env step": 9.0, "rollout, less the env step": 2.0, "advantages": 0.5, "update": 1.5}) == 4.0
+    lo, hi = ab.bootstrap_median_ci(np.array([0.5, 0.5, 0.5]))
+    assert lo == hi == 0.5
+    lo, hi = ab.bootstrap_median_ci(np.array([0.4, 0.5, 0.6, 0.7]))
+    assert 0.4 <= lo <= hi <= 0.7
+    root = Path(ab.__file__).resolve().parents[1]  # this checkout, measured against itself
+    out = tmp_path / "ab"
+    argv = [str(root), str(root), "--repeats", "1", "--iterations", "1", "--env", "npsco/FourRewardMaze-v0"]
+    assert ab.main([*argv, "--out", str(out)]) == 0
+    task = json.loads(out.with_suffix(".json").read_text())["tasks"]["npsco/FourRewardMaze-v0"]
+    assert len(task["ratio"]) == 1 and task["ratio"][0] == task["after_us"][0] / task["before_us"][0]
+    assert "| npsco/FourRewardMaze-v0 |" in out.with_suffix(".md").read_text()
+
+
 # ------------------------------------------------------------------------------------- novel_everywhere/measure.py
 def test_novel_everywhere_counts_first_and_kept_candidates(load_script, tmp_path):
     me = load_script("benchmarks/novel_everywhere/measure.py")
