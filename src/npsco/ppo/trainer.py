@@ -29,6 +29,7 @@ from npsco.io import remove_inside
 from npsco.layout import POLICY_FILE
 from npsco.logger import MetricsLogger, Tracking
 from npsco.policy import Policy, mlp_forward, space_metadata
+from npsco.ppo._rollout_kernels import sample_action, tally
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.hooks import Hooks, RolloutSteps, StepInfo, StepOutcome, TrainingSetup
@@ -148,23 +149,19 @@ class Trainer:
         no_outcome = StepOutcome()
         act_low, act_high = self.act_low, self.act_high
         means = np.empty((T, N, agent.action_dim), np.float32)  # the policy's mean actions: log-probs after the loop
+        # the rollout's action noise, drawn at once: the same numbers, in the same order, as one draw per step
+        noise = self.rng.standard_normal((T, N, agent.action_dim), dtype=np.float32)
+        env_actions = np.empty((T, N, agent.action_dim), np.float32)  # the actions clipped to the bounds
         for t in range(T):
-            raw_obs = self.next_obs
-            agent.obs_rms.update(raw_obs)
-            obs = agent.obs_rms.normalize(raw_obs)
+            raw_obs, obs, env_action = self.next_obs, buf.obs[t], env_actions[t]
+            agent.obs_rms.observe(raw_obs, obs)  # the normaliser's update, then obs = the normalised raw_obs
             # the policy runs in numpy during the rollout: cheaper than torch for these small MLPs
             mean = mlp_forward(actor, obs)
-            action = (mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32)).astype(np.float32)
-            means[t] = mean
-            buf.obs[t], buf.actions[t] = obs, action
-
-            env_action = np.minimum(np.maximum(action, act_low), act_high)  # np.clip, minus its Python wrapper
+            sample_action(mean, std, noise[t], act_low, act_high, means[t], buf.actions[t], env_action)
             next_obs, reward, terminated, truncated, infos = self.envs.step(env_action)
             next_obs = next_obs.astype(np.float32)
             reward = np.asarray(reward, np.float64)
-            self.episode_step += 1
-            self.episode_return += reward
-            env_done = terminated | truncated
+            tally(reward, self.episode_return, self.episode_step)  # episode_step += 1, episode_return += reward
 
             out = no_outcome
             if on_step is not None:
@@ -183,7 +180,7 @@ class Trainer:
                     )
                     or no_outcome
                 )
-            if out.terminate is not None and (forced := out.terminate & ~env_done).any():
+            if out.terminate is not None and (forced := out.terminate & ~(terminated | truncated)).any():
                 # IPD: end these episodes now, as a true termination (no bootstrap), and start new ones.
                 reset_obs, _ = self.envs.reset(options={"reset_mask": forced})
                 next_obs[forced] = reset_obs[forced]

@@ -1,0 +1,118 @@
+"""The rollout's compiled steps (`npsco.ppo._rollout_kernels`, behind `RunningMeanStd.observe`, `RewardScaler` and
+`Trainer.collect_rollout`) give the bits of the numpy code they replaced, written out here as the reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from npsco.policy import OBS_NORM_EPS
+from npsco.ppo._rollout_kernels import sample_action, tally
+from npsco.ppo.agent import RunningMeanStd
+from npsco.ppo.rollout import RewardScaler
+
+
+class RefRewardScaler:
+    """`RewardScaler` as it was, in numpy."""
+
+    def __init__(self, num_envs, gamma, clip):
+        self.gamma, self.clip = gamma, clip
+        self.returns = np.zeros(num_envs, np.float64)
+        self.mean, self.var, self.count = 0.0, 1.0, 1e-4
+
+    def __call__(self, rewards, done):
+        self.returns = self.returns * self.gamma + rewards
+        n = self.returns.size
+        if n > 1:
+            bm = float(np.add.reduce(self.returns)) / n
+            centred = self.returns - bm
+            bv = float(np.add.reduce(centred * centred)) / n
+        else:
+            bm, bv = float(self.returns[0]), 0.0
+        delta, total = bm - self.mean, self.count + n
+        self.mean += delta * n / total
+        self.var = (self.var * self.count + bv * n + delta**2 * self.count * n / total) / total
+        self.count = total
+        if done.any():
+            self.returns[done] = 0.0
+        scaled = rewards / math.sqrt(self.var + 1e-8)
+        return np.minimum(np.maximum(scaled, -self.clip), self.clip).astype(np.float32)
+
+
+def same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("num_envs", [1, 2, 16, 33])
+def test_reward_scaler_matches_numpy(num_envs):
+    rng = np.random.default_rng(num_envs)
+    got, expected = RewardScaler(num_envs, 0.99, 10.0), RefRewardScaler(num_envs, 0.99, 10.0)
+    for t in range(500):
+        rewards = rng.normal(1.0, 3.0, num_envs) * (100.0 if t == 250 else 1.0)  # some clipped
+        done = rng.random(num_envs) < 0.05
+        out = np.empty(num_envs, np.float32)
+        got(rewards, done, out=out)
+        assert same(out, expected(rewards, done))
+        assert same(got.returns, expected.returns)
+        assert (got.mean, got.var, got.count) == (expected.mean, expected.var, expected.count)
+
+
+def test_reward_scaler_squares_with_pow_as_python_does():
+    """Python's `delta ** 2` is libm's pow, which differs from delta * delta in the last bit for some values: the
+    kernel's variance follows pow (a kernel that multiplied would fail here)."""
+    rng = np.random.default_rng(0)
+    found = 0
+    for x in rng.standard_normal(100_000) * 7.0:
+        if x**2 == x * x:
+            continue
+        got, expected = RewardScaler(1, 0.9, 1e9), RefRewardScaler(1, 0.9, 1e9)
+        got.count = expected.count = 1.0
+        rewards, done = np.array([x]), np.array([False])
+        out = got(rewards, done)
+        expected_out = expected(rewards, done)
+        multiplied = (1.0 * 1.0 + 0.0 * 1 + x * x * 1.0 * 1 / 2.0) / 2.0
+        if multiplied == expected.var:
+            continue  # the last bit rounded away
+        found += 1
+        assert got.var == expected.var and same(out, expected_out)
+    assert found > 5
+
+
+def test_running_mean_std_observe_matches_update_then_normalize():
+    rng = np.random.default_rng(1)
+    for n, d in [(1, 11), (1, 1), (2, 3), (16, 2), (16, 1), (33, 17)]:
+        for enabled in (True, False):
+            got, expected = RunningMeanStd((d,), 5.0, enabled), RunningMeanStd((d,), 5.0, enabled)
+            for t in range(50):
+                raw = (rng.standard_normal((n, d)) * 3.0 + t * 0.1).astype(np.float32)
+                if t == 20:
+                    raw[0, 0] = 1e6  # clipped
+                out = np.empty((n, d), np.float32)
+                got.observe(raw, out)
+                expected.update(raw)
+                assert same(out, expected.normalize(raw))
+                assert same(got.mean, expected.mean) and same(got.var, expected.var) and got.count == expected.count
+    assert OBS_NORM_EPS == 1e-8
+
+
+def test_sample_action_and_tally_match_numpy():
+    rng = np.random.default_rng(2)
+    n, a = 4, 6
+    mean, noise = rng.standard_normal((n, a)).astype(np.float32), rng.standard_normal((n, a)).astype(np.float32)
+    std = np.exp(rng.standard_normal(a)).astype(np.float32)
+    low, high = np.full(a, -1.0, np.float32), np.full(a, 1.0, np.float32)
+    means_out, action, env_action = (np.empty((n, a), np.float32) for _ in range(3))
+    sample_action(mean, std, noise, low, high, means_out, action, env_action)
+    expected = (mean + std * noise).astype(np.float32)
+    assert same(action, expected) and same(means_out, mean)
+    assert same(env_action, np.minimum(np.maximum(expected, low), high))
+    assert 0 < np.count_nonzero(env_action != action) < n * a
+
+    reward = rng.standard_normal(n)
+    episode_return, episode_step = rng.standard_normal(n), np.arange(n, dtype=np.int64)
+    expected_return, expected_step = episode_return + reward, episode_step + 1
+    tally(reward, episode_return, episode_step)
+    assert same(episode_return, expected_return) and same(episode_step, expected_step)
