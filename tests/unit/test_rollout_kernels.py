@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from npsco.policy import OBS_NORM_EPS
-from npsco.ppo._rollout_kernels import sample_action, tally
+from npsco.ppo._rollout_kernels import record_ends, sample_action, tally
 from npsco.ppo.agent import RunningMeanStd
+from npsco.ppo.maths import compute_gae
 from npsco.ppo.rollout import RewardScaler
 
 
@@ -101,18 +102,56 @@ def test_running_mean_std_observe_matches_update_then_normalize():
 def test_sample_action_and_tally_match_numpy():
     rng = np.random.default_rng(2)
     n, a = 4, 6
-    mean, noise = rng.standard_normal((n, a)).astype(np.float32), rng.standard_normal((n, a)).astype(np.float32)
+    mean, noise = rng.standard_normal((n, a)).astype(np.float32), rng.standard_normal((3, n, a)).astype(np.float32)
     std = np.exp(rng.standard_normal(a)).astype(np.float32)
     low, high = np.full(a, -1.0, np.float32), np.full(a, 1.0, np.float32)
-    means_out, action, env_action = (np.empty((n, a), np.float32) for _ in range(3))
-    sample_action(mean, std, noise, low, high, means_out, action, env_action)
-    expected = (mean + std * noise).astype(np.float32)
-    assert same(action, expected) and same(means_out, mean)
-    assert same(env_action, np.minimum(np.maximum(expected, low), high))
-    assert 0 < np.count_nonzero(env_action != action) < n * a
+    means, actions, env_actions = (np.zeros((3, n, a), np.float32) for _ in range(3))
+    sample_action(mean, std, noise, low, high, 1, means, actions, env_actions)
+    expected = (mean + std * noise[1]).astype(np.float32)
+    assert same(actions[1], expected) and same(means[1], mean)
+    assert same(env_actions[1], np.minimum(np.maximum(expected, low), high))
+    assert 0 < np.count_nonzero(env_actions[1] != actions[1]) < n * a
+    assert not actions[[0, 2]].any() and not means[[0, 2]].any() and not env_actions[[0, 2]].any()
 
     reward = rng.standard_normal(n)
     episode_return, episode_step = rng.standard_normal(n), np.arange(n, dtype=np.int64)
     expected_return, expected_step = episode_return + reward, episode_step + 1
     tally(reward, episode_return, episode_step)
     assert same(episode_return, expected_return) and same(episode_step, expected_step)
+
+
+def test_record_ends():
+    terminated = np.array([True, False, False, True])
+    truncated = np.array([False, False, True, True])
+    terminated_out, done_out = np.zeros(4, bool), np.zeros(4, bool)
+    assert record_ends(terminated, truncated, terminated_out, done_out) == (True, True)
+    assert same(terminated_out, terminated) and same(done_out, terminated | truncated)
+    none = np.zeros(4, bool)
+    assert record_ends(none, none, terminated_out, done_out) == (False, False)
+    assert not done_out.any() and not terminated_out.any()
+    assert record_ends(terminated, none, terminated_out, done_out) == (False, True)
+
+
+def ref_gae(rewards, values, next_values, terminated, done, gamma, gae_lambda):
+    """`compute_gae` as it was, in numpy."""
+    advantages = np.zeros_like(rewards, dtype=np.float32)
+    not_terminated = 1.0 - terminated.astype(np.float32)
+    not_done = 1.0 - done.astype(np.float32)
+    deltas = rewards + gamma * not_terminated * next_values - values
+    last = np.zeros(rewards.shape[1:], dtype=np.float32)
+    for t in reversed(range(rewards.shape[0])):
+        last = deltas[t] + gamma * gae_lambda * not_done[t] * last
+        advantages[t] = last
+    return advantages, advantages + values
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compute_gae_matches_numpy(dtype):
+    rng = np.random.default_rng(3)
+    for steps, envs in [(2048, 1), (64, 16), (7, 3)]:
+        rewards, values, next_values = (rng.normal(size=(steps, envs)).astype(dtype) for _ in range(3))
+        terminated = rng.random((steps, envs)) < 0.05
+        done = terminated | (rng.random((steps, envs)) < 0.05)
+        got = compute_gae(rewards, values, next_values, terminated, done, 0.995, 0.97)
+        expected = ref_gae(rewards, values, next_values, terminated, done, 0.995, 0.97)
+        assert same(got[0], expected[0]) and same(got[1], expected[1])

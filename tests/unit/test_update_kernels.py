@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from npsco.ppo import numpy_nets
-from npsco.ppo._update_kernels import adam_step
+from npsco.ppo._update_kernels import adam_step, advance_steps
 from npsco.ppo.agent import LOG_SQRT_2PI
 
 _add = np.add.reduce
@@ -233,3 +233,10 @@ def test_adam_step(uniform, max_norm):
         assert same(g_got, g_expected)
         for a, b in zip(got, expected, strict=True):
             assert same(a, b)
+
+
+def test_advance_steps():
+    steps = np.array([3.0, 3.0, 3.0])
+    assert advance_steps(steps) and same(steps, np.array([4.0, 4.0, 4.0]))
+    behind = np.array([4.0, 3.0])
+    assert not advance_steps(behind) and same(behind, np.array([5.0, 4.0]))

@@ -1,5 +1,6 @@
 """The rollout's per-step bookkeeping, compiled (numba): the observation normaliser's update and normalisation, the
-sampled action, the episode counters and the reward scaler, each one call instead of a dozen numpy operations.
+sampled action, the episode counters and ends, the reward scaler, each one call instead of a dozen numpy operations;
+and GAE's backward recursion over a rollout (one loop instead of T numpy steps).
 
 Each kernel computes what the numpy code it replaces computed, operation for operation in the same dtypes (float32
 where numpy computed in float32, float64 where it promoted), and sums in numpy's order (`npsco.ppo._numpy_sums`), so
@@ -80,25 +81,26 @@ def sample_action(
     noise: np.ndarray,
     low: np.ndarray,
     high: np.ndarray,
-    means_out: np.ndarray,
-    action_out: np.ndarray,
-    env_action: np.ndarray,
+    t: int,
+    means: np.ndarray,
+    actions: np.ndarray,
+    env_actions: np.ndarray,
 ) -> None:
-    """The Gaussian policy's action for the mean actions `mean` (N, A), its std (A,) and standard normal `noise`
-    (N, A), all float32: `action_out` = mean + std * noise, `means_out` = mean, `env_action` = the action clipped to
-    [low, high] (what the env gets)."""
+    """The Gaussian policy's action at step t of a rollout, for the mean actions `mean` (N, A) and std (A,), all
+    float32: actions[t] = mean + std * noise[t], means[t] = mean, env_actions[t] = the action clipped to [low, high]
+    (what the env gets); `noise`, `means`, `actions`, `env_actions` are the rollout's (T, N, A) arrays."""
     n, a = mean.shape
     for i in range(n):
         for j in range(a):
             m = mean[i, j]
-            x = m + std[j] * noise[i, j]
-            means_out[i, j] = m
-            action_out[i, j] = x
-            if x < low[j]:
+            x = m + std[j] * noise[t, i, j]
+            means[t, i, j] = m
+            actions[t, i, j] = x
+            if x < low[j]:  # np.maximum / np.minimum, NaN kept
                 x = low[j]
             if x > high[j]:
                 x = high[j]
-            env_action[i, j] = x
+            env_actions[t, i, j] = x
 
 
 @jit
@@ -107,6 +109,21 @@ def tally(reward: np.ndarray, episode_return: np.ndarray, episode_step: np.ndarr
     for i in range(reward.size):
         episode_step[i] += 1
         episode_return[i] += reward[i]
+
+
+@jit
+def record_ends(
+    terminated: np.ndarray, truncated: np.ndarray, terminated_out: np.ndarray, done_out: np.ndarray
+) -> tuple[bool, bool]:
+    """terminated_out = terminated, done_out = terminated | truncated (bool (N,)); returns (any truncated, any done)."""
+    any_truncated, any_done = False, False
+    for i in range(terminated.size):
+        term, trunc = terminated[i], truncated[i]
+        terminated_out[i] = term
+        done_out[i] = term or trunc
+        any_truncated |= trunc
+        any_done |= term or trunc
+    return any_truncated, any_done
 
 
 @jit
@@ -154,3 +171,29 @@ def scale_rewards(
         if x > clip:
             x = clip
         out[i] = np.float32(x)
+
+
+@jit
+def gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    next_values: np.ndarray,
+    terminated: np.ndarray,
+    done: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+    out: np.ndarray,
+) -> None:
+    """out = GAE's advantages (T, N) float32 (`npsco.ppo.maths.compute_gae`): delta_t = r_t + gamma (1 - terminated_t)
+    next_value_t - value_t, A_t = delta_t + gamma lambda (1 - done_t) A_{t+1}; the Python floats gamma and gamma
+    lambda meet the float32 masks as float32, as in numpy."""
+    steps, envs = rewards.shape
+    discount, trace = np.float32(gamma), np.float32(gamma * gae_lambda)
+    one = np.float32(1.0)
+    for i in range(envs):
+        last = np.float32(0.0)
+        for t in range(steps - 1, -1, -1):
+            not_terminated, not_done = one - np.float32(terminated[t, i]), one - np.float32(done[t, i])
+            delta = rewards[t, i] + discount * not_terminated * next_values[t, i] - values[t, i]
+            last = delta + trace * not_done * last
+            out[t, i] = last

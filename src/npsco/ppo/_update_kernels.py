@@ -206,3 +206,13 @@ def adam_step(
         exp_avg[i], exp_avg_sq[i] = m, v
         s, c = (s0, c0) if one else (step_size[i], bc2_sqrt[i])
         params[i] = params[i] - (m / (np.float32(math.sqrt(v)) / c + eps)) * s
+
+
+@jit
+def advance_steps(steps: np.ndarray) -> bool:
+    """Adam's step counts (float64) += 1; returns whether they are all equal."""
+    uniform = True
+    for i in range(steps.size):
+        steps[i] += 1.0
+        uniform &= steps[i] == steps[0]
+    return uniform

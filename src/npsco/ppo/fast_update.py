@@ -21,7 +21,7 @@ import torch
 from threadpoolctl import ThreadpoolController
 from torch import nn
 
-from npsco.ppo._update_kernels import adam_step
+from npsco.ppo._update_kernels import adam_step, advance_steps
 from npsco.ppo.agent import ActorCritic
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.numpy_nets import (
@@ -184,6 +184,8 @@ class NumpyLearner:
         self.exp_avg = np.empty(n, np.float32)
         self.exp_avg_sq = np.empty(n, np.float32)
         self._step_size, self._bc2_sqrt = np.empty(1, np.float32), np.empty(1, np.float32)  # Adam's, when uniform
+        self._adam_constants: tuple[tuple[float, float, float], tuple[np.float32, ...]] | None = None
+        """(beta1, beta2, eps) and their float32 forms for `adam_step` (b1, 1 - b1, b2, 1 - b2, eps)."""
         self.steps = np.empty(len(self.params), np.float64)
         views = [self._view(buf) for buf in (self.flat, self.grad)]
         k = 2 * len(actor)
@@ -313,11 +315,15 @@ class NumpyLearner:
         steps = self.steps[first:]
         group = self.optimizer.param_groups[0]
         lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], float(group["eps"])
+        if self._adam_constants is None or self._adam_constants[0] != (beta1, beta2, eps):
+            f32 = np.float32
+            as_f32 = (f32(beta1), f32(1 - beta1), f32(beta2), f32(1 - beta2), f32(eps))
+            self._adam_constants = (beta1, beta2, eps), as_f32
+        b1, one_minus_b1, b2, one_minus_b2, eps32 = self._adam_constants[1]
         norm = math.sqrt(float(np.dot(g, g)))
         coef = self.cfg.max_grad_norm / (norm + 1e-6)
-        steps += 1
         step_size, bc2_sqrt = self._step_size, self._bc2_sqrt  # float32, one value or one per element
-        if (steps == steps[0]).all():
+        if advance_steps(steps):  # += 1; all parameters stepped as many times
             t = steps[0]
             step_size[0], bc2_sqrt[0] = lr / (1 - beta1**t), math.sqrt(1 - beta2**t)
         else:  # parameters stepped a different number of times (a method stepped only some of them)
@@ -333,13 +339,13 @@ class NumpyLearner:
             self.exp_avg_sq[start:],
             np.float32(coef),
             coef < 1.0,
-            np.float32(beta1),
-            np.float32(1 - beta1),
-            np.float32(beta2),
-            np.float32(1 - beta2),
+            b1,
+            one_minus_b1,
+            b2,
+            one_minus_b2,
             step_size,
             bc2_sqrt,
-            np.float32(eps),
+            eps32,
         )
 
     def run_epochs(

@@ -29,7 +29,7 @@ from npsco.io import remove_inside
 from npsco.layout import POLICY_FILE
 from npsco.logger import MetricsLogger, Tracking
 from npsco.policy import Policy, mlp_forward, space_metadata
-from npsco.ppo._rollout_kernels import sample_action, tally
+from npsco.ppo._rollout_kernels import record_ends, sample_action, tally
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.hooks import Hooks, RolloutSteps, StepInfo, StepOutcome, TrainingSetup
@@ -153,11 +153,12 @@ class Trainer:
         noise = self.rng.standard_normal((T, N, agent.action_dim), dtype=np.float32)
         env_actions = np.empty((T, N, agent.action_dim), np.float32)  # the actions clipped to the bounds
         for t in range(T):
-            raw_obs, obs, env_action = self.next_obs, buf.obs[t], env_actions[t]
+            raw_obs, obs = self.next_obs, buf.obs[t]
             agent.obs_rms.observe(raw_obs, obs)  # the normaliser's update, then obs = the normalised raw_obs
             # the policy runs in numpy during the rollout: cheaper than torch for these small MLPs
             mean = mlp_forward(actor, obs)
-            sample_action(mean, std, noise[t], act_low, act_high, means[t], buf.actions[t], env_action)
+            sample_action(mean, std, noise, act_low, act_high, t, means, buf.actions, env_actions)
+            env_action = env_actions[t]
             next_obs, reward, terminated, truncated, infos = self.envs.step(env_action)
             next_obs = next_obs.astype(np.float32)
             reward = np.asarray(reward, np.float64)
@@ -186,7 +187,8 @@ class Trainer:
                 next_obs[forced] = reset_obs[forced]
                 terminated = terminated | forced
                 summary.forced_ends += int(forced.sum())
-            done = terminated | truncated
+            done = buf.done[t]  # buf.terminated[t] = terminated, done = terminated | truncated
+            any_truncated, any_done = record_ends(terminated, truncated, buf.terminated[t], done)
 
             if steps is None:
                 train_reward = out.train_reward if out.train_reward is not None else reward
@@ -197,13 +199,11 @@ class Trainer:
                 steps.obs[t], steps.action[t] = raw_obs, env_action
                 steps.reward[t], steps.terminated[t], steps.done[t] = reward, terminated, done
                 steps.episode_step[t] = self.episode_step
-            buf.terminated[t], buf.done[t] = terminated, done
 
-            if truncated.any():  # bootstrap from the value of the final observation on time-limit truncation
+            if any_truncated:  # bootstrap from the value of the final observation on time-limit truncation
                 fo = agent.obs_rms.normalize(final_observations(infos, truncated, next_obs)[truncated])
                 for s in self.streams:
                     buf.next_values[s][t, truncated] = mlp_forward(critics[s], fo)[:, 0]
-            any_done = done.any()
             if any_done:
                 for i in np.flatnonzero(done):
                     summary.returns.append(float(self.episode_return[i]))
