@@ -24,7 +24,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import npsco.evaluation.episodes as episodes  # noqa: E402
+import npsco.episodes as episodes  # noqa: E402
 from npsco.envs.make import make_vector_env  # noqa: E402
 from npsco.io import atomic_write_json, atomic_write_text  # noqa: E402
 from npsco.policy import load_policy  # noqa: E402

@@ -1,5 +1,7 @@
 """The numpy ("fast") updates of TNB, CTNB and CPO against their torch references: what the numpy path changes in
-training, and how much faster it trains.
+training, and how much faster it trains. npsco trains with the numpy updates only; the torch references are the
+tests' oracles (tests/oracles/), which this script imports: the "torch backend" below is a trainer whose learner is
+`oracles.torch_learner.TorchLearner`, its method's own steps in torch (`oracles.torch_update.torch_methods`).
 
     python benchmarks/fast_update_methods.py                                  # maze and Hopper-v5, 2 seeds
     python benchmarks/fast_update_methods.py --steps 10240 --seeds 1 --tasks Hopper-v5   # a quick look
@@ -25,6 +27,7 @@ The results (`--out`, .json and .md) are rewritten on every run, except the `## 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import platform
@@ -38,7 +41,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from npsco.evaluation import run_episodes
+from npsco.episodes import run_episodes
 from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, atomic_write_text
 from npsco.methods import make_method
@@ -50,6 +53,10 @@ from npsco.ppo.config import PPOConfig, preset
 from npsco.ppo.train import train
 from npsco.ppo.trainer import Trainer
 from npsco.tasks import MAZE_ID
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the torch references: tests/oracles/
+from oracles.torch_learner import TorchLearner  # noqa: E402
+from oracles.torch_update import torch_methods, torch_update  # noqa: E402
 
 METHODS = ("tnb", "ctnb", "cpo")
 BACKENDS = ("numpy", "torch")
@@ -77,14 +84,13 @@ class Settings:
     """`key=value` PPO settings over every task's preset (tests: tiny runs)."""
 
 
-def config(settings: Settings, task: str, steps: int, seed: int, backend: str = "numpy") -> PPOConfig:
+def config(settings: Settings, task: str, steps: int, seed: int) -> PPOConfig:
     cfg = apply_overrides(preset(task), settings.overrides)
     iterations = max(1, steps // cfg.batch_size)
     return dataclasses.replace(
         cfg,
         seed=seed,
         total_timesteps=iterations * cfg.batch_size,
-        update_backend=backend,
         eval_every=0,  # (the benchmark evaluates the final policy itself, outside the timed training)
         checkpoint_every=0,
     )
@@ -113,8 +119,10 @@ def one_update(settings: Settings, task: str, name: str, reference: Policy) -> d
         learner.optimizer.load_state_dict(start[1])
         learner.torch_rng.set_state(start[2])
         vars(trainer.hooks).update(start[3])
-        learner.cfg = dataclasses.replace(learner.cfg, update_backend=backend)
-        metrics[backend] = trainer.hooks.update(learner, batch)
+        if backend == "torch":
+            metrics[backend] = torch_update(trainer.hooks, learner, batch)
+        else:
+            metrics[backend] = trainer.hooks.update(learner, batch)
         after[backend] = torch.cat([p.detach().reshape(-1) for p in agent.parameters()]).numpy().copy()
     change = after["torch"] - before
     out = {
@@ -134,11 +142,15 @@ def training_run(
 ) -> dict[str, Any]:
     """A training run of `name` (a method, or plain PPO); its final evaluation's return and its speed (evaluation
     excluded)."""
-    cfg = config(settings, task, settings.steps, seed, backend)
+    cfg = config(settings, task, settings.steps, seed)
     hooks = None if name == "ppo" else method(name, task, reference, settings.r0[task])
     trainer = Trainer(cfg, hooks, tensorboard=False)
+    in_torch = backend == "torch"
+    if in_torch:
+        trainer.learner = TorchLearner(trainer.learner)  # type: ignore[assignment]
     cpu = time.process_time()
-    result = trainer.train(progress=False)
+    with torch_methods() if in_torch else contextlib.nullcontext():
+        result = trainer.train(progress=False)
     cpu = time.process_time() - cpu
     seconds = sum(r["charts/rollout_seconds"] + r["charts/update_seconds"] for r in result.metrics)
     steps = cfg.num_iterations * cfg.batch_size

@@ -110,7 +110,7 @@ def run_all(commands: list[list[str]], workers: int) -> None:
 # ---------------------------------------------------------------------------------------------------- diagnosis
 def diagnose(replicate: str, tasks: list[str]) -> None:
     """Feasibility of the constraint for a fresh policy, and the references' own running distance along the episode."""
-    from npsco.evaluation import run_episodes
+    from npsco.episodes import run_episodes
     from npsco.io import atomic_write_json
     from npsco.novelty.metrics import per_state_distance, running_novelty
     from npsco.novelty.threshold import default_threshold, policy_actions
@@ -253,7 +253,8 @@ class PolicyRow:
 
     @property
     def meets(self) -> bool:
-        """The paper's criteria (`npsco evaluate`'s `meets`): return >= 0.8 x the references' median, nearest >= r0."""
+        """The paper's criteria (`npsco evaluate`'s `meets`): return >= RETURN_RATIO x the references' median,
+        nearest >= r0."""
         from npsco.selection import meets_criteria
 
         return meets_criteria(self.ret, self.ref_median, self.nearest_over_r0, threshold=1.0)
@@ -282,7 +283,7 @@ def late_training(metrics_path: Path) -> tuple[float | None, float | None, float
 
 def measure_chain(replicate: str, task: str, candidate: str) -> list[PolicyRow]:
     """Deterministic episodes (seeds 0..9) of the references and of every finished IPD policy of the chain."""
-    from npsco.evaluation import run_episodes
+    from npsco.episodes import run_episodes
     from npsco.io import read_json
     from npsco.novelty.metrics import policy_distance
     from npsco.novelty.threshold import policy_actions
@@ -345,6 +346,7 @@ def measure_chain(replicate: str, task: str, candidate: str) -> list[PolicyRow]:
 def summarize(out_name: str = "results") -> None:
     from npsco.evaluation.scoring import metric_summary
     from npsco.io import atomic_write_json, atomic_write_text
+    from npsco.selection import RETURN_RATIO
 
     rows: list[PolicyRow] = []
     for replicate in REPLICATES:
@@ -362,7 +364,7 @@ def summarize(out_name: str = "results") -> None:
         "states, over the r0 it trained against (in its metric; `det.` = the deterministic metric against the "
         "deterministic r0); training episodes ended by the constraint over the last 10% of iterations; of the "
         "constraint's ends, the share at the first checked step (t = 21) in the first / last 10% of iterations. "
-        "**meets** = return >= 0.8 x ref median and nearest / r0 >= 1.",
+        f"**meets** = return >= {RETURN_RATIO} x ref median and nearest / r0 >= 1.",
         "",
     ]
     header = (

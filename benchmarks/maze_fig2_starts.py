@@ -28,7 +28,7 @@ X = 14.5
 def chain_goals(run: Path, role: str) -> list[list[str]]:
     """Per trained policy of `role` in the population run `run`: its goal from each start in YS."""
     from npsco.envs.maze import goal_name
-    from npsco.evaluation import run_episodes
+    from npsco.episodes import run_episodes
     from npsco.evaluation.runs import load_run
     from npsco.policy import load_policy
 

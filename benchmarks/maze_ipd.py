@@ -48,6 +48,7 @@ from npsco.logger import read_metrics
 from npsco.methods.settings import MethodConfig
 from npsco.parallel import LogView, Scheduler, make_executor
 from npsco.population import Population, PopulationConfig
+from npsco.population_jobs import PRELOAD
 from npsco.ppo.config import preset
 from npsco.tasks import MAZE_ID
 
@@ -118,7 +119,7 @@ def main() -> None:
         progress=False,
         log=_log,
     )
-    executor = make_executor("local", args.workers) if args.workers > 1 else None
+    executor = make_executor("local", args.workers, preload=PRELOAD) if args.workers > 1 else None
     if executor is not None:
         atexit.register(executor.close)
     members = refs.run(executor)

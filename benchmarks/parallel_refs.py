@@ -27,6 +27,7 @@ from npsco.io import atomic_write_json, atomic_write_text
 from npsco.methods.settings import MethodConfig
 from npsco.parallel import LocalExecutor
 from npsco.population import Population, PopulationConfig
+from npsco.population_jobs import PRELOAD
 from npsco.ppo.config import preset
 from npsco.tasks import MAZE_ID
 
@@ -72,7 +73,7 @@ def run_once(refs: int, steps: int | None, workers: int, root: Path) -> dict:
     config = PopulationConfig(ppo=ppo, method=MethodConfig.of("ppo"), refs=refs, novel=0)
     out = root / f"workers{workers}"
     load_before = os.getloadavg()
-    with LocalExecutor(workers) as executor:
+    with LocalExecutor(workers, PRELOAD) as executor:
         start = time.perf_counter()
         pop = TimedPopulation(out, config, progress=False, log=lambda line: None)
         pop.cpu_seconds = []
@@ -107,7 +108,7 @@ def main() -> None:
     p.add_argument("--out", default=str(RESULTS / "parallel_refs"), help="results path without suffix")
     args = p.parse_args()
 
-    with LocalExecutor(1) as warm:  # start the forkserver (it imports torch once) before anything is timed
+    with LocalExecutor(1, PRELOAD) as warm:  # start the forkserver (it imports torch once) before anything is timed
         warm.submit(os.getpid).result()
     runs = []
     with tempfile.TemporaryDirectory(prefix="npsco-parallel-refs-") as tmp:

@@ -28,8 +28,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.logger import read_metrics

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npsco.evaluation import run_episodes
+from npsco.episodes import run_episodes
 from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json, fresh_dir
 from npsco.ppo.config import preset

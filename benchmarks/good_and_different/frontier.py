@@ -20,11 +20,12 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from npsco.io import atomic_write_text
+from npsco.selection import RETURN_RATIO
 
 TASKS = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")
 MARKERS = "osD^v<>phX*P8"
-RETURN_LINE, DISTANCE_LINE = 0.8, 1.0
-"""The paper's criteria: return >= 0.8 x the references' median, nearest >= r0."""
+RETURN_LINE, DISTANCE_LINE = RETURN_RATIO, 1.0
+"""The paper's criteria: return >= RETURN_RATIO x the references' median, nearest >= r0."""
 
 
 def chain_or_setting(row: dict) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from npsco.evaluation.evaluate import evaluate_run
 from npsco.io import atomic_write_text
-from npsco.population_jobs import FINAL_EVAL_SEED
+from npsco.seeds import FINAL_EVALUATION
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import population_runs  # noqa: E402  (the study's own helper, beside this script)
@@ -29,7 +29,7 @@ def check(run: Path) -> list[tuple[str, float, float]]:
     episodes = {m["final_eval"]["episodes"] for m in done}
     if len(episodes) != 1:
         raise SystemExit(f"{run}: final evaluations of different lengths {sorted(episodes)}")
-    doc = evaluate_run(run, episodes.pop(), FINAL_EVAL_SEED, log=lambda line: None)  # (writes no evaluation/)
+    doc = evaluate_run(run, episodes.pop(), FINAL_EVALUATION, log=lambda line: None)  # (writes no evaluation/)
     again = {p["name"]: p["return_mean"] for p in doc["policies"]}
     return [(m["name"], m["final_eval"]["return_mean"], again[m["name"]]) for m in done]
 

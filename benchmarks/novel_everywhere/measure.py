@@ -30,6 +30,7 @@ from npsco.evaluation import descriptors
 from npsco.evaluation.evaluate import evaluate_runs
 from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text
+from npsco.selection import RETURN_RATIO
 from npsco.tasks import task_name
 
 DESCRIPTORS = ("forward_speed", "step_frequency", "height_mean", "height_std", "pitch_mean", "pitch_std", "duty")
@@ -216,14 +217,14 @@ def state_section(rows: list[dict]) -> list[str]:
         "(this evaluation's, on its 10 episodes per policy) over the run's state threshold (`threshold.json`, the "
         "references' mean pairwise MMD as the population computed it, on 5 episodes per reference: the same kind "
         "of distance, not the same sample), "
-        'and how many policies would meet "return ratio >= 0.8 and state distance >= the state threshold". The '
-        "protocol judges by the action distance; this decides nothing.",
+        f'and how many policies would meet "return ratio >= {RETURN_RATIO} and state distance >= the state threshold". '
+        "The protocol judges by the action distance; this decides nothing.",
         "",
         "| task | setting | n | state distance / state r0 | would meet on states |",
         "|---|---|---|---|---|",
     ]
     for (task, setting), sel in by_task_and_setting(sel_rows):
-        would = sum(r["return_ratio"] >= 0.8 and r["state_ratio"] >= 1.0 for r in sel)
+        would = sum(r["return_ratio"] >= RETURN_RATIO and r["state_ratio"] >= 1.0 for r in sel)
         lines.append(
             f"| {task} | {setting} | {len(sel)} | {fmt(metric_summary([r['state_ratio'] for r in sel]))} "
             f"| {would} of {len(sel)} |"
@@ -236,7 +237,7 @@ def state_section(rows: list[dict]) -> list[str]:
 
 def missed_on(row: dict) -> str:
     """Which criterion a policy missed: `return`, `distance`, `both`, or `` when it meets them."""
-    low_return, low_distance = row["return_ratio"] < 0.8, row["nearest_ratio"] < 1.0
+    low_return, low_distance = row["return_ratio"] < RETURN_RATIO, row["nearest_ratio"] < 1.0
     return {(True, True): "both", (True, False): "return", (False, True): "distance"}.get(
         (low_return, low_distance), ""
     )
@@ -307,8 +308,8 @@ def report(rows: list[dict], title: str, command: str) -> str:
         "",
         "Return ratio: deterministic return (10 episodes, seeds 0-9) / the median of the population's "
         "references' returns in the same evaluation. Nearest / r0: the distance to the nearest policy the "
-        "policy had to avoid / r0_default. Meets: return ratio >= 0.8 and nearest / r0 >= 1. State novelty: "
-        "sliced-Wasserstein distance between visited states to the nearest reference; state distance: MMD to "
+        f"policy had to avoid / r0_default. Meets: return ratio >= {RETURN_RATIO} and nearest / r0 >= 1. State "
+        "novelty: sliced-Wasserstein distance between visited states to the nearest reference; state distance: MMD to "
         "the nearest avoided policy. Missed on: the criterion a policy missed. More different than: how many of "
         "the references are nearer to their own nearest other reference (a yardstick, not a criterion). Mean +- "
         "std over policies, IQM with a 95% percentile-bootstrap CI.",

@@ -7,6 +7,8 @@ Public API: `npsco.load_policy(path) -> npsco.Policy` (docs/checkpoints.md); `np
 import os
 from typing import TYPE_CHECKING, Any
 
+from npsco.version import __version__  # imports nothing: the BLAS settings below still come before numpy
+
 # One BLAS thread, as torch.set_num_threads(1): npsco's matrices are tiny, and BLAS threads competing for a few shared
 # cores slow them down (benchmarks/results/throughput/design_measurements.md). Only effective when npsco is imported
 # before numpy (as the `npsco` command is); set the variables yourself, or use threadpoolctl, when you import numpy
@@ -14,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-__version__ = "0.1.0"
 _API = ("train", "train_population", "make_ppo_config", "make_population_config")
 __all__ = [
     "load_policy",

@@ -22,6 +22,7 @@ from npsco.methods.settings import MethodConfig
 from npsco.parallel import make_executor
 from npsco.population import Population, default_population_dir
 from npsco.population_config import PopulationConfig, reference_count
+from npsco.population_jobs import PRELOAD
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.train import train as train_in_memory
 from npsco.ppo.trainer import TrainResult
@@ -121,5 +122,5 @@ def train_population(
     pop = Population(folder, config, progress=progress, log=print, tracking=track)
     if workers == 1:
         return pop.run()
-    with make_executor("local", workers) as executor:
+    with make_executor("local", workers, preload=PRELOAD) as executor:
         return pop.run(executor)

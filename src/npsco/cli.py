@@ -1,5 +1,6 @@
 """The `npsco` command: the arguments parsed (`npsco.cli_parser`), then one function per command that calls into the
-library. Errors the user can fix print one line and exit 2 (`--debug` for a traceback), a full disk too; Ctrl-C and
+library. Errors the user can fix print one line and exit 2 (`--debug` for a traceback), file-system errors too (a
+full disk, a file past the size limit, a read-only folder: `npsco.io.file_system_message`, naming the file); Ctrl-C and
 SIGTERM exit 130 after saving what was in training.
 
 Each command imports the library modules that load torch, gymnasium, scipy, numba or matplotlib inside its function
@@ -21,11 +22,12 @@ from typing import TYPE_CHECKING
 
 from npsco.cli_parser import build_parser, command_parser
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_json, disk_full_message, is_disk_full, read_json
-from npsco.layout import MANIFEST_FILE
+from npsco.io import atomic_write_json, file_system_message, is_file_system_error, read_json
+from npsco.layout import EVALUATION_FILE, MANIFEST_FILE
 from npsco.limits import MAX_EPISODES, MAX_FRAME_SIDE, MAX_FRAMES, MAX_RENDER_PIXELS, check_at_most
 from npsco.logger import Tracking
 from npsco.manifest import policy_files, population_dirs
+from npsco.selection import RETURN_RATIO
 from npsco.task_ids import trust_task
 from npsco.tasks import MAZE_ID, default_distance_episodes
 
@@ -93,14 +95,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         stats, written = evaluate_and_write(args.targets, args.episodes, args.seed, reuse=not args.force, out=args.out)
         _print_statistics(stats)
-        _print_novel_policies([p for p in written if p.name == "evaluation.json"])
+        _print_novel_policies([p for p in written if p.name == EVALUATION_FILE])
         if args.describe:
-            _print_descriptors([p for p in written if p.name == "evaluation.json"])
+            _print_descriptors([p for p in written if p.name == EVALUATION_FILE])
         print("results: " + ", ".join(str(p) for p in written))
         return 0
     if len(args.targets) > 1:
         raise NpscoError("give one checkpoint, or one or more population run directories")
-    from npsco.evaluation.episodes import evaluate_checkpoint  # lazy: gymnasium
+    from npsco.episodes import evaluate_checkpoint  # lazy: gymnasium
     from npsco.evaluation.runs import trust_configured_task  # lazy: gymnasium (npsco.evaluation loads it)
 
     trust_configured_task(args.targets[0])  # the task its run's config.json names (the checkpoint's own is not enough)
@@ -155,8 +157,8 @@ def _print_novel_policies(documents: list[Path]) -> None:
             f"{stick}"
         )
     print(
-        "meets: return >= 0.8 x the references' median and nearest >= r0 (the paper's criteria); more different "
-        "than: references nearer to their own nearest other reference than the policy is to its nearest"
+        f"meets: return >= {RETURN_RATIO} x the references' median and nearest >= r0 (the paper's criteria); more "
+        "different than: references nearer to their own nearest other reference than the policy is to its nearest"
     )
 
 
@@ -444,9 +446,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"npsco {args.command}: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        if args.debug or not is_disk_full(e):
+        if args.debug or not is_file_system_error(e):
             raise
-        print(f"npsco {args.command}: error: {disk_full_message(e)}", file=sys.stderr)
+        print(f"npsco {args.command}: error: {file_system_message(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         again = ""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from npsco.cli_parser import command_parser
+from npsco.compat import removed_ppo_setting
 from npsco.errors import NpscoError
 from npsco.fields import field_types, parse_value, typed_value
 from npsco.io import read_toml
@@ -145,6 +146,8 @@ def check_settings(config: ConfigFile, method: str | None) -> None:
         pairs = given.items() if isinstance(given, dict) else (text.partition("=")[::2] for text in given)
         for name, value in pairs:
             name = name.strip().replace("-", "_")
+            if key == "set" and (message := removed_ppo_setting(name)):
+                raise NpscoError(f"{config.path}: set: {message}")
             if name not in kinds and key == "set":
                 raise NpscoError(f"{config.path}: set: unknown setting {name!r}; known: {', '.join(sorted(kinds))}")
             if name not in kinds:

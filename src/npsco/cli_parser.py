@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from npsco import __version__
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
 from npsco.ppo.config import PRESETS
+from npsco.selection import RETURN_RATIO
 from npsco.tasks import ENV_BACKENDS, MAZE_ID
+from npsco.version import __version__
 
 
 def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
@@ -277,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="C",
-        help="candidates trained per novel policy: the first that meets the criteria (return >= 0.8 x the "
+        help=f"candidates trained per novel policy: the first that meets the criteria (return >= {RETURN_RATIO} x the "
         "references' median, distance >= r0) is kept, else the closest; the others are recorded as dropped (default 1)",
     )
     pp.add_argument(

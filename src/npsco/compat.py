@@ -5,6 +5,10 @@ here, each with a test of the old form it still reads (tests/unit/test_method_se
   object with every method's settings, each method reading its own by name prefix, and `r0_scale` (always 1); plain
   PPO's held the novelty settings too. Today's object holds only the method's own settings and the shared ones, none
   for plain PPO (`npsco.methods.settings.MethodConfig.to_dict`).
+- PPO settings that were removed (`REMOVED_PPO_SETTINGS`): `update_backend` until 2026-11-28 (`numpy`, the default,
+  or `torch`, autograd). Every update runs in numpy now; a recorded `update_backend: "numpy"` is what runs today and
+  is read as absent (`current_ppo_settings`), `torch` stays a difference; giving the setting is refused with a hint
+  (`removed_ppo_setting`; tested on a committed run: tests/integration/test_removed_settings.py).
 - Defaults that changed (`OLD_DEFAULTS`): a population run made with an earlier default cannot resume under today's;
   the refusal says which flag gives the old value back (`old_default_hints`).
 """
@@ -38,6 +42,33 @@ def current_method_settings(data: Any) -> Any:
     if method == "ppo":
         foreign |= set(LEGACY_SHARED)
     return {k: v for k, v in data.items() if k not in foreign and k not in LEGACY_ONLY}
+
+
+REMOVED_PPO_SETTINGS: dict[str, tuple[Any, str]] = {
+    "update_backend": (
+        "numpy",
+        "every update runs in numpy since 2026-11-28 (what update_backend=numpy chose; the torch update was removed)",
+    ),
+}
+"""PPO settings of earlier runs that are not settings now: name -> (the value that means what runs today, why)."""
+
+
+def current_ppo_settings(data: Any) -> Any:
+    """A run's recorded PPO settings (its config.json's `ppo`) as today's npsco records them: without the removed
+    settings (`REMOVED_PPO_SETTINGS`) that hold the value that means what runs today; a removed setting with any other
+    value is kept (a difference from today's configuration), as is anything that is not an object."""
+    if not isinstance(data, dict):
+        return data
+    return {k: v for k, v in data.items() if k not in REMOVED_PPO_SETTINGS or v != REMOVED_PPO_SETTINGS[k][0]}
+
+
+def removed_ppo_setting(name: str) -> str | None:
+    """The one-line message for a PPO setting given by `name` (`--set`, a config file) that an earlier npsco had and
+    this one has not, or None when `name` is no such setting."""
+    key = name.strip().replace("-", "_")
+    if key not in REMOVED_PPO_SETTINGS:
+        return None
+    return f"{key} is not a setting now: {REMOVED_PPO_SETTINGS[key][1]}; leave it out"
 
 
 OLD_DEFAULTS: tuple[tuple[str, Any, str, str], ...] = (

@@ -20,6 +20,7 @@ from npsco.limits import (
     MAX_CHAINS,
     MAX_EPISODES,
     MAX_POLICIES,
+    MAX_RUN_POLICIES,
     MAX_TIMESTEPS,
     check_ppo_sizes,
 )
@@ -336,6 +337,12 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
         unread = sorted(general_keys - read_by_some)
         if unread:
             raise fail(f"[method] {unread[0]}: a setting of none of the grid's methods ({', '.join(grid.methods)})")
+        total = sum(spec.config.trainings for spec in specs)
+        if total > MAX_RUN_POLICIES:  # checked as the grid grows: a huge grid is refused before it is all planned
+            raise fail(
+                f"the grid trains at least {total:,} policies, past npsco's limit of {MAX_RUN_POLICIES:,} "
+                "(docs/reliability.md)"
+            )
     return specs
 
 

@@ -14,6 +14,7 @@ import errno
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -24,8 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.layout import CONFIG_FILE, POLICY_FILE
-from npsco.limits import MAX_JSON_BYTES, MAX_NESTING, MAX_TOML_BYTES
+from npsco.layout import CONFIG_FILE, EVALUATION_FILE, MANIFEST_FILE, POLICY_FILE, SWEEP_FILE, THRESHOLD_FILE
+from npsco.limits import (
+    MAX_CONFIG_BYTES,
+    MAX_EVALUATION_BYTES,
+    MAX_JSON_BYTES,
+    MAX_MANIFEST_BYTES,
+    MAX_NESTING,
+    MAX_SWEEP_BYTES,
+    MAX_THRESHOLD_BYTES,
+    MAX_TOML_BYTES,
+)
 
 LOCK_FILE = ".npsco.lock"
 """The lock file of a folder npsco writes (`npsco.locks`); it stays when the folder is emptied."""
@@ -50,10 +60,14 @@ def _fsync_dir(directory: Path) -> None:
 
 # --------------------------------------------------------------------------------------------------------- writing
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write `data` to `path` atomically (temp file in the same folder, fsync, rename)."""
+    """Write `data` to `path` atomically (temp file in the same folder, fsync, rename). An OSError names `path`
+    (`named`), whichever step failed: a write to an open file says no name of its own."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise named(e, path) from e
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would make reports and tables private to their writer
@@ -61,8 +75,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         remove_inside(path.parent, tmp)
+        if isinstance(e, OSError):
+            raise named(e, path) from e
         raise
     _fsync_dir(path.parent)
 
@@ -77,18 +93,39 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n")
 
 
-def is_disk_full(e: BaseException) -> bool:
-    """Whether `e` says that the disk (or the user's quota) is full."""
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+def named(e: OSError, path: str | os.PathLike) -> OSError:
+    """`e` (same errno, same type) naming `path`: the file npsco was writing, not a temporary file or no file."""
+    return OSError(e.errno, e.strerror or str(e), str(path))
 
 
-def disk_full_message(e: OSError) -> str:
-    """One line for a full disk: what happened, what was kept, what to do."""
-    where = f" while writing {e.filename}" if e.filename else ""
-    return (
-        f"the disk is full{where}: every file npsco wrote before is whole (files are replaced atomically) and "
-        "finished policies are kept; free some space and run the same command again to resume"
-    )
+KEPT = "every file npsco wrote before is whole (files are replaced atomically) and finished policies are kept"
+"""What a file-system error leaves: said by each message of `file_system_message`."""
+FILE_SYSTEM_ERRORS = {
+    errno.ENOSPC: ("the disk is full", "free some space and run the same command again to resume"),
+    errno.EDQUOT: ("the disk is full", "free some space and run the same command again to resume"),
+    errno.EFBIG: (
+        "the file is too large for this system (past the file size limit: `ulimit -f`, or the file system's)",
+        "raise the limit and run the same command again to resume",
+    ),
+    errno.EROFS: ("the file system is read-only", "write elsewhere (--out), or make it writable and run it again"),
+    errno.EACCES: ("permission denied", "write elsewhere (--out), or make it writable and run it again"),
+    errno.EPERM: ("permission denied", "write elsewhere (--out), or make it writable and run it again"),
+}
+"""The errors of a file system that a user can fix, with what happened and what to do."""
+
+
+def is_file_system_error(e: BaseException) -> bool:
+    """Whether `e` is an error of the file system that the user can fix (`FILE_SYSTEM_ERRORS`): a full disk or quota,
+    a file past the size limit, a read-only file system, no permission."""
+    return isinstance(e, OSError) and e.errno in FILE_SYSTEM_ERRORS
+
+
+def file_system_message(e: OSError) -> str:
+    """One line for a file-system error (`is_file_system_error`): the cause, the file, what was kept, what to do.
+    The disk full: `the disk is full while writing RUN/manifest.json: every file npsco wrote before is whole ...`."""
+    cause, todo = FILE_SYSTEM_ERRORS.get(e.errno or 0, (e.strerror or str(e), "run the same command again to resume"))
+    where = f" while writing {e.filename}" if e.filename else " (the file was not named)"
+    return f"{cause}{where}: {KEPT}; {todo}"
 
 
 # --------------------------------------------------------------------------------------------------------- reading
@@ -138,8 +175,19 @@ def file_sha256(path: str | os.PathLike) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+class NotFiniteNumber(ValueError):
+    """A JSON number too large for a float (`1e400`: it would be read as infinity) or a whole number past 64 bits."""
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotFiniteNumber(f"the number {text[:40]} is too large (it would be read as infinity)")
+    return value
 
 
 def check_nesting(obj: Any, where: str, limit: int = MAX_NESTING) -> None:
@@ -155,22 +203,50 @@ def check_nesting(obj: Any, where: str, limit: int = MAX_NESTING) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+def _int64(text: str) -> int:
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise NotFiniteNumber(f"the number {text[:40]} is too large (past 64 bits)")
+    return value
+
+
+def loads_finite(raw: bytes | str) -> Any:
+    """`json.loads`, refusing NaN and infinity (ValueError), numbers too large for a float and whole numbers past
+    64 bits (`NotFiniteNumber`: npsco writes none, and numpy cannot hold them)."""
+    return json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_int64)
+
+
 def parse_json(raw: bytes | str, where: str) -> Any:
     """A JSON document, refused in one line (naming `where`) when it is not valid JSON, holds NaN or infinity (npsco
-    never writes them), or is nested deeper than `MAX_NESTING` levels."""
+    never writes them), a number too large for a float (`1e400`, read as infinity otherwise) or a whole number past 64
+    bits, or is nested deeper than `MAX_NESTING` levels."""
     try:
-        obj = json.loads(raw, parse_constant=_no_constant)
+        obj = loads_finite(raw)
     except RecursionError:
         raise NpscoError(f"{where}: nested deeper than {MAX_NESTING} levels; refused") from None
+    except NotFiniteNumber as e:
+        raise NpscoError(f"{where}: {e}; refused") from None
     except (ValueError, UnicodeDecodeError) as e:  # json.JSONDecodeError is a ValueError
         raise NpscoError(f"{where}: not valid JSON ({e})") from None
     check_nesting(obj, where)
     return obj
 
 
-def read_json(path: str | os.PathLike, limit: int = MAX_JSON_BYTES) -> Any:
-    """Read a JSON file (`read_bytes`, `parse_json`), turning a missing, special, oversized, malformed or too deeply
-    nested file into an NpscoError that names it."""
+JSON_LIMITS = {
+    CONFIG_FILE: MAX_CONFIG_BYTES,
+    MANIFEST_FILE: MAX_MANIFEST_BYTES,
+    THRESHOLD_FILE: MAX_THRESHOLD_BYTES,
+    EVALUATION_FILE: MAX_EVALUATION_BYTES,
+    SWEEP_FILE: MAX_SWEEP_BYTES,
+}
+"""The size limit of each kind of JSON file npsco reads, by its name (others: `MAX_JSON_BYTES`)."""
+
+
+def read_json(path: str | os.PathLike, limit: int | None = None) -> Any:
+    """Read a JSON file (`read_bytes`, `parse_json`) of at most `limit` bytes (by default its kind's: `JSON_LIMITS`),
+    turning a missing, special, oversized, malformed or too deeply nested file into an NpscoError that names it."""
+    if limit is None:
+        limit = JSON_LIMITS.get(Path(path).name, MAX_JSON_BYTES)
     return parse_json(read_bytes(path, limit), str(path))
 
 

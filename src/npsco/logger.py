@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_text
-from npsco.layout import METRICS_FILE
+from npsco.filecheck import METRICS_ROW, check, problem
+from npsco.io import NotFiniteNumber, atomic_write_text, loads_finite, named, read_bytes
+from npsco.layout import METRICS_FILE, TENSORBOARD_FOLDER
+from npsco.limits import MAX_METRICS_BYTES
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,9 @@ class MetricsLogger:
         appends after them; None starts a new file. `tracking`: also log to W&B, with the run's `config`."""
         self.rows: list[dict[str, Any]] = []
         self._file = None
+        self._path: Path | None = None
         self._tb = None
+        self._tb_file: Path | None = None
         self._wandb = None
         if run_dir is not None:
             run_dir = Path(run_dir)
@@ -88,10 +95,17 @@ class MetricsLogger:
                 atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in self.rows))
             mode = "w" if keep_rows is None else "a"
             self._file = open(path, mode, encoding="utf-8")  # noqa: SIM115  (closed by close())
+            self._path = path
             if tensorboard:
                 from torch.utils.tensorboard import SummaryWriter  # lazy: tensorboard is slow to import
 
-                self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+                _QuietTensorBoardThread.install()
+                self._tb_file = run_dir / TENSORBOARD_FOLDER
+                with _naming(self._tb_file):
+                    self._tb = SummaryWriter(str(self._tb_file))
+                # the event file, for messages (TensorBoard keeps its name in a private field: else the folder)
+                event_file = getattr(getattr(self._tb.file_writer, "event_writer", None), "_file_name", None)
+                self._tb_file = Path(event_file) if isinstance(event_file, str) else self._tb_file
         if tracking is not None:
             self._wandb = start_wandb(tracking, None if run_dir is None else Path(run_dir), config or {})
 
@@ -100,25 +114,61 @@ class MetricsLogger:
         row.update({k: _clean(v) for k, v in metrics.items()})
         self.rows.append(row)
         if self._file is not None:
-            self._file.write(json.dumps(row) + "\n")
-            self._file.flush()
+            with _naming(self._path):
+                self._file.write(json.dumps(row) + "\n")
+                self._file.flush()
         if self._tb is not None:
-            for k, v in row.items():
-                if k != "global_step" and v is not None:
-                    self._tb.add_scalar(k, v, step)
+            with _naming(self._tb_file):
+                for k, v in row.items():
+                    if k != "global_step" and v is not None:
+                        self._tb.add_scalar(k, v, step)
         if self._wandb is not None:
             self._wandb.log({k: v for k, v in row.items() if k != "global_step" and v is not None}, step=int(step))
 
     def close(self) -> None:
+        """Close the files; an error that TensorBoard's writer thread met (a full disk, a file too large) is raised
+        here if no `log` raised it yet: a run whose metrics were not all written does not end as complete."""
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            with _naming(self._path):
+                file.close()
         if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+            tb, self._tb = self._tb, None
+            with _naming(self._tb_file):
+                tb.close()
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None
+
+
+@contextlib.contextmanager
+def _naming(path: Path | None) -> Iterator[None]:
+    """An OSError inside names `path` (a write to an open file, or TensorBoard's thread, names none)."""
+    try:
+        yield
+    except OSError as e:
+        if path is None or e.filename is not None:
+            raise
+        raise named(e, path) from e
+
+
+class _QuietTensorBoardThread:
+    """`threading.excepthook`: an OSError of TensorBoard's writer thread prints no traceback (TensorBoard raises it
+    again in the thread that logs or closes, where `MetricsLogger` names the file); anything else goes to the hook
+    that was there before."""
+
+    def __init__(self, previous: Callable[[threading.ExceptHookArgs], Any]):
+        self.previous = previous
+
+    def __call__(self, args: threading.ExceptHookArgs) -> None:
+        if isinstance(args.exc_value, OSError) and type(args.thread).__name__ == "_AsyncWriterThread":
+            return
+        self.previous(args)
+
+    @classmethod
+    def install(cls) -> None:
+        if not isinstance(threading.excepthook, cls):
+            threading.excepthook = cls(threading.excepthook)
 
 
 def _clean(v: Any) -> float | None:
@@ -127,25 +177,30 @@ def _clean(v: Any) -> float | None:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a `metrics.jsonl` file. Only a torn last line (no newline: a crash in the middle of writing it) is
-    skipped; any other line that is not a JSON object raises an NpscoError naming the file and line."""
-    text = Path(path).read_text(encoding="utf-8")
+    """Rows of a `metrics.jsonl` file (a regular file of at most `MAX_METRICS_BYTES`). Only a torn last line (no
+    newline: a crash in the middle of writing it) is skipped; any other line that is not a JSON object, or whose
+    fields npsco reads are not of their type and range (`npsco.filecheck.METRICS_ROW`), raises an NpscoError naming
+    the file and line."""
+    text = read_bytes(path, MAX_METRICS_BYTES).decode("utf-8", errors="replace")
     lines = text.split("\n")
     torn = lines.pop()  # "" when the file ends with a newline; else the last line, cut short or not
     rows = []
     for number, line in enumerate(lines, 1):
+        where = f"{path}, line {number}"
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+            row = loads_finite(line)
+        except NotFiniteNumber as e:
+            raise NpscoError(f"{where}: {e}; refused") from None
+        except (ValueError, RecursionError):
             row = None
         if not isinstance(row, dict):
-            raise NpscoError(f"{path}, line {number}: not a JSON object (the file is damaged)")
-        rows.append(row)
+            raise NpscoError(f"{where}: not a JSON object (the file is damaged)")
+        rows.append(check(row, METRICS_ROW, where))
     if torn:
         try:
-            row = json.loads(torn)
-        except json.JSONDecodeError:
+            row = loads_finite(torn)
+        except (ValueError, RecursionError):
             row = None
-        if isinstance(row, dict):
+        if isinstance(row, dict) and problem(row, METRICS_ROW, "") is None:
             rows.append(row)
     return rows

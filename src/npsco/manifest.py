@@ -7,7 +7,8 @@ The manifest's format is unchanged by these types: a member is stored as its fie
 
 A member's run directory comes from its place in the layout (`layout_path`: `refs/ref{i}`, `novel/{chain}/k{k}`),
 never from the file alone: a manifest whose recorded paths differ is refused (`check_layout`). The one exception is a
-borrowed reference, trained in another run and only read from there (its SHA-256 checked at every load).
+borrowed reference, trained in another run and only read from there (its SHA-256 checked at every load), where the
+run's config.json says it borrows from (`borrowed_sources`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,24 @@ from pathlib import Path
 from typing import Any
 
 from npsco.errors import NpscoError
-from npsco.filecheck import MANIFEST, SWEEP, read_checked
+from npsco.filecheck import MANIFEST, POPULATION_CONFIG, SWEEP, read_checked
 from npsco.io import file_sha256
-from npsco.layout import MANIFEST_FILE, POLICY_FILE, SWEEP_FILE
+from npsco.layout import (
+    CONFIG_FILE,
+    MANIFEST_FILE,
+    POLICY_FILE,
+    REFS_FOLDER,
+    SWEEP_FILE,
+    candidate_path,
+    novel_path,
+    reference_path,
+)
+from npsco.paths import borrowed_folder, check_tree, readings, recorded_run, resolved
+from npsco.seeds import candidate_seed
 
 MANIFEST_FORMAT = "npsco-population"
+DAMAGED = "the manifest was edited or damaged: restore it, or train the population again in another --out"
+"""The end of every refusal of a manifest's member."""
 CHAIN_SCALE_MARK = "-r0x"
 """Between a chain's method and its threshold multiple in its name: `ipd-r0x0.5`."""
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
@@ -72,10 +86,6 @@ class Chain:
         return self.name
 
 
-CANDIDATE_SEED_STRIDE = 100_000
-"""Candidate c of a slot trains with the slot's seed + c x CANDIDATE_SEED_STRIDE (seeds no other slot uses)."""
-
-
 @dataclass
 class Candidate:
     """One candidate trained for a slot of a chain (`--candidates C`), as the manifest records it."""
@@ -102,8 +112,7 @@ class Candidate:
     @classmethod
     def of_slot(cls, member: Member, index: int) -> Candidate:
         """Candidate `index` of the slot `member` (before training)."""
-        path = member.path if index == 0 else f"{member.path}-c{index}"
-        return cls(index=index, seed=member.seed + CANDIDATE_SEED_STRIDE * index, path=path)
+        return cls(index=index, seed=candidate_seed(member.seed, index), path=candidate_path(member.path, index))
 
 
 @dataclass
@@ -117,7 +126,8 @@ class Member:
     method: str
     seed: int
     path: str
-    """Its run directory, relative to the population directory (absolute for borrowed references)."""
+    """Its run directory, relative to the population directory; a borrowed reference's is absolute, or relative to
+    the population directory when its run lies beside this one (`npsco.paths.recorded`: a sweep's runs)."""
     chain: Chain | None = None
     """The novel policy's chain (None for references)."""
     index: int | None = None
@@ -141,12 +151,13 @@ class Member:
 
     @property
     def checkpoint(self) -> str:
-        """Its policy file, relative to the population directory (absolute for borrowed references)."""
+        """Its policy file, relative to the population directory (or absolute: a borrowed reference's, see `path`)."""
         return str(Path(self.path) / POLICY_FILE)
 
     def checkpoint_in(self, run: str | Path) -> Path:
-        """Its policy file in the population directory `run`."""
-        return Path(run) / self.path / POLICY_FILE
+        """Its policy file in the population directory `run`, resolved (`../ppo/refs/ref0` is found before `run`
+        exists: `npsco.paths.resolved`)."""
+        return resolved(self.path, run) / POLICY_FILE
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest record (JSON-ready; the chain by name)."""
@@ -167,30 +178,62 @@ class Member:
         return cls(**kwargs)
 
 
-def load_manifest(run: str | Path) -> dict[str, Any]:
+MAX_BORROWING = 16
+"""How many runs deep references may be borrowed (a run borrowing from a run that borrowed them ...): a cycle of
+hand-edited config.json files ends here."""
+
+
+def load_manifest(run: str | Path, depth: int = 0) -> dict[str, Any]:
     """The manifest of a population run directory, every field type-checked (`npsco.filecheck.MANIFEST`) and its
-    members where the layout puts them (`check_layout`); a one-line error if `run` is not one."""
+    members where the layout puts them (`check_layout`), a borrowed reference where the run's config.json borrows it
+    from (`borrowed_sources`); a one-line error if `run` is not one. The folder is checked first (`npsco.paths`): no
+    symbolic link below it."""
     path = Path(run)
     if not path.is_dir():
         raise NpscoError(f"{run}: no such run directory")
+    check_tree(path)
     if not (path / MANIFEST_FILE).exists():
         raise NpscoError(f"{run}: not a population run directory (no manifest.json)")
     manifest = read_checked(path / MANIFEST_FILE, MANIFEST)
     if manifest.get("format") != MANIFEST_FORMAT:
         raise NpscoError(f"{run}/manifest.json: not an npsco population manifest")
-    check_layout(read_members(manifest), path / MANIFEST_FILE)
+    members = read_members(manifest)
+    check_layout(members, path / MANIFEST_FILE)
+    if any(is_borrowed(m) for m in members):
+        sources = borrowed_sources(path, depth)
+        for m in members:
+            if is_borrowed(m):
+                try:
+                    borrowed_folder(path, m.path, sources)
+                except NpscoError as e:
+                    raise NpscoError(f"{path / MANIFEST_FILE}: member {m.name!r}: {e}; {DAMAGED}") from None
     return manifest
+
+
+def borrowed_sources(run: Path, depth: int = 0) -> list[Path]:
+    """The folders (resolved) from which the population run `run` borrows its references, as its config.json says:
+    those of the references of its `refs_from` run (read with `load_manifest`, so checked the same way), or its
+    `ref_checkpoints` (a folder, or the folder of a file); [] when it borrows none (`npsco.paths.readings`)."""
+    config = read_checked(run / CONFIG_FILE, POPULATION_CONFIG) if (run / CONFIG_FILE).exists() else {}
+    if config.get("refs_from"):
+        other = recorded_run(config["refs_from"], run)
+        if depth >= MAX_BORROWING:
+            raise NpscoError(f"{run}: its references are borrowed through more than {MAX_BORROWING} runs; refused")
+        data = load_manifest(other, depth + 1)
+        return [resolved(m.path, other) for m in read_members(data) if m.role == "reference"]
+    folders = [p for given in config.get("ref_checkpoints") or [] for p in readings(given, run)]
+    return [p.parent if p.suffix == ".safetensors" else p for p in folders]
 
 
 def population_dirs(path: str | Path) -> list[Path]:
     """The population run directories under `path`: those of a sweep directory (`sweep.json`, in grid order, the
     ones that exist), or `path` itself when it is a population run directory. For `npsco report SWEEP_DIR`."""
-    path = Path(path)
+    path = check_tree(path)
     if (path / SWEEP_FILE).exists():
         rows = read_checked(path / SWEEP_FILE, SWEEP).get("populations", [])
         for r in rows:
             if Path(r["path"]).is_absolute() or ".." in Path(r["path"]).parts:
-                raise NpscoError(f"{path / 'sweep.json'}: population path {r['path']!r} is not inside the sweep folder")
+                raise NpscoError(f"{path / SWEEP_FILE}: population path {r['path']!r} is not inside the sweep folder")
         return [path / r["path"] for r in rows if (path / r["path"] / MANIFEST_FILE).exists()]
     if (path / MANIFEST_FILE).exists():
         return [path]
@@ -208,11 +251,11 @@ def layout_path(member: Member, candidate: int = 0) -> str:
     for its candidate c > 0 (`Candidate.of_slot`). An NpscoError for a member that has no place in the layout (a
     name, chain or index no npsco writes)."""
     if candidate:
-        return f"{layout_path(member)}-c{candidate}"
+        return candidate_path(layout_path(member), candidate)
     if member.role == "reference":
         if not re.fullmatch(r"ref(0|[1-9][0-9]*)", member.name):
             raise NpscoError(f"reference {member.name!r}: a reference is named ref0, ref1, ...")
-        return f"refs/{member.name}"
+        return reference_path(int(member.name[len("ref") :]))
     chain, k = member.chain, member.index
     if k is None:  # a manifest without indices: k as its name says
         named = re.fullmatch(r".+/k(0|[1-9][0-9]*)", member.name)
@@ -221,13 +264,13 @@ def layout_path(member: Member, candidate: int = 0) -> str:
         raise NpscoError(f"novel policy {member.name!r}: its chain and index (k) must name a folder novel/CHAIN/kK")
     if member.name != f"{chain.name}/k{k}":
         raise NpscoError(f"novel policy {member.name!r}: chain {chain.name} and index {k} make it {chain.name}/k{k}")
-    return f"novel/{chain.name}/k{k}"
+    return novel_path(chain.name, k)
 
 
 def is_borrowed(member: Member) -> bool:
     """Whether `member` is a reference trained in another run (`--refs-from`, `--ref-checkpoints`, a sweep's method
     run): recorded with that run's path, done, and only ever read."""
-    return member.role == "reference" and (member.sha256 is not None or member.path != f"refs/{member.name}")
+    return member.role == "reference" and (member.sha256 is not None or member.path != f"{REFS_FOLDER}/{member.name}")
 
 
 def check_layout(members: list[Member], manifest: str | Path) -> None:
@@ -257,10 +300,7 @@ def check_layout(members: list[Member], manifest: str | Path) -> None:
                 if c.index < 0 or c.path != layout_path(m, c.index):
                     raise NpscoError(f"its candidate {c.index} is not where this run keeps it ({c.path!r})")
         except NpscoError as e:
-            raise NpscoError(
-                f"{manifest}: member {m.name!r}: {e}; the manifest was edited or damaged: restore it, or train the "
-                "population again in another --out"
-            ) from None
+            raise NpscoError(f"{manifest}: member {m.name!r}: {e}; {DAMAGED}") from None
 
 
 def trained_references(run: str | Path) -> list[tuple[str, Path]]:

@@ -7,10 +7,11 @@ executors:
 - `InlineExecutor`: runs each job in this process as it is submitted, one at a time: a population trained one policy
   after another takes the same path as a parallel one.
 - `LocalExecutor` (default for sweeps): a `concurrent.futures.ProcessPoolExecutor` on this machine, `forkserver`
-  context (the server imports torch and npsco once; each job then runs in a freshly forked process, one job per
-  process), with `torch.set_num_threads(1)` in every worker. A worker that dies (killed, out of memory) breaks the
-  pool: the pool is rebuilt and the jobs it held are submitted again. Workers die with the process that scheduled
-  them, however it ends (SIGKILL included: `_die_with`), and are killed when it stops on an error or an interrupt.
+  context (the server imports the modules its caller names, `preload`, once; each job then runs in a freshly forked
+  process, one job per process), with `torch.set_num_threads(1)` in every worker. A worker that dies (killed, out of
+  memory) breaks the pool: the pool is rebuilt and the jobs it held are submitted again. Workers die with the process
+  that scheduled them, however it ends (SIGKILL included: `_die_with`), and are killed when it stops on an error or
+  an interrupt.
 - `RayExecutor`: Ray tasks (`num_cpus=1`, one task per worker process, Ray's own `max_retries` for dead workers), on
   an existing cluster (`address`) or a local Ray instance started with `num_cpus=workers`.
 
@@ -31,7 +32,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -39,27 +40,10 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from npsco.errors import NpscoError
-from npsco.io import disk_full_message, is_disk_full
-from npsco.methods.registry import METHODS
+from npsco.io import file_system_message, is_file_system_error
 
 MAX_RETRIES = 2
 """A job whose worker process dies is submitted again at most this many times."""
-
-PRELOAD = [
-    "torch",
-    "torch._dynamo",
-    "torch.utils.tensorboard",
-    "numpy",
-    "gymnasium",
-    "npsco.population",
-    "npsco.ppo.trainer",
-    *METHODS.modules(),
-    "npsco.evaluation",
-    "npsco.novelty.threshold",
-]
-"""Modules the forkserver imports once, so that a fresh worker does not import them again (torch, `torch._dynamo`,
-imported by the first Adam, and numba, by the novelty methods, are slow to import); the method modules are the
-registry's."""
 
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Set in every worker before numpy and torch load: one policy per core, as BLAS threads competing for shared cores
@@ -260,14 +244,16 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, preload: Sequence[str] = ()):
+        """`preload`: the modules the forkserver imports once, so that a fresh worker does not import them again (the
+        jobs' modules: `npsco.population_jobs.PRELOAD`)."""
         self.workers = max(1, workers or os.cpu_count() or 1)
         methods = multiprocessing.get_all_start_methods()
         self._context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if self._context.get_start_method() == "forkserver":
             from multiprocessing import forkserver  # POSIX only: not importable where there is no forkserver
 
-            self._context.set_forkserver_preload(PRELOAD)
+            self._context.set_forkserver_preload(list(preload))
             with _environment(SINGLE_THREAD_ENV):  # the server loads numpy and torch, once, single-threaded
                 forkserver.ensure_running()
         self._generation = 0
@@ -393,31 +379,34 @@ class RayExecutor(Executor):
             self._ray.shutdown()
 
 
-def make_executor(backend: str = "local", workers: int | None = None, address: str | None = None) -> Executor:
-    """The executor for `--backend` (`local` or `ray`)."""
+def make_executor(
+    backend: str = "local", workers: int | None = None, address: str | None = None, preload: Sequence[str] = ()
+) -> Executor:
+    """The executor for `--backend` (`local` or `ray`); `preload`: the modules a local pool's workers import once."""
     if workers is not None and workers < 1:
         raise NpscoError(f"--workers must be >= 1, got {workers}")
     if backend == "local":
         if address:
             raise NpscoError("--address is for --backend ray")
-        return LocalExecutor(workers)
+        return LocalExecutor(workers, preload)
     if backend == "ray":
         return RayExecutor(workers, address)
     raise NpscoError(f"unknown backend {backend!r}; choose local or ray")
 
 
 def error_message(exc: BaseException) -> str:
-    """One line of what went wrong in a job (unwrapping Ray's task error): an NpscoError's message; a full disk said
-    so (`npsco.io.disk_full_message`); a worker that Ray could not keep alive; else the exception's type and first
+    """One line of what went wrong in a job (unwrapping Ray's task error): an NpscoError's message; a file-system
+    error the user can fix (a full disk, a file past the size limit, a read-only folder) naming the file
+    (`npsco.io.file_system_message`); a worker that Ray could not keep alive; else the exception's type and first
     line."""
     cause = getattr(exc, "cause", None) or exc
     text = str(cause).strip().splitlines()
     first = text[0] if text else ""
     if isinstance(cause, NpscoError):
         return first
-    if is_disk_full(cause):
+    if is_file_system_error(cause):
         assert isinstance(cause, OSError)
-        return disk_full_message(cause)
+        return file_system_message(cause)
     if type(cause).__name__ in RAY_WORKER_DEATHS:
         return (
             f"its worker process died ({type(cause).__name__}, after Ray's {MAX_RETRIES} retries); finished policies "

@@ -21,9 +21,9 @@ from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
 from npsco.errors import NpscoError
-from npsco.io import atomic_write_bytes, check_nesting, read_bytes
-from npsco.layout import MANIFEST_FILE, POLICY_FILE
-from npsco.limits import MAX_CHECKPOINT_BYTES, MAX_EPISODE_STEPS, check_at_most
+from npsco.io import NotFiniteNumber, atomic_write_bytes, check_nesting, loads_finite, read_bytes
+from npsco.layout import MANIFEST_FILE, NOVEL_FOLDER, POLICY_FILE, reference_path
+from npsco.limits import MAX_CHECKPOINT_BYTES, MAX_CHECKPOINT_HEADER_BYTES, MAX_EPISODE_STEPS, check_at_most
 from npsco.task_ids import CheckpointTaskId
 
 FORMAT = "npsco-policy"
@@ -203,8 +203,8 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     if p.is_dir():
         if (p / MANIFEST_FILE).exists():
             raise NpscoError(
-                f"{path} is a population run, not one policy: give one of its policies ({path}/refs/ref0, "
-                f"{path}/novel/...; its manifest lists them)"
+                f"{path} is a population run, not one policy: give one of its policies ({path}/{reference_path(0)}, "
+                f"{path}/{NOVEL_FOLDER}/...; its manifest lists them)"
             )
         if not (p / POLICY_FILE).exists():
             raise NpscoError(f"{path} is a folder without {POLICY_FILE}: no finished policy there (yet)")
@@ -224,17 +224,24 @@ def load_policy(path: str | os.PathLike) -> Policy:
     """
     p = resolve_checkpoint(path)
     raw = read_bytes(p, MAX_CHECKPOINT_BYTES)
+    header_len = int.from_bytes(raw[:8], "little")
+    if MAX_CHECKPOINT_HEADER_BYTES < header_len <= len(raw) - 8:  # (one longer than the file is not a checkpoint)
+        raise NpscoError(
+            f"{p}: its header (metadata) is {header_len:,} bytes, past npsco's limit of "
+            f"{MAX_CHECKPOINT_HEADER_BYTES:,} for a checkpoint's; refused"
+        )
     try:
         tensors = load_safetensors(raw)
-        header_len = int.from_bytes(raw[:8], "little")
         header = json.loads(raw[8 : 8 + header_len])
     except Exception as e:  # noqa: BLE001  (any parse failure of an untrusted file is a refusal, never a crash)
         raise NpscoError(f"{p}: not a valid safetensors checkpoint ({type(e).__name__}: {str(e)[:120]})") from None
     text = header.get("__metadata__", {}).get("npsco") if isinstance(header, dict) else None
     try:
-        meta = json.loads(text) if isinstance(text, str) else None
+        meta = loads_finite(text) if isinstance(text, str) else None
     except RecursionError:
         raise NpscoError(f"{p}: checkpoint metadata nested too deeply; refused") from None
+    except NotFiniteNumber as e:
+        raise NpscoError(f"{p}: checkpoint metadata: {e}; refused") from None
     except ValueError:  # not JSON: no npsco metadata
         meta = None
     check_nesting(meta, f"{p}: checkpoint metadata")
@@ -264,9 +271,14 @@ def load_policy(path: str | os.PathLike) -> Policy:
 
 def _policy_from_tensors(p: Path, tensors: dict[str, np.ndarray], meta: dict[str, Any]) -> Policy:
     try:
-        hidden = [int(h) for h in meta["architecture"]["actor_hidden"]]
+        layers = meta["architecture"]["actor_hidden"]
+        if len(layers) > len(tensors):  # each layer has its tensors: refused before anything is built from the list
+            raise ValueError(f"{len(layers):,} hidden layers, but the file holds {len(tensors)} tensors")
+        hidden = [int(h) for h in layers]
         obs_dim = int(np.prod(meta["observation_space"]["shape"]))
         act_dim = int(np.prod(meta["action_space"]["shape"]))
+        if min([obs_dim, act_dim, *hidden]) < 1:
+            raise ValueError("a layer of fewer than one unit")
         norm = meta["obs_norm"]
         obs_clip, norm_obs = float(norm["clip"]), bool(norm["enabled"])
         arch = meta["architecture"]

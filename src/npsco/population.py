@@ -32,23 +32,23 @@ from typing import Any
 import numpy as np
 
 from npsco.compat import old_default_hints
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.filecheck import POPULATION_CONFIG, read_checked
 from npsco.io import atomic_write_json, check_folder_path, file_sha256, remove_stale_temps, run_entries
-from npsco.layout import CONFIG_FILE, MANIFEST_FILE, METRICS_FILE, POLICY_FILE
+from npsco.layout import CONFIG_FILE, MANIFEST_FILE, METRICS_FILE, POLICY_FILE, novel_path, reference_path
 from npsco.limits import (
     MAX_CHAINS,
     MAX_EPISODES,
-    MAX_JSON_BYTES,
+    MAX_METRICS_BYTES,
     MAX_POLICIES,
+    MAX_RUN_POLICIES,
     check_at_most,
     check_ppo_sizes,
 )
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, read_metrics, require_wandb
 from npsco.manifest import (
-    CANDIDATE_SEED_STRIDE,
     MANIFEST_FORMAT,
     Candidate,
     Chain,
@@ -59,10 +59,11 @@ from npsco.manifest import (
     read_members,
 )
 from npsco.parallel import Executor, InlineExecutor, Job, LogView, Scheduler, View, make_executor
+from npsco.paths import recorded, recorded_run, resolved, run_folder
 from npsco.policy import load_policy, resolve_checkpoint
 from npsco.population_config import PopulationConfig, configuration_differences, same_configuration
 from npsco.population_jobs import (
-    FINAL_EVAL_SEED,
+    PRELOAD,
     PopulationMembers,
     PopulationSnapshot,
     chains_of,
@@ -74,12 +75,9 @@ from npsco.population_jobs import (
     unreached_thresholds,
 )
 from npsco.ppo.state import read_state, state_path
+from npsco.seeds import FINAL_EVALUATION, candidate_seed, novel_seed, reference_seed
 from npsco.selection import Trained, choose
 from npsco.tasks import task_name
-
-NOVEL_SEED_OFFSET = 1000
-"""The k-th novel policy of every chain trains with seed S + NOVEL_SEED_OFFSET + k, S the population's base seed
-(the PPO `seed` setting); the same seeds across methods."""
 
 
 def default_population_dir(config: PopulationConfig) -> Path:
@@ -109,10 +107,10 @@ def train_population(
     if workers == 1:
         members = pop.run()
     else:
-        with make_executor("local", workers) as executor:
+        with make_executor("local", workers, preload=PRELOAD) as executor:
             members = pop.run(executor)
     log("\n".join(summary_lines(members)))
-    log(f"manifest: {out / 'manifest.json'}")
+    log(f"manifest: {out / MANIFEST_FILE}")
     return members
 
 
@@ -177,7 +175,7 @@ class Population(PopulationMembers):
                 if self.config.refs_from or self.config.ref_checkpoints:  # R: as many as it borrows
                     borrowed = sum(m.role == "reference" for m in self.members)
                     self.config = dataclasses.replace(self.config, refs=borrowed)
-                atomic_write_json(self.out / CONFIG_FILE, self.config.to_dict())
+                atomic_write_json(self.out / CONFIG_FILE, self.config_record())
             else:
                 self._resume()
             if not self.members:
@@ -191,9 +189,18 @@ class Population(PopulationMembers):
         """Release the run directory's lock (the end of the process does too)."""
         self._lock.release()
 
+    def config_record(self) -> dict[str, Any]:
+        """What config.json records: the configuration, its `refs_from` relative to this run when that run lies beside
+        it (a sweep's: `npsco.paths.recorded`), so that the two move together."""
+        record = self.config.to_dict()
+        if record.get("refs_from"):
+            record["refs_from"] = recorded(record["refs_from"], self.out)
+        return record
+
     def _check_folder(self) -> bool:
         """True when `out` holds no run yet; refuses a folder that is not a population run directory, or a run of
-        another configuration (reads only)."""
+        another configuration (reads only). The folder is checked first: no symbolic link below it (`npsco.paths`)."""
+        run_folder(self.out)
         if (self.out / CONFIG_FILE).exists():
             self._grows()
             return False
@@ -206,10 +213,12 @@ class Population(PopulationMembers):
         retrained); refuses any other difference."""
         config = self.config.to_dict()
         stored = read_checked(self.out / CONFIG_FILE, POPULATION_CONFIG)
+        if stored.get("refs_from"):  # recorded relative to this run, or absolute (`config_record`)
+            stored = {**stored, "refs_from": str(recorded_run(stored["refs_from"], self.out))}
         if stored.get("command") == "train":
             raise NpscoError(
                 f"{self.out} holds an `npsco train` run (one policy), not a population: give another --out (a "
-                f"population can borrow that policy: --ref-checkpoints {self.out / 'policy.safetensors'})"
+                f"population can borrow that policy: --ref-checkpoints {self.out / POLICY_FILE})"
             )
         differences = configuration_differences(stored, config)
         grows = (
@@ -241,7 +250,7 @@ class Population(PopulationMembers):
         if grows:
             # the manifest with the new members first: a kill before config.json is written leaves them pending
             self.save_manifest()
-            atomic_write_json(self.out / CONFIG_FILE, self.config.to_dict())
+            atomic_write_json(self.out / CONFIG_FILE, self.config_record())
 
     def _check_plan(self) -> None:
         """Refuse a manifest whose members are not those this configuration plans: each where the layout puts it
@@ -265,8 +274,8 @@ class Population(PopulationMembers):
             else:
                 p = planned[m.name]
                 # a slot of --candidates C may hold the candidate it kept: candidate c's folder and seed
-                places = [(layout_path(p, c), p.seed + CANDIDATE_SEED_STRIDE * c) for c in range(cfg.candidates)]
-                seeds_ok = all(c.seed == p.seed + CANDIDATE_SEED_STRIDE * c.index for c in m.candidates)
+                places = [(layout_path(p, c), candidate_seed(p.seed, c)) for c in range(cfg.candidates)]
+                seeds_ok = all(c.seed == candidate_seed(p.seed, c.index) for c in m.candidates)
                 if (m.role, m.chain, m.index) == (p.role, p.chain, p.index) and (m.path, m.seed) in places and seeds_ok:
                     continue
                 problem = (
@@ -293,19 +302,19 @@ class Population(PopulationMembers):
         """The R PPO references this run trains itself (seeds S..S+R-1)."""
         seed = self.config.ppo.seed
         return [
-            Member(name=f"ref{i}", role="reference", method="ppo", seed=seed + i, path=f"refs/ref{i}")
+            Member(name=f"ref{i}", role="reference", method="ppo", seed=reference_seed(seed, i), path=reference_path(i))
             for i in range(self.config.refs)
         ]
 
     def _novel_members(self) -> list[Member]:
-        seed0 = self.config.ppo.seed + NOVEL_SEED_OFFSET
+        seed = self.config.ppo.seed
         return [
             Member(
                 name=f"{chain.name}/k{k}",
                 role="novel",
                 method=self.config.method.method,
-                seed=seed0 + k,
-                path=f"novel/{chain.name}/k{k}",
+                seed=novel_seed(seed, k),
+                path=novel_path(chain.name, k),
                 chain=chain,
                 index=k,
             )
@@ -341,9 +350,9 @@ class Population(PopulationMembers):
         if not refs or any(m.status != "done" for m in refs):
             raise NpscoError(f"--refs-from {other}: its references are not all trained")
         for m in refs:
-            m.path = str((other / m.path).resolve())
-            check_borrowed(m, m.checkpoint)
-            m.sha256 = file_sha256(m.checkpoint)
+            m.path = recorded(resolved(m.path, other), self.out)  # relative beside this run, else absolute
+            check_borrowed(m, m.checkpoint_in(self.out))
+            m.sha256 = file_sha256(m.checkpoint_in(self.out))
         return refs
 
     def _checkpoint_references(self, paths: Sequence[str]) -> list[Member]:
@@ -353,7 +362,7 @@ class Population(PopulationMembers):
         for i, p in enumerate(paths):
             ckpt = resolve_checkpoint(p).resolve()
             if ckpt.name != POLICY_FILE:
-                raise NpscoError(f"--ref-checkpoints {p}: expected a run directory or a file named policy.safetensors")
+                raise NpscoError(f"--ref-checkpoints {p}: expected a run directory or a file named {POLICY_FILE}")
             policy = load_policy(ckpt)
             if policy.metadata["env_id"] != self.config.ppo.env_id:
                 raise NpscoError(
@@ -364,7 +373,7 @@ class Population(PopulationMembers):
                 raise NpscoError(f"--ref-checkpoints {p}: its metadata's seed must be a whole number, got {seed!r}")
             metrics = ckpt.parent / METRICS_FILE
             # the eval curve beside it, when it is a plain file of a sane size (a FIFO would block, /dev/zero not end)
-            readable = metrics.is_file() and metrics.stat().st_size <= MAX_JSON_BYTES
+            readable = metrics.is_file() and metrics.stat().st_size <= MAX_METRICS_BYTES
             curve = (
                 [
                     [r["global_step"], r["eval/return_mean"]]
@@ -377,7 +386,7 @@ class Population(PopulationMembers):
             final = run_episodes(
                 policy,
                 self.config.final_episodes,
-                seed=FINAL_EVAL_SEED,
+                seed=FINAL_EVALUATION,
                 env_id=self.config.ppo.env_id,  # the run's task, never the checkpoint's (npsco.task_ids)
                 max_episode_steps=self.config.ppo.max_episode_steps,
             )
@@ -599,6 +608,11 @@ def check_sizes(config: PopulationConfig) -> None:
     for name, episodes in (("eval_episodes", config.eval_episodes), ("threshold_episodes", config.threshold_episodes)):
         if episodes is not None:
             check_at_most(name, episodes, MAX_EPISODES, least=1)
+    if config.trainings > MAX_RUN_POLICIES:
+        raise NpscoError(
+            f"the population trains {config.trainings:,} policies, past npsco's limit of {MAX_RUN_POLICIES:,} "
+            "(docs/reliability.md)"
+        )
     check_ppo_sizes(config.ppo.to_dict())
 
 
@@ -643,7 +657,7 @@ class PopulationLog:
             log(f"[{pop.members.index(member) + 1}/{len(pop.members)}] {member.name}: {what}{which}, seed {seed}")
             saved = state_path(pop.out / path)
             if saved.exists():
-                log(f"    resuming from the training state saved at step {read_state(saved)[0]['global_step']:,}")
+                log(f"    resuming from the training state saved at step {read_state(saved).global_step:,}")
             elif (pop.out / path / POLICY_FILE).exists():
                 log(
                     "    its folder holds a policy an earlier attempt trained to its end: kept if it is this policy "

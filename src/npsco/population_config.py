@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npsco.compat import current_method_settings
+from npsco.compat import current_method_settings, current_ppo_settings
 from npsco.errors import NpscoError
 from npsco.methods import METHODS
 from npsco.methods.registry import default_r0_scale
 from npsco.methods.settings import MethodConfig
 from npsco.ppo.config import PPOConfig
+from npsco.seeds import check_population
 from npsco.settings import differences, ppo_settings
 from npsco.tasks import default_distance_episodes, default_eval_episodes
 
@@ -68,6 +69,14 @@ class PopulationConfig:
             "candidates": self.candidates,
         }
 
+    @property
+    def trainings(self) -> int:
+        """The policies this population trains: its own references, and each chain's novel policies (every
+        candidate of each)."""
+        own_refs = 0 if self.refs_from or self.ref_checkpoints else self.refs
+        chains = len(self.r0_scales) if self.method.method != "ppo" and self.r0_scales else 1
+        return own_refs + chains * self.novel * self.candidates
+
     def validate(self) -> PopulationConfig:
         self.ppo.validate()
         if self.r0_scales is None:  # an absolute --r0 needs no multiple
@@ -83,6 +92,7 @@ class PopulationConfig:
         if self.refs_from and self.ref_checkpoints:
             raise NpscoError("--refs-from and --ref-checkpoints are alternatives; give one")
         borrowed = bool(self.refs_from or self.ref_checkpoints)
+        check_population(self.ppo.seed, 0 if borrowed else self.refs, self.novel, self.candidates)
         if self.method.method != "ppo" and self.novel > 0 and self.method.r0 is None and self.refs < 2 and not borrowed:
             raise NpscoError("the default threshold needs at least 2 references (--refs >= 2), or give --r0")
         if self.method.method != "ppo" and self.novel > 0 and self.refs == 0 and not borrowed:
@@ -176,12 +186,14 @@ def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:
 def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The settings in which `stored` and `current` differ (see `same_configuration`), e.g.
     `"r0_scales: [1.0] in the run, [0.5] now"`. A run recorded by an earlier npsco is read as this one records it
-    (`npsco.compat.current_method_settings`). With borrowed references `refs` is not compared: it trains nothing (an
-    earlier npsco took `--refs` beside `--refs-from` and recorded it)."""
+    (`npsco.compat.current_method_settings`, `current_ppo_settings`). With borrowed references `refs` is not
+    compared: it trains nothing (an earlier npsco took `--refs` beside `--refs-from` and recorded it)."""
     method = str((current.get("method") or {}).get("method", "ipd"))
     defaults = PopulationConfig(ppo=PPOConfig(), method=MethodConfig(method=method)).to_dict()
     if "method" in stored:
         stored = {**stored, "method": current_method_settings(stored["method"])}
+    if "ppo" in stored:
+        stored = {**stored, "ppo": current_ppo_settings(stored["ppo"])}
     if current.get("refs_from") or current.get("ref_checkpoints"):
         stored, current = {**stored, "refs": None}, {**current, "refs": None}
     stored, current = _with_resolved_paths(stored), _with_resolved_paths(current)

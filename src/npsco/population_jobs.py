@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from npsco.compat import current_ppo_settings
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.filecheck import THRESHOLD, read_checked
 from npsco.io import atomic_write_json, inside, read_json, remove_inside
 from npsco.layout import CONFIG_FILE, METRICS_FILE, POLICY_FILE, THRESHOLD_FILE
@@ -31,16 +32,31 @@ from npsco.novelty.metrics import mean_pairwise_distance
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance
 from npsco.novelty.threshold import Threshold, default_threshold, visited_states
+from npsco.paths import check_tree
 from npsco.policy import Policy, load_policy
 from npsco.population_config import PopulationConfig
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.state import state_path
 from npsco.ppo.trainer import Trainer
+from npsco.seeds import DISTANCE_EPISODES, FINAL_EVALUATION
 from npsco.selection import meets_criteria
 from npsco.task_ids import trust_task
 
-FINAL_EVAL_SEED = 10_000
-"""Seed of a member's final evaluation (episode i on an env seeded 10000 + i): episodes training never saw."""
+PRELOAD = (
+    "torch",
+    "torch._dynamo",
+    "torch.utils.tensorboard",
+    "numpy",
+    "gymnasium",
+    "npsco.population",
+    "npsco.ppo.trainer",
+    *METHODS.modules(),
+    "npsco.episodes",
+    "npsco.novelty.threshold",
+)
+"""The modules these jobs run, which a local process pool's forkserver imports once (`npsco.parallel.make_executor`'s
+`preload`), so that a fresh worker does not import them again (torch, `torch._dynamo`, imported by the first Adam,
+and numba, by the novelty methods, are slow to import); the method modules are the registry's."""
 
 
 def chains_of(config: PopulationConfig) -> list[Chain]:
@@ -108,8 +124,8 @@ class PopulationMembers:
 
     def policy(self, member: Member) -> Policy:
         """The member's policy (a borrowed reference's checkpoint is checked first: `check_borrowed`)."""
-        check_borrowed(member, self.out / member.checkpoint)
-        return load_policy(self.out / member.checkpoint)
+        check_borrowed(member, member.checkpoint_in(self.out))
+        return load_policy(member.checkpoint_in(self.out))
 
 
 @dataclass
@@ -189,12 +205,12 @@ class PopulationSnapshot(PopulationMembers):
             fitted, known = StateDistance.from_dict(threshold["state"]), list(threshold["names"])
         else:  # an absolute r0: the embedding of the references' states, as the default threshold would fit it
             refs = [i for i, n in enumerate(names) if self.member(n).role == "reference"]
-            fitted = StateDistance.fit([visited_states(policies[i], episodes, 0, steps) for i in refs])
+            fitted = StateDistance.fit([visited_states(policies[i], episodes, DISTANCE_EPISODES, steps) for i in refs])
             known = [names[i] for i in refs]
         embeddings = [
             fitted.embeddings[known.index(n)]
             if n in known
-            else fitted.mean_embedding(visited_states(p, episodes, 0, steps))
+            else fitted.mean_embedding(visited_states(p, episodes, DISTANCE_EPISODES, steps))
             for n, p in zip(names, policies, strict=True)
         ]
         return StateDistance(fitted.mean, fitted.std, np.array(embeddings), fitted.bandwidth, fitted.seed)
@@ -215,15 +231,16 @@ class PopulationSnapshot(PopulationMembers):
     def train(
         self, member: Member, progress: bool = False, candidate: int = 0, tracking: Tracking | None = None
     ) -> Member:
-        """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVAL_SEED`); returns
+        """Train `member` with its seed, then evaluate it (deterministic episodes seeded `FINAL_EVALUATION`); returns
         it done. An interrupted earlier attempt continues from its saved training state (`npsco.ppo.state`), or
         restarts from scratch without one (its folder deleted first). KeyboardInterrupt on Ctrl-C or SIGTERM.
         `candidate` c > 0: the member is its slot's candidate c, in that candidate's folder. With `tracking`, the
         metrics also go to W&B, as a run named after the member (`RUN/ipd/k0`, `RUN/ipd/k0#c1`)."""
         if is_borrowed(member) or member.path != layout_path(member, candidate):
             raise NpscoError(f"{self.out}: {member.name} is not a policy of this run to train (path {member.path!r})")
-        # its folder where the layout puts it, inside the run, through no symbolic link (npsco.io.inside)
-        run_dir = inside(self.out, layout_path(member, candidate))
+        # its folder where the layout puts it, inside the run, with no symbolic link on the way or below it (checked
+        # again here, in the worker, before anything there is read: npsco.paths)
+        run_dir = check_tree(inside(self.out, layout_path(member, candidate)), known=True)
         method = None if member.role == "reference" else self.method_for(member)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
         finished = self.finished_policy(run_dir, cfg, member, candidate)
@@ -261,7 +278,7 @@ class PopulationSnapshot(PopulationMembers):
         return self.finish(member, result.policy, run_dir, cfg, t0)
 
     def finish(self, member: Member, policy: Policy, run_dir: Path, cfg: PPOConfig, t0: float | None) -> Member:
-        """`member` done: its final evaluation (`FINAL_EVAL_SEED`); `t0` the training's start (None: a policy trained
+        """`member` done: its final evaluation (`FINAL_EVALUATION`); `t0` the training's start (None: a policy trained
         by an earlier attempt, whose curve is read back from its metrics and whose wall time is unknown)."""
         if t0 is None:
             member.eval_curve = [
@@ -270,7 +287,7 @@ class PopulationSnapshot(PopulationMembers):
                 if "eval/return_mean" in r
             ]
         final = run_episodes(
-            policy, self.config.final_episodes, seed=FINAL_EVAL_SEED, max_episode_steps=cfg.max_episode_steps
+            policy, self.config.final_episodes, seed=FINAL_EVALUATION, max_episode_steps=cfg.max_episode_steps
         )
         member.final_eval = final.summary()
         member.wall_seconds = None if t0 is None else round(time.perf_counter() - t0, 3)
@@ -288,6 +305,8 @@ class PopulationSnapshot(PopulationMembers):
         try:
             policy = load_policy(path)
             recorded = read_json(record)
+            if isinstance(recorded, dict) and "ppo" in recorded:  # an earlier npsco's record, as this one writes it
+                recorded = {**recorded, "ppo": current_ppo_settings(recorded["ppo"])}
         except (NpscoError, OSError, ValueError):
             return None  # not a whole policy of this run: trained again
         meta = policy.metadata
@@ -304,16 +323,16 @@ class PopulationSnapshot(PopulationMembers):
     ) -> Candidate:
         """Train candidate `index` of the slot `member` (its own seed and folder, `Candidate.of_slot`), evaluate it,
         and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
-        final evaluation's episodes (`FINAL_EVAL_SEED`), as `criteria` says."""
+        final evaluation's episodes (`FINAL_EVALUATION`), as `criteria` says."""
         candidate = Candidate.of_slot(member, index)
         trained = self.train(
             dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index, tracking
         )
-        policy = load_policy(self.out / trained.checkpoint)
+        policy = load_policy(trained.checkpoint_in(self.out))
         episodes = run_episodes(
             policy,
             self.config.final_episodes,
-            seed=FINAL_EVAL_SEED,
+            seed=FINAL_EVALUATION,
             max_episode_steps=self.config.ppo.max_episode_steps,
             record_states=True,
         )
@@ -361,7 +380,7 @@ class PopulationSnapshot(PopulationMembers):
             self.action_r0 = default_threshold(
                 [self.policy(m) for m in refs],
                 episodes=self.config.distance_episodes,
-                seed=0,
+                seed=DISTANCE_EPISODES,
                 max_episode_steps=self.config.ppo.max_episode_steps,
             ).r0
         return self.action_r0
@@ -379,7 +398,7 @@ class PopulationSnapshot(PopulationMembers):
             [self.policy(m) for m in refs],
             [m.name for m in refs],
             episodes=self.config.distance_episodes,
-            seed=0,
+            seed=DISTANCE_EPISODES,
             max_episode_steps=self.config.ppo.max_episode_steps,
             metric=method.metric,
             discount=method.novelty_discount,

@@ -2,12 +2,12 @@
 train several candidates for one slot of a chain (`--candidates C`) and keep one, as the IPD authors' own code did.
 The rule, deterministic whatever order the candidates finish in:
 
-- keep the **first** candidate (lowest index) that meets the criteria (`meets_criteria`: final return >= 0.8 x the
-  references' median, distance to the nearest policy it had to avoid >= its threshold),
+- keep the **first** candidate (lowest index) that meets the criteria (`meets_criteria`: final return >=
+  RETURN_RATIO x the references' median, distance to the nearest policy it had to avoid >= its threshold),
   decided as soon as it and every candidate before it are trained;
 - if none of the C does, keep the **best**: the highest `score`, the smaller of its two criteria's ratios (return /
-  0.8 x median, nearest / threshold), so the one that comes closest to meeting both; a tie goes to the higher return,
-  then to the lower index.
+  RETURN_RATIO x median, nearest / threshold), so the one that comes closest to meeting both; a tie goes to the
+  higher return, then to the lower index.
 
 The other candidates are dropped, recorded in the manifest with their numbers (never hidden); candidates after the
 kept one that were not started are not trained.
@@ -24,7 +24,8 @@ nearest policy it had to avoid >= the threshold (`meets_criteria`)."""
 
 
 def meets_criteria(return_mean: float, baseline: float, nearest: float, threshold: float) -> bool:
-    """The paper's criteria: return_mean >= 0.8 x baseline (the references' median return) and nearest >= threshold."""
+    """The paper's criteria: return_mean >= RETURN_RATIO x baseline (the references' median return) and
+    nearest >= threshold."""
     return return_mean >= RETURN_RATIO * baseline and nearest >= threshold
 
 
@@ -41,8 +42,8 @@ class Trained:
 
 
 def score(candidate: Trained, baseline: float, threshold: float) -> float:
-    """min(return / (0.8 x baseline), nearest / threshold): at least 1 exactly when the candidate meets both criteria
-    (for a positive baseline)."""
+    """min(return / (RETURN_RATIO x baseline), nearest / threshold): at least 1 exactly when the candidate meets both
+    criteria (for a positive baseline)."""
     bar = RETURN_RATIO * baseline
     by_return = candidate.return_mean / bar if bar > 0 else (float("inf") if candidate.return_mean >= bar else 0.0)
     return min(by_return, candidate.nearest / threshold)

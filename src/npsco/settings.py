@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from npsco.compat import removed_ppo_setting
 from npsco.envs.make import check_env_backend, check_task, with_package
+from npsco.errors import NpscoError
 from npsco.fields import apply_overrides, apply_values
 from npsco.ppo.config import PPOConfig, preset
 
@@ -30,7 +32,10 @@ def ppo_settings(
     """The PPO configuration of a command: `preset_name`'s for the task `env` (`PKG:ENV` with `env_package`), then
     `seed`, `steps` (total timesteps), `env_backend`, the `key=value` texts `overrides` of the command line and the
     `values` of a file, in that order (later ones win). The task is made once and the backend checked: a bad task
-    fails here, with a one-line NpscoError."""
+    fails here, with a one-line NpscoError, and so does a setting that an earlier npsco had (with a hint)."""
+    for name in [text.partition("=")[0] for text in overrides] + list(values or {}):
+        if message := removed_ppo_setting(name):
+            raise NpscoError(message)
     env_id = with_package(env, env_package)
     check_task(env_id)
     cfg = dataclasses.replace(preset(env_id, preset_name), seed=seed)

@@ -29,12 +29,15 @@ from typing import Any, TextIO
 from npsco.errors import NpscoError
 from npsco.filecheck import SWEEP, read_checked
 from npsco.grid import Grid, PopulationSpec, load_grid, parse_grid, plan
-from npsco.io import atomic_write_json, check_folder_path, remove_stale_temps, run_entries
+from npsco.io import atomic_write_json, remove_stale_temps, run_entries
 from npsco.layout import SWEEP_FILE
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, require_wandb
 from npsco.parallel import Executor, Job, Scheduler, Utilisation, View, make_executor
-from npsco.population import NOVEL_SEED_OFFSET, Population
+from npsco.paths import run_folder
+from npsco.population import Population
+from npsco.population_jobs import PRELOAD
+from npsco.seeds import novel_seed, reference_seed
 from npsco.settings import differences
 
 __all__ = [
@@ -116,7 +119,7 @@ class Sweep:
 
     def _check_folder(self) -> None:
         """Refuse a folder that is not a sweep directory, or one that ran another grid (reads only)."""
-        check_folder_path(self.out)
+        run_folder(self.out)  # before anything there is read: no symbolic link below it (npsco.paths)
         if self.manifest_path.exists():
             old = read_checked(self.manifest_path, SWEEP).get("grid") or {}
             changed = differences(old, self.grid.to_dict(), Grid.defaults())
@@ -391,8 +394,13 @@ def plan_lines(sweep: Sweep) -> list[str]:
     """`npsco sweep --dry-run`: one line per population run, what it trains and with which seeds."""
     lines = []
     for s in sweep.specs:
-        seed = s.config.ppo.seed + (0 if s.refs_of is None else NOVEL_SEED_OFFSET)
-        seeds = f"seeds {seed}..{seed + (s.config.refs if s.refs_of is None else s.config.novel) - 1}"
+        base = s.config.ppo.seed
+        first, last = (
+            (reference_seed(base, 0), reference_seed(base, s.config.refs - 1))
+            if s.refs_of is None
+            else (novel_seed(base, 0), novel_seed(base, s.config.novel - 1))
+        )
+        seeds = f"seeds {first}..{last}"
         what = (
             f"{s.config.refs} PPO references ({seeds})"
             if s.refs_of is None
@@ -414,7 +422,7 @@ def run_sweep(
     worker starts."""
     sweep.open()
     try:
-        with make_executor(backend, workers, address) as executor:
+        with make_executor(backend, workers, address, preload=PRELOAD) as executor:
             log(f"backend: {executor.describe()}")
             progress = Progress(sweep)
             sweep.log = progress.note  # a population's warning, above the live table
@@ -459,6 +467,6 @@ def train_sweep(
         run_sweep(sweep, backend, workers, address, log=log)
     finally:
         if sweep.pops:
-            log(f"sweep manifest: {out / 'sweep.json'}")
+            log(f"sweep manifest: {out / SWEEP_FILE}")
     log(f"next: {report_command(out)}   (a sweep folder stands for its population runs)")
     return sweep

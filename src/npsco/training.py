@@ -16,13 +16,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from npsco.compat import current_ppo_settings
 from npsco.errors import NpscoError
 from npsco.filecheck import TRAIN_CONFIG, read_checked
-from npsco.io import atomic_write_json, check_folder_path, fresh_dir, read_json, run_entries
-from npsco.layout import CONFIG_FILE, POLICY_FILE
+from npsco.io import atomic_write_json, fresh_dir, read_json, run_entries
+from npsco.layout import (
+    CHECKPOINTS_FOLDER,
+    CONFIG_FILE,
+    INTERRUPTED_FILE,
+    METRICS_FILE,
+    POLICY_FILE,
+    TENSORBOARD_FOLDER,
+)
 from npsco.limits import check_ppo_sizes
 from npsco.locks import FolderLock
 from npsco.logger import Tracking, require_wandb
+from npsco.paths import run_folder
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.state import read_state, state_path
 from npsco.ppo.train import train
@@ -44,7 +53,7 @@ def train_record(cfg: PPOConfig, preset_name: str) -> dict[str, Any]:
 def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) -> bool:
     """Check `out` against `record` (`train_record`); True when the run there is already trained with it (nothing to
     do). Refuses a folder that is not an npsco train run, and one of another configuration unless `force`."""
-    check_folder_path(out)
+    run_folder(out)  # before anything there is read: no symbolic link below it (npsco.paths)
     stored = read_json(out / CONFIG_FILE) if (out / CONFIG_FILE).exists() else None
     if out.exists() and run_entries(out) and not (isinstance(stored, dict) and stored.get("command") == "train"):
         # never empty a folder that is not an npsco train run (a population run, the current directory, ...)
@@ -53,7 +62,7 @@ def prepare_train_dir(out: Path, record: dict[str, Any], force: bool = False) ->
         read_checked(out / CONFIG_FILE, TRAIN_CONFIG)
     if stored is None or force:
         return False
-    changed = differences(stored, record, {"ppo": ppo_defaults()})
+    changed = differences({**stored, "ppo": current_ppo_settings(stored.get("ppo"))}, record, {"ppo": ppo_defaults()})
     if changed:
         raise NpscoError(
             f"{out} holds a run with a different configuration: "
@@ -104,7 +113,7 @@ def _train_in(
     the emptied folder; log where everything is."""
     resume = not force and state_path(out).exists()
     if resume:
-        step = read_state(state_path(out))[0]["global_step"]
+        step = read_state(state_path(out)).global_step
         log(f"{out}: resuming from the state saved at step {step:,} of {cfg.policy_steps:,}")
     else:
         fresh_dir(out)
@@ -113,7 +122,7 @@ def _train_in(
     result = train(cfg, run_dir=out, progress=progress, tensorboard=tensorboard, resume=resume, tracking=tracking)
     if result.interrupted:
         where = f"; run the same command again to resume from {state_path(out)}" if state_path(out).exists() else ""
-        log(f"interrupted: the policy in training is saved at {out / 'checkpoints' / 'interrupted.safetensors'}{where}")
+        log(f"interrupted: the policy in training is saved at {out / CHECKPOINTS_FOLDER / INTERRUPTED_FILE}{where}")
         return result
     if result.eval_curve:
         last = result.eval_curve[-1]
@@ -121,5 +130,5 @@ def _train_in(
             f"final deterministic evaluation: {last['eval/return_mean']:.2f} +- {last['eval/return_std']:.2f} "
             f"({cfg.eval_episodes} episodes)"
         )
-    log(f"policy: {out / 'policy.safetensors'}   metrics: {out / 'metrics.jsonl'}   tensorboard: {out / 'tensorboard'}")
+    log(f"policy: {out / POLICY_FILE}   metrics: {out / METRICS_FILE}   tensorboard: {out / TENSORBOARD_FOLDER}")
     return result

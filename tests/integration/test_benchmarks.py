@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from npsco.cli import main as npsco
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.evaluation.measure import FIG2_START
 from npsco.evaluation.runs import load_run
 from npsco.novelty.metrics import policy_distance

@@ -11,9 +11,11 @@ import os
 import resource
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import npsco.population
@@ -24,6 +26,7 @@ from npsco.errors import NpscoError
 MIB = 2**20
 MAX_JSON_BYTES, MAX_CHECKPOINT_BYTES, MAX_IMPORT_BYTES = 64 * MIB, 512 * MIB, 512 * MIB  # npsco.limits
 MAX_NESTING = 64
+MAX_MANIFEST_BYTES, MAX_CONFIG_BYTES = 32 * MIB, 4 * MIB
 GRID = {"tasks": ["npsco/FourRewardMaze-v0"], "methods": ["ppo", "ipd"], "refs": 2, "novel": 1, "steps": 1024}
 
 
@@ -59,6 +62,7 @@ def test_the_limits_here_are_npscos():
     limits = (npsco.limits.MAX_JSON_BYTES, npsco.limits.MAX_CHECKPOINT_BYTES, npsco.limits.MAX_IMPORT_BYTES)
     assert limits == (MAX_JSON_BYTES, MAX_CHECKPOINT_BYTES, MAX_IMPORT_BYTES)
     assert npsco.limits.MAX_NESTING == MAX_NESTING
+    assert (npsco.limits.MAX_MANIFEST_BYTES, npsco.limits.MAX_CONFIG_BYTES) == (MAX_MANIFEST_BYTES, MAX_CONFIG_BYTES)
 
 
 # ------------------------------------------------------------------------------------------------ sizes and files
@@ -92,18 +96,31 @@ def test_a_zip_member_larger_than_its_header_says_is_cut_at_the_limit(tmp_path):
         read_zip_member(z, "data", str(path), limit=1000)
 
 
-@pytest.mark.parametrize("what", ["a checkpoint", "a manifest"])
-def test_an_oversized_file_is_refused_before_it_is_read(what, planned_run, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "target, limit",
+    [
+        ("refs/ref0/policy.safetensors", MAX_CHECKPOINT_BYTES),
+        ("manifest.json", MAX_MANIFEST_BYTES),
+        ("config.json", MAX_CONFIG_BYTES),
+    ],
+)
+def test_an_oversized_file_is_refused_by_its_kinds_limit_before_it_is_read(
+    target, limit, planned_run, tmp_path, capsys
+):
     out = tmp_path / "run"
     planned_run(out)
-    path, limit = (
-        (out / "refs/ref0/policy.safetensors", MAX_CHECKPOINT_BYTES)
-        if what == "a checkpoint"
-        else (out / "manifest.json", MAX_JSON_BYTES)
-    )
-    with open(path, "r+b") as f:  # sparse: the size on disk stays small
+    with open(out / target, "r+b") as f:  # sparse: the size on disk stays small
         f.truncate(limit + 1)
     one_line(capsys, ["evaluate", str(out)], f"{limit + 1:,} bytes, past npsco's limit of {limit:,}")
+
+
+def test_a_config_of_50_mb_is_refused_before_it_is_parsed(planned_run, tmp_path, capsys):
+    """Under the 64 MiB of any JSON file, past config.json's 4 MiB: once parsed, it took 2.7 GB."""
+    out = tmp_path / "run"
+    planned_run(out)
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, "notes": [0.5] * (50 * MIB // 5)}))
+    one_line(capsys, ["evaluate", str(out)], "config.json: ", f"past npsco's limit of {MAX_CONFIG_BYTES:,}")
 
 
 @pytest.mark.parametrize("target", ["refs/ref0/policy.safetensors", "manifest.json", "config.json"])
@@ -117,9 +134,10 @@ def test_special_files_in_a_run_are_refused_before_they_are_read(special, target
     else:
         os.symlink(special, out / target)
     child = limited_child(["evaluate", str(out)], children.env)
-    kind = "a FIFO" if special == "a FIFO" else "a character device"
+    # a link to a device inside a run is refused as a link, before anything is opened (npsco.paths)
+    said = "a FIFO, not a regular file; refused" if special == "a FIFO" else f"{target}: a symbolic link inside"
     assert child.returncode == 2, child.stderr
-    assert child.stderr.count("\n") == 1 and f"{kind}, not a regular file; refused" in child.stderr, child.stderr
+    assert child.stderr.count("\n") == 1 and said in child.stderr, child.stderr
 
 
 def test_read_bytes_and_read_json_refuse_what_is_not_a_regular_file_of_a_sane_size(tmp_path):
@@ -204,7 +222,7 @@ def test_population_counts_past_the_limits_are_refused_before_anything_is_writte
         ("manifest.json", lambda d: d["members"][1].update(seed="1"), "members[1].seed must be a whole number"),
         ("manifest.json", lambda d: d["members"].__setitem__(0, 7), "members[0] must be an object, got 7"),
         ("manifest.json", lambda d: d["members"][0].update(status="finished"), "members[0].status must be one of"),
-        ("manifest.json", lambda d: d.update(r0_default="big"), "r0_default must be a number or null"),
+        ("manifest.json", lambda d: d.update(r0_default="big"), "r0_default must be a number above 0 or null"),
         (
             "manifest.json",
             lambda d: d["members"][0].update(eval_curve=[[1, "a"]]),
@@ -238,7 +256,9 @@ def test_a_wrongly_typed_threshold_and_sweep_file_are_one_line(planned_run, tmp_
     data = json.loads((out / "manifest.json").read_text())
     data["r0_default"] = None
     (out / "manifest.json").write_text(json.dumps(data))
-    one_line(capsys, ["evaluate", str(out)], f"{out / 'threshold.json'}: r0_default must be a number, got '0.3'")
+    one_line(
+        capsys, ["evaluate", str(out)], f"{out / 'threshold.json'}: r0_default must be a number above 0, got '0.3'"
+    )
     (tmp_path / "sweep.json").write_text(json.dumps({"populations": [{"path": 3}]}))
     one_line(capsys, ["report", str(tmp_path), "--out", str(tmp_path / "r")], "populations[0].path must be a string")
     (tmp_path / "sweep.json").write_text(json.dumps({"populations": [{"path": "../../etc"}]}))
@@ -262,3 +282,90 @@ def test_a_full_disk_is_one_line_saying_what_was_kept(command, monkeypatch, tmp_
         "before is whole (files are replaced atomically) and finished policies are kept; free some space and run "
         "the same command again to resume",
     )
+
+
+# --------------------------------------------------------------------------------------------- memory and time
+def test_evaluate_runs_many_episodes_in_groups_in_bounded_memory(constant_policy, tmp_path, children):
+    """2,000 Hopper episodes side by side took 2.2 GB (one ~1.1 MB MuJoCo env each; 100,000 were killed at 24 GB):
+    they run in groups of 128 now, every return kept. 1,200 episodes (~1.3 GB before) peak within 150 MB of what
+    one group of 128 does (the same child process otherwise)."""
+    policy = constant_policy("Hopper-v5", 0.0)
+    policy.metadata["config"] = {"max_episode_steps": 5}  # short episodes: the test is about memory
+    policy.save(tmp_path / "policy.safetensors")
+    measured = (
+        "import resource, runpy, sys\n"
+        "sys.argv = ['npsco', 'evaluate', sys.argv[1], '--episodes', sys.argv[2]]\n"
+        "try:\n    runpy.run_module('npsco.cli', run_name='__main__')\n"
+        "finally:\n    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    )
+    peaks = {}
+    for episodes in (128, 1200):
+        child = subprocess.run(
+            [sys.executable, "-c", measured, str(tmp_path / "policy.safetensors"), str(episodes)],
+            capture_output=True,
+            text=True,
+            env=children.env,
+            timeout=300,
+        )
+        assert child.returncode == 0, child.stderr[-2000:]
+        peaks[episodes] = int(child.stderr.split()[-1])  # KiB
+        written = json.loads((tmp_path / "policy.eval.json").read_text())
+        assert written["episodes"] == episodes and len(written["returns"]) == episodes
+    assert peaks[1200] < peaks[128] + 150 * 1024, peaks
+
+
+def test_episodes_in_groups_are_those_run_side_by_side(maze_policies, monkeypatch):
+    """Episode i is seeded seed + i in any group; a group's first episodes are those of a run of that group alone."""
+    from npsco import episodes as module
+
+    sizes = []
+    make = module.make_vector_env
+    monkeypatch.setattr(module, "make_vector_env", lambda env_id, n, **kw: sizes.append(n) or make(env_id, n, **kw))
+    policy = maze_policies.step()
+    every = module.run_episodes(policy, 300, seed=7, record_states=True, max_states=500)
+    assert sizes == [128, 128, 44]
+    alone = module.run_episodes(policy, 44, seed=7 + 256)
+    assert np.array_equal(every.returns[256:], alone.returns) and np.array_equal(every.lengths[256:], alone.lengths)
+    first = module.run_episodes(policy, 128, seed=7)
+    assert np.array_equal(every.returns[:128], first.returns)
+    assert sum(len(s) for s in every.states) == 500 and len(every.states) == 300  # the states kept are bounded
+    assert every.final_obs is not None and every.final_obs.shape == (300, 2)
+
+
+def test_a_checkpoint_listing_millions_of_layers_is_refused_at_once(maze_policies, tmp_path, capsys):
+    """Its metadata listed 2,000,000 hidden layers: refused after 9-42 s at 1.1 GB, with a 90 MB message."""
+    from safetensors.numpy import load, save
+
+    path = maze_policies.const((1.0, 0.0)).save(tmp_path / "p.safetensors")
+    raw = path.read_bytes()
+    header = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])
+    meta = json.loads(header["__metadata__"]["npsco"])
+    for layers, fragment in [
+        (2_000_000, "its header (metadata) is 6,0"),  # past the header's 1 MiB
+        (100_000, "100,000 hidden layers, but the file holds"),
+    ]:
+        meta["architecture"]["actor_hidden"] = [2] * layers
+        forged = tmp_path / f"forged{layers}.safetensors"
+        forged.write_bytes(save(load(raw), metadata={"npsco": json.dumps(meta)}))
+        start = time.monotonic()
+        err = one_line(capsys, ["evaluate", str(forged)], fragment)
+        assert time.monotonic() - start < 5 and len(err) < 700
+
+
+def test_every_message_is_one_line_of_a_bounded_length():
+    from npsco.errors import MAX_MESSAGE_CHARS
+
+    e = NpscoError("bad value: " + "x" * 90_000_000 + "\nsecond line")
+    assert len(str(e)) == MAX_MESSAGE_CHARS and "\n" not in str(e)
+    assert str(e).startswith("bad value: xxx") and str(e).endswith("more characters cut)")
+    assert str(NpscoError("short\n\tmessage")) == "short message"
+
+
+def test_a_manifest_number_too_large_for_a_float_is_refused_by_readers_and_resume(planned_run, tmp_path, capsys):
+    """`"r0_default": 1e400` parsed as infinity and passed; the resume then failed with a traceback."""
+    out = tmp_path / "run"
+    argv = planned_run(out, threshold=["--r0-scale", "2"])
+    text = (out / "manifest.json").read_text().replace('"r0_default": null', '"r0_default": 1e400')
+    (out / "manifest.json").write_text(text)
+    for command in (["evaluate", str(out)], argv):
+        one_line(capsys, command, "manifest.json: the number 1e400 is too large (it would be read as infinity)")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from npsco.cli import main
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.evaluation.evaluate import evaluate_run
 from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
@@ -19,8 +19,9 @@ from npsco.novelty.threshold import default_threshold
 from npsco.policy import load_policy
 from npsco.population import Population
 from npsco.population_config import PopulationConfig, population_settings
-from npsco.population_jobs import FINAL_EVAL_SEED, PopulationSnapshot
+from npsco.population_jobs import PopulationSnapshot
 from npsco.ppo.config import preset
+from npsco.seeds import FINAL_EVALUATION, MAX_SEED
 from npsco.selection import Trained, choose, meets_criteria
 from npsco.tasks import MAZE_ID
 
@@ -96,6 +97,17 @@ def test_candidates_out_of_range_or_for_plain_ppo_are_refused():
             config.validate()
 
 
+def test_a_base_seed_its_candidates_would_push_past_the_max_is_refused_before_anything_is_written(tmp_path, capsys):
+    # the largest seed the population trains: novel policy k1's candidate 2, S + 1000 + 1 + 2 x 100000
+    largest = MAX_SEED - 201_001
+    out = tmp_path / "out"
+    assert main([*ARGS, "--seed", str(largest + 1), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"the largest seed is {largest:,}" in err
+    assert not out.exists()
+
+
 def test_a_state_metric_candidate_is_judged_as_npsco_evaluate_judges_it(tmp_path):
     # its threshold is a distance between visited states; the criteria are the paper's, between mean actions, at the
     # same multiple of the references' mean pairwise action distance (what npsco evaluate's `meets` uses)
@@ -116,7 +128,7 @@ def test_a_state_metric_candidate_is_judged_as_npsco_evaluate_judges_it(tmp_path
         record = json.loads((out / cand["path"] / "config.json").read_text())["member"]
         assert (record["name"], record["candidate"]) == (slot["name"], cand["index"])
         policy = load_policy(out / cand["path"] / "policy.safetensors")
-        episodes = run_episodes(policy, cand["final_eval"]["episodes"], seed=FINAL_EVAL_SEED, record_states=True)
+        episodes = run_episodes(policy, cand["final_eval"]["episodes"], seed=FINAL_EVALUATION, record_states=True)
         states = np.concatenate(episodes.states)
         expected = float(ReferenceSet(ref_policies).distances(states, policy.mean_action(states)).mean(axis=0).min())
         assert cand["nearest"] == pytest.approx(expected, rel=1e-9)

@@ -141,6 +141,42 @@ def make_inputs(root: Path) -> None:
     forged.save(root / "forged_task.safetensors")
     os.mkfifo(root / "fifo.safetensors")
     atomic_write_text(root / "big_grid.toml", 'tasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo"]\nrefs = 1e9\n')
+    # numbers and sizes past what the machine can hold (issue 36): a manifest number read as infinity, a format
+    # version below 1, a config.json past its kind's size limit (sparse), a checkpoint listing more layers than it
+    # holds, a grid of too many policies
+    forged_pop("inf_pop", lambda m: json.dumps(m).replace('"r0_default": null', '"r0_default": 1e400'))
+    forged_pop("version_pop", lambda m: json.dumps({**m, "format_version": -1}))
+    forged_pop("big_config_pop", lambda m: json.dumps(m))
+    with open(root / "big_config_pop" / "config.json", "wb") as f:
+        f.truncate(4 * 2**20 + 1)
+    raw = maze.read_bytes()
+    header = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])
+    meta = json.loads(header["__metadata__"]["npsco"])
+    meta["architecture"]["actor_hidden"] = [2] * 100_000
+    (root / "layers.safetensors").write_bytes(
+        _with_header(maze, lambda h, d: ({**h, "__metadata__": {"npsco": json.dumps(meta)}}, d))
+    )
+    scales = ", ".join(str(1 + i / 100) for i in range(20))
+    atomic_write_text(
+        root / "huge_grid.toml",
+        f'tasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo", "ipd"]\nrefs = 1000\nnovel = 1000\n'
+        f"[method.ipd]\nr0_scales = [{scales}]\n",
+    )
+    # symbolic links below run folders to a folder outside (npsco.paths), and manifests whose done reference lies
+    # outside the run (DIR/maze, a real policy) though its config.json borrows none
+    outside = root / "outside"
+    (outside / "tensorboard").mkdir(parents=True)
+    (outside / "state.safetensors").write_bytes(b"not a state")
+    shutil.copytree(root / "other_train", root / "linked_train")
+    os.symlink(outside, root / "linked_train" / "checkpoints")
+    shutil.copytree(root / "maze_pop", root / "linked_pop")
+    atomic_write_json(root / "linked_pop" / "config.json", {"refs": 1})
+    os.symlink(outside / "tensorboard", root / "linked_pop" / "refs" / "ref0" / "tensorboard")
+    shutil.copytree(root / "maze_pop", root / "report_pop")
+    os.symlink(outside, root / "report_pop" / "report")
+    ref0 = json.loads((root / "maze_pop" / "manifest.json").read_text())["members"][0]
+    forged_pop("up_pop", lambda m: json.dumps({**m, "members": [{**ref0, "path": "../maze"}]}))
+    forged_pop("abs_pop", lambda m: json.dumps({**m, "members": [{**ref0, "path": str(root / "maze")}]}))
     # --config files with an unknown key, a value of the wrong type, a value outside the option's choices
     atomic_write_text(root / "key.toml", 'env = "npsco/FourRewardMaze-v0"\nsed = 3\n')
     atomic_write_text(root / "type.toml", "seed = true\n")
@@ -265,6 +301,12 @@ CASES = [
         creates="out",
     ),
     Case(
+        "a --set key of an earlier npsco",
+        "population --set update_backend=numpy --out DIR/out",
+        "update_backend is not a setting now",
+        creates="out",
+    ),
+    Case(
         "bad --set value", "population --set num_envs=two --out DIR/out", "bad value for num_envs: 'two'", creates="out"
     ),
     Case("--steps 0 (train)", "train --steps 0 --out DIR/out", "total_timesteps must be > 0", creates="out"),
@@ -298,6 +340,47 @@ CASES = [
         "evaluate DIR/outside_pop",
         "its path '../victim' is not where this run keeps it (novel/ipd/k0)",
     ),
+    Case(
+        "`npsco train` resuming a run whose checkpoints/ is a symbolic link",
+        "train --steps 2048 --set eval_episodes=2 --no-progress --out DIR/linked_train",
+        "linked_train/checkpoints: a symbolic link inside",
+        unchanged="outside",
+    ),
+    Case(
+        "`npsco population` resuming a run whose member's tensorboard/ is a symbolic link",
+        "population --steps 2048 --set eval_episodes=2 --no-progress --out DIR/linked_pop",
+        "linked_pop/refs/ref0/tensorboard: a symbolic link inside",
+        unchanged="outside",
+    ),
+    Case(
+        "`npsco report --out` a folder of the run that is a symbolic link",
+        "report DIR/report_pop --out DIR/report_pop/report",
+        "report_pop/report: a symbolic link inside",
+        unchanged="outside",
+    ),
+    Case(
+        "a done reference whose path leaves the run (evaluate)",
+        "evaluate DIR/up_pop",
+        "its path '../maze' is not where this run's config.json says it borrows",
+        creates="up_pop/evaluation",
+    ),
+    Case(
+        "a done reference whose path leaves the run (report)",
+        "report DIR/up_pop --out DIR/out",
+        "its path '../maze' is not where this run's config.json says it borrows",
+        creates="out",
+    ),
+    Case(
+        "a done reference at an absolute path (threshold)",
+        "threshold DIR/abs_pop",
+        "is not where this run's config.json says it borrows",
+    ),
+    Case(
+        "a done reference at an absolute path (--refs-from)",
+        "population --refs-from DIR/abs_pop --novel 1 --out DIR/out",
+        "is not where this run's config.json says it borrows",
+        creates="out",
+    ),
     Case("a manifest field of the wrong type", "evaluate DIR/typed_pop", "members[0].path must be a string, got null"),
     Case("a manifest nested too deeply", "evaluate DIR/deep_pop", "nested deeper than 64 levels"),
     Case(
@@ -307,6 +390,41 @@ CASES = [
     ),
     Case("a FIFO where a checkpoint should be", "evaluate DIR/fifo.safetensors", "a FIFO, not a regular file"),
     Case("a grid value past npsco's limit", "sweep DIR/big_grid.toml --dry-run", "past npsco's limit of 1,000"),
+    Case(
+        "a network past npsco's memory limit",
+        "train --set actor_hidden=65536,65536 --out DIR/out",
+        "makes a network of 4,295,229,441 parameters",
+        creates="out",
+    ),
+    Case(
+        "a population of more policies than npsco's limit",
+        "population --refs 1000 --novel 1000 --r0-scale 1 2 3 4 5 6 7 8 9 10 --out DIR/out",
+        "the population trains 11,000 policies, past npsco's limit of 10,000",
+        creates="out",
+    ),
+    Case(
+        "a grid of more policies than npsco's limit",
+        "sweep DIR/huge_grid.toml --dry-run",
+        "policies, past npsco's limit of 10,000",
+    ),
+    Case(
+        "a manifest number too large for a float",
+        "evaluate DIR/inf_pop",
+        "the number 1e400 is too large (it would be read as infinity)",
+    ),
+    Case(
+        "a manifest number out of its range", "evaluate DIR/version_pop", "format_version must be a whole number >= 1"
+    ),
+    Case(
+        "a config.json past its size limit",
+        "evaluate DIR/big_config_pop",
+        "4,194,305 bytes, past npsco's limit of 4,194,304 for this file",
+    ),
+    Case(
+        "a checkpoint listing more layers than it holds",
+        "evaluate DIR/layers.safetensors",
+        "100,000 hidden layers, but the file holds",
+    ),
     Case(
         "--refs past npsco's limit",
         "population --refs 100000 --out DIR/out",

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from npsco.errors import NpscoError
 from npsco.logger import read_metrics
 from npsco.methods import METHODS, make_method
 from npsco.methods.base import MethodContext
@@ -21,7 +22,7 @@ from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
 from npsco.policy import load_policy
 from npsco.ppo.config import preset
-from npsco.ppo.state import read_state, state_path
+from npsco.ppo.state import read_state, state_path, write_state
 from npsco.ppo.trainer import Trainer
 from npsco.tasks import MAZE_ID
 
@@ -43,8 +44,8 @@ def train_straight_and_resumed(cfg, make_hooks, tmp_path, stop_after: int):
 
     first = Trainer(cfg, make_hooks(), tmp_path / "resumed", tensorboard=False).train(progress=False, on_iteration=stop)
     assert first.interrupted and state_path(tmp_path / "resumed").exists()
-    meta, _ = read_state(state_path(tmp_path / "resumed"))
-    assert meta["iteration"] == stop_after and meta["metrics_rows"] == stop_after
+    saved = read_state(state_path(tmp_path / "resumed"))
+    assert saved.iteration == stop_after and saved.metrics_rows == stop_after
     second = Trainer(cfg, make_hooks(), tmp_path / "resumed", tensorboard=False, resume=True)
     assert second.iteration == stop_after
     result = second.train(progress=False)
@@ -76,6 +77,45 @@ def test_a_resumed_maze_run_equals_the_uninterrupted_one(method, tmp_path, maze_
 
     straight, resumed = train_straight_and_resumed(cfg, hooks, tmp_path, stop_after=2)
     assert_same_run(straight, resumed)
+
+
+@pytest.mark.parametrize("method", ["ppo", "ipd"])
+def test_a_trainers_state_dict_continues_in_a_fresh_trainer_bit_for_bit(method, tmp_path, maze_policies):
+    """`Trainer.state_dict()` taken between two iterations and given to a fresh trainer's `load_state_dict()`, as it is
+    and through the file (`write_state` / `read_state`): both continue with the uninterrupted trainer's bits."""
+    cfg = dataclasses.replace(
+        preset(MAZE_ID), total_timesteps=4 * 1024, num_steps=64, eval_every=2, eval_episodes=3, seed=4
+    )
+    refs = ReferenceSet([maze_policies.const([0.4, 0.0])], ["a"])
+
+    def hooks():
+        if method == "ppo":
+            return None
+        return make_method(MethodConfig.of(method, t_start=2), MethodContext(MAZE_ID, refs, 0.3))
+
+    saved = {}
+
+    def keep_state(trainer: Trainer, metrics: dict) -> None:
+        if trainer.iteration == 2:
+            saved["state"] = trainer.state_dict()
+
+    straight = Trainer(cfg, hooks(), tensorboard=False).train(progress=False, on_iteration=keep_state)
+    write_state(saved["state"], tmp_path / "state.safetensors")
+    for state in (saved["state"], read_state(tmp_path / "state.safetensors")):
+        trainer = Trainer(cfg, hooks(), tensorboard=False)
+        trainer.load_state_dict(state)
+        assert (trainer.iteration, trainer.global_step) == (2, 2 * cfg.batch_size)
+        continued = trainer.train(progress=False)
+        for (wa, ba), (wb, bb) in zip(straight.policy.weights, continued.policy.weights, strict=True):
+            np.testing.assert_array_equal(wa, wb)
+            np.testing.assert_array_equal(ba, bb)
+        np.testing.assert_array_equal(straight.policy.obs_mean, continued.policy.obs_mean)
+        assert comparable(continued.metrics) == comparable(straight.metrics[2:])
+        assert continued.eval_curve == straight.eval_curve
+    other = Trainer(dataclasses.replace(cfg, seed=5), hooks(), tensorboard=False)
+    with pytest.raises(NpscoError, match="belongs to another configuration"):
+        other.load_state_dict(saved["state"])
+    other.envs.close()
 
 
 @pytest.mark.parametrize("method", ["ppo", "ipd"])
@@ -111,8 +151,8 @@ def test_sigterm_saves_the_state_and_the_same_command_resumes_it(tmp_path):
     assert proc.wait(timeout=60) == 130
     said = proc.stdout.read() if proc.stdout else ""
     assert "interrupted: the policy in training is saved at" in said and "run the same command again" in said
-    meta, _ = read_state(state_path(out))
-    assert 3 <= meta["iteration"] < 16 and not (out / "policy.safetensors").exists()
+    saved = read_state(state_path(out))
+    assert 3 <= saved.iteration < 16 and not (out / "policy.safetensors").exists()
     resumed = subprocess.run([sys.executable, "-c", code, *args, "--out", str(out)], check=False)
     assert resumed.returncode == 0
     assert_same_run(straight, out)
@@ -135,7 +175,7 @@ def test_a_sigkill_at_a_random_moment_loses_at_most_the_cadence(seed, tmp_path):
     proc.wait(timeout=60)
     killed_at = time.time()
     age = killed_at - state_path(out).stat().st_mtime
-    step = read_state(state_path(out))[0]["global_step"]
+    step = read_state(state_path(out)).global_step
     iteration = max(
         r["charts/rollout_seconds"] + r["charts/update_seconds"] for r in read_metrics(out / "metrics.jsonl")
     )
@@ -169,17 +209,17 @@ def test_a_hopper_population_killed_three_times_wastes_at_most_an_iteration_each
     for kill_after in (4, 10, 16):  # iterations of 24
         proc = subprocess.Popen(command(out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 120
-        while not state_path(ref).exists() or read_state(state_path(ref))[0]["iteration"] < kill_after:
+        while not state_path(ref).exists() or read_state(state_path(ref)).iteration < kill_after:
             assert time.monotonic() < deadline and proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
         output = proc.communicate()[0]
-        meta = read_state(state_path(ref))[0]
+        saved = read_state(state_path(ref))
         logged = len(read_metrics(ref / "metrics.jsonl"))
-        assert 0 <= logged - meta["iteration"] <= 1  # at most the iteration in progress is lost
+        assert 0 <= logged - saved.iteration <= 1  # at most the iteration in progress is lost
         if saved_steps:
             assert f"resuming from the training state saved at step {saved_steps[-1]:,}" in output
-        saved_steps.append(meta["global_step"])
+        saved_steps.append(saved.global_step)
     final = subprocess.run(command(out), check=False, capture_output=True, text=True)
     assert (
         final.returncode == 0 and f"resuming from the training state saved at step {saved_steps[-1]:,}" in final.stdout

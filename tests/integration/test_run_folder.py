@@ -121,10 +121,14 @@ def test_a_novel_folder_that_is_a_symbolic_link_is_never_written_through(
 
 
 def test_a_borrowed_reference_is_read_where_it_lies_and_never_trained(planned_run, tmp_path, capsys):
-    """A committed run's references borrowed by relative paths outside it (benchmarks/results/paper/extra) load; a
-    borrowed reference that claims to need training is refused."""
+    """A committed run's references borrowed by relative paths outside it (benchmarks/results/paper/extra: its
+    config.json names them relative to the repository's root) load; a borrowed reference that claims to need
+    training is refused."""
     out = tmp_path / "run"
     planned_run(out)
+    config = json.loads((out / "config.json").read_text())
+    config["ref_checkpoints"] = ["sweep/refs/ref0", "sweep/refs/ref1"]  # from the folder above the run
+    (out / "config.json").write_text(json.dumps(config))
     data = json.loads((out / "manifest.json").read_text())
     elsewhere = tmp_path / "sweep" / "refs"
     (out / "refs").rename(tmp_path / "moved")
@@ -254,3 +258,70 @@ def test_an_evaluation_folder_that_is_a_symbolic_link_is_never_written_through(
     monkeypatch.chdir(tmp_path)
     assert main(["evaluate", "run", "--episodes", "2"]) == 0
     assert (out / "evaluation" / "evaluation.json").is_file() and not (out / "run").exists()
+
+
+# ---------------------------------------------------------------------------------------- links below a run folder
+@pytest.mark.parametrize("below", ["checkpoints", "tensorboard", "metrics.jsonl"])
+def test_a_training_folder_with_a_link_below_it_is_refused_before_anything_is_read(below, victim, tmp_path):
+    """The Trainer (`npsco train`'s, and a population's in its worker) checks its folder before it reads the saved
+    state or writes anything: a link to elsewhere is refused, and the folder it points to is left as it was."""
+    from npsco.ppo.config import preset
+    from npsco.tasks import MAZE_ID
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (victim / "state.safetensors").write_bytes(b"not a state")
+    os.symlink(victim / "precious.txt" if below == "metrics.jsonl" else victim, run / below)
+    before = snapshot(victim)
+    with pytest.raises(NpscoError, match=f"{run / below}: a symbolic link inside {run}"):
+        Trainer(preset(MAZE_ID), run_dir=run, resume=True)
+    assert snapshot(victim) == before
+
+
+def test_a_population_member_with_a_link_below_it_is_refused_before_it_trains(
+    planned_run, victim, tmp_path, capsys, no_training
+):
+    """`novel/ipd/k0/checkpoints` a link (the member in training): the resume refuses before anything is read."""
+    out = tmp_path / "run"
+    argv = planned_run(out)
+    (out / "novel" / "ipd" / "k0").mkdir(parents=True)
+    os.symlink(victim, out / "novel" / "ipd" / "k0" / "checkpoints")
+    edit_member(out, "ipd/k0", status="training")
+    before = snapshot(victim)
+    assert main(argv) == 2
+    assert f"{out / 'novel' / 'ipd' / 'k0' / 'checkpoints'}: a symbolic link inside {out}" in one_line_error(capsys)
+    assert snapshot(victim) == before
+
+
+def test_an_output_folder_inside_a_run_is_reached_through_no_link(planned_run, victim, tmp_path):
+    """`npsco report OTHER --out RUN/report` with RUN/report a link: refused (`npsco.paths.output_folder`), though the
+    run it lies in is not one the command reads."""
+    from npsco.paths import output_folder
+
+    out = tmp_path / "run"
+    planned_run(out)
+    os.symlink(victim, out / "report")
+    with pytest.raises(NpscoError, match=f"--out {out / 'report'}: {out / 'report'} is a symbolic link inside {out}"):
+        output_folder(out / "report")
+    assert output_folder(tmp_path / "elsewhere") == tmp_path / "elsewhere"  # outside any run: nothing to check
+
+
+def test_a_borrowed_reference_must_be_where_config_json_borrows_it_from(planned_run, tmp_path, capsys):
+    """A borrowing run whose manifest points a reference at another folder than its config.json's `refs_from` run
+    keeps it: refused by every reader, though the checkpoint there is a real policy."""
+    refs = tmp_path / "refs"
+    planned_run(refs)
+    out = tmp_path / "run"
+    (out / "refs").mkdir(parents=True)
+    shutil.copytree(refs / "refs" / "ref0", tmp_path / "other" / "ref0")
+    data = json.loads((refs / "manifest.json").read_text())
+    data["members"] = [{**m, "path": str(refs / m["path"])} for m in data["members"] if m["role"] == "reference"]
+    config = {**json.loads((refs / "config.json").read_text()), "refs_from": str(refs)}
+    (out / "config.json").write_text(json.dumps(config))
+    (out / "manifest.json").write_text(json.dumps(data))
+    assert main(["threshold", str(out), "--episodes", "2"]) == 0  # where refs_from keeps them: read
+    capsys.readouterr()
+    data["members"][0]["path"] = str(tmp_path / "other" / "ref0")
+    (out / "manifest.json").write_text(json.dumps(data))
+    assert main(["threshold", str(out), "--episodes", "2"]) == 2
+    assert f"is not where this run's config.json says it borrows its references from ({refs}" in one_line_error(capsys)

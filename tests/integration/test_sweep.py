@@ -4,6 +4,7 @@ retried; bad grid files give a one-line error."""
 
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from npsco.cli import main
 from npsco.errors import NpscoError
+from npsco.evaluation.evaluate import evaluate_runs
 from npsco.manifest import population_dirs
 from npsco.parallel import InlineExecutor, Job, LocalExecutor, Scheduler, by_critical_path
 from npsco.population import Population
@@ -38,7 +40,8 @@ def final_returns(sweep: Path) -> dict[str, float]:
     out = {}
     for run in population_dirs(sweep):
         for m in json.loads((run / "manifest.json").read_text())["members"]:
-            if not Path(m["path"]).is_absolute():  # borrowed references are counted where they were trained
+            # borrowed references (an absolute path, or `../ppo/...` beside the run) are counted where they were trained
+            if not Path(m["path"]).is_absolute() and ".." not in Path(m["path"]).parts:
                 assert m["status"] == "done"
                 out[f"{run.relative_to(sweep)}/{m['name']}"] = m["final_eval"]["return_mean"]
     return out
@@ -90,6 +93,37 @@ def test_second_run_trains_nothing(grid, local_sweep, capsys):
     out = capsys.readouterr().out
     assert " start " not in out and "2/2 policies" in out and "npsco report" in out
     assert {p: p.stat().st_mtime_ns for p in local_sweep.rglob("policy.safetensors")} == before
+
+
+def test_a_copied_sweep_resumes_where_it_lies_and_an_old_one_with_absolute_paths_too(grid, local_sweep, tmp_path):
+    """A method run records its references relative to itself (`../ppo`): a copy of the sweep resumes (trains
+    nothing) and reads its own references, not the original's; a sweep an earlier npsco wrote, with absolute paths,
+    resumes as well."""
+    ipd = local_sweep / "FourRewardMaze-v0" / "ipd"
+    assert json.loads((ipd / "config.json").read_text())["refs_from"] == "../ppo"
+    refs = [m for m in json.loads((ipd / "manifest.json").read_text())["members"] if m["role"] == "reference"]
+    assert [m["path"] for m in refs] == ["../ppo/refs/ref0", "../ppo/refs/ref1"]
+    copy = tmp_path / "copy"
+    shutil.copytree(local_sweep, copy)
+    before = {p: p.stat().st_mtime_ns for p in copy.rglob("policy.safetensors")}
+    assert main(["sweep", str(grid), "--out", str(copy), "--workers", "2"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in copy.rglob("policy.safetensors")} == before
+    rows = evaluate_runs([copy / "FourRewardMaze-v0" / "ipd"], episodes=2, write=False)[0]["policies"]
+    assert all(Path(r["checkpoint"]).is_relative_to(copy.resolve()) for r in rows), [r["checkpoint"] for r in rows]
+    # as an earlier npsco wrote it: refs_from and the borrowed references' paths absolute
+    old = tmp_path / "old"
+    shutil.copytree(local_sweep, old)
+    run = old / "FourRewardMaze-v0" / "ipd"
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "refs_from": str((run / "../ppo").resolve())}))
+    data = json.loads((run / "manifest.json").read_text())
+    for m in data["members"]:
+        if m["role"] == "reference":
+            m["path"] = str((run / m["path"]).resolve())
+    (run / "manifest.json").write_text(json.dumps(data))
+    before = {p: p.stat().st_mtime_ns for p in old.rglob("policy.safetensors")}
+    assert main(["sweep", str(grid), "--out", str(old), "--workers", "2"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in old.rglob("policy.safetensors")} == before
 
 
 def test_ray_gives_the_same_directories_and_results(grid, local_sweep, tmp_path):

@@ -202,22 +202,42 @@ def test_rerun_with_a_different_config_is_refused(maze_run, capsys):
     assert (maze_run / "config.json").read_text() == config
 
 
-def test_a_run_made_before_a_setting_existed_matches_at_its_default(maze_run, tmp_path, capsys):
-    """A config.json written by an npsco without `update_backend`: the rerun finds it trained, unless the new setting
-    is given another value than its default."""
-    old = tmp_path / "old"
-    old.mkdir()
+def old_run(maze_run: Path, out: Path, ppo: dict) -> Path:
+    """A copy of `maze_run` at `out` whose config.json's PPO settings are updated with `ppo` (`None`: removed), as
+    an earlier npsco may have recorded them."""
+    out.mkdir()
     for name in ("policy.safetensors", "metrics.jsonl"):
-        (old / name).write_bytes((maze_run / name).read_bytes())
+        (out / name).write_bytes((maze_run / name).read_bytes())
     config = json.loads((maze_run / "config.json").read_text())
-    default = config["ppo"].pop("update_backend")
-    (old / "config.json").write_text(json.dumps(config))
+    config["ppo"] = {k: v for k, v in {**config["ppo"], **ppo}.items() if v is not None}
+    (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
+def test_a_run_made_before_a_setting_existed_matches_at_its_default(maze_run, tmp_path, capsys):
+    """A config.json written by an npsco without `state_every`: the rerun finds it trained, unless the new setting
+    is given another value than its default."""
+    old = old_run(maze_run, tmp_path / "old", {"state_every": None})
     capsys.readouterr()
     assert train(old) == 0
     assert "already trained" in capsys.readouterr().out
-    other = "torch" if default == "numpy" else "numpy"
-    assert train(old, "--set", f"update_backend={other}") == 2
-    assert f"ppo.update_backend: not recorded in the run, {other!r} now" in one_line_error(capsys)
+    assert train(old, "--set", "state_every=5") == 2
+    assert "ppo.state_every: not recorded in the run, 5.0 now" in one_line_error(capsys)
+
+
+def test_a_run_that_recorded_the_removed_update_backend(maze_run, tmp_path, capsys):
+    """An npsco before 2026-11-28 recorded `update_backend`: `numpy` (its default) is the update that runs today, so
+    the rerun finds the run trained; `torch` was another update, a difference; giving the setting is refused, with
+    why."""
+    numpy_run = old_run(maze_run, tmp_path / "numpy", {"update_backend": "numpy"})
+    capsys.readouterr()
+    assert train(numpy_run) == 0
+    assert "already trained" in capsys.readouterr().out
+    assert train(old_run(maze_run, tmp_path / "torch", {"update_backend": "torch"})) == 2
+    assert "ppo.update_backend: 'torch' in the run, not a setting now" in one_line_error(capsys)
+    assert train(numpy_run, "--set", "update_backend=numpy") == 2
+    err = one_line_error(capsys)
+    assert "update_backend is not a setting now: every update runs in numpy" in err and "leave it out" in err
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ reaches a goal from most starts while its deterministic behaviour is at least r0
 import numpy as np
 import pytest
 
-from npsco.evaluation import run_episodes
+from npsco.episodes import run_episodes
 from npsco.methods.settings import MethodConfig
 from npsco.novelty.metrics import policy_distance
 from npsco.population import Population, PopulationConfig

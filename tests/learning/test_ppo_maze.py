@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from npsco.envs.maze import GOAL_NAMES
-from npsco.evaluation import run_episodes
+from npsco.episodes import run_episodes
 from npsco.ppo.config import preset
 from npsco.ppo.fast_update import NumpyLearner
 from npsco.ppo.train import train

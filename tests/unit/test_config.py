@@ -252,7 +252,7 @@ def test_default_threshold_multiple_is_the_methods_and_r0_scale_is_not_a_method_
 
 
 def test_a_seed_out_of_range_is_refused_before_anything_runs():
-    from npsco.ppo.config import MAX_SEED
+    from npsco.seeds import MAX_SEED
 
     for seed in (-5, MAX_SEED + 1, 2**70):
         with pytest.raises(NpscoError, match=r"seed must be in \[0, "):

@@ -14,8 +14,8 @@ import pytest
 import npsco.stats  # noqa: F401  (scipy is imported at collection, so that no test pays for it)
 from npsco.cli import main
 from npsco.envs.maze import goal_name
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.evaluation.evaluate import cached_evaluation, combine, evaluate_run, evaluate_runs
 from npsco.evaluation.measure import yardstick
 from npsco.evaluation.rows import CSV_COLUMNS, EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
@@ -49,9 +49,9 @@ def member(name, role, path, action, curve=(), chain=None, method="ipd", seed=0,
     }
 
 
-def write_run(root: Path, members: list[dict], const, r0_scales=(1.0,), method="ipd") -> Path:
+def write_run(root: Path, members: list[dict], const, r0_scales=(1.0,), method="ipd", refs_from=None) -> Path:
     """A population run directory as `npsco population` writes it, with constant-action policies (`const`: the
-    `maze_policies` fixture's)."""
+    `maze_policies` fixture's); `refs_from`: the run whose references it borrows."""
     root.mkdir(parents=True, exist_ok=True)
     for m in members:
         action = m.pop("_action")
@@ -71,7 +71,7 @@ def write_run(root: Path, members: list[dict], const, r0_scales=(1.0,), method="
         "refs": 2,
         "novel": 1,
         "r0_scales": list(r0_scales),
-        "refs_from": None,
+        "refs_from": refs_from,
     }
     (root / "manifest.json").write_text(json.dumps(manifest))
     (root / "config.json").write_text(json.dumps(config))
@@ -320,6 +320,7 @@ def test_several_runs_share_references_and_are_combined(run, tmp_path, maze_poli
         ],
         maze_policies.const,
         method="wsr",
+        refs_from=str(run),  # where its config.json says the references come from (npsco.paths)
     )
     docs = evaluate_runs([run, other], episodes=EPISODES, log=lambda _: None)
     assert (other / "evaluation" / "evaluation.csv").exists()

@@ -1,13 +1,15 @@
-"""The numpy updates of TNB, CTNB and CPO against their torch references, to float32 rounding: TNB's minibatch gradients
-(task and novelty surrogates, bisector, critics, entropy) against autograd on random data, whole TNB and CTNB updates
-(parameters, Adam state, statistics) on real maze batches, CPO's surrogate gradients (with its direct cost term), its
-Fisher-vector products against double backward, its trial evaluations, its whole step (case, lambda, nu, accepted
-step) and update; the bisector's numpy and torch forms; the backend choice and its fallback. (The critics' fit, which
-CPO runs, is checked with PPO's update in test_fast_update.py.)"""
+"""The numpy updates of TNB, CTNB and CPO against their torch references (tests/oracles/), to float32 rounding: TNB's
+minibatch gradients (task and novelty surrogates, bisector, critics, entropy) against autograd on random data, whole
+TNB and CTNB updates (parameters, Adam state, statistics) on real maze batches, CPO's surrogate gradients (with its
+direct cost term), its Fisher-vector products against double backward, its trial evaluations, its whole step (case,
+lambda, nu, accepted step) and update; the bisector's numpy and torch forms; an optimiser the learner does not handle;
+and that no method writes into the learner's buffers. (The critics' fit, which CPO runs, is checked with PPO's update
+in test_fast_update.py.)"""
 
 from __future__ import annotations
 
-import dataclasses
+import ast
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,13 +20,15 @@ from hypothesis import strategies as st
 from npsco.methods import make_method
 from npsco.methods.base import MethodContext
 from npsco.methods.constrained import TNB_RULES, bisector, bisector_np, get_flat_params, set_flat_params
-from npsco.methods.cpo import CPO
-from npsco.methods.cpo_problem import CPOProblem, NumpyCPOProblem
+from npsco.methods.cpo_problem import CPOProblem
 from npsco.methods.settings import MethodConfig
-from npsco.methods.tnb import TNB
 from npsco.novelty.references import ReferenceSet
 from npsco.ppo.fast_update import Minibatch, NumpyLearner
 from npsco.tasks import MAZE_ID
+from oracles.cpo import TorchCPOProblem
+from oracles.tnb import bisector_grads
+from oracles.torch_learner import TorchLearner
+from oracles.torch_update import torch_update
 
 
 @pytest.fixture
@@ -40,20 +44,21 @@ def novel_trainer(update_trainer, maze_policies):
     return make
 
 
-def use_backend(tr, backend: str) -> None:
-    """Switch the trainer's learner to `backend` (the learner reads it at every update)."""
-    tr.learner.cfg = dataclasses.replace(tr.learner.cfg, update_backend=backend)
-
-
 def rollout_batch(tr):
     return tr.compute_advantages(tr.collect_rollout())
 
 
-def both_backends(tr, learner_state, update):
-    """`update()` from the trainer's current state with the torch backend and with the numpy one: each run's
-    (parameters, Adam state, result) and the parameters before; the trainer is left after the numpy run."""
+def method_update(hooks, learner, batch):
+    """The method's own update (numpy)."""
+    return hooks.update(learner, batch)
+
+
+def both_updates(tr, learner_state, update):
+    """`update(run)` from the trainer's current state, `run(hooks, learner, batch)` the torch reference
+    (`torch_update`) and then the method's own update: each run's (parameters, Adam state, result) and the parameters
+    before; the trainer is left after the numpy run."""
     snap, before = learner_state.snapshot(tr), learner_state.params(tr)
-    runs = [learner_state.run(tr, snap, lambda b=b: use_backend(tr, b) or update()) for b in ("torch", "numpy")]
+    runs = [learner_state.run(tr, snap, lambda r=r: update(r)) for r in (torch_update, method_update)]
     return runs[0], runs[1], before
 
 
@@ -110,7 +115,7 @@ def test_tnb_minibatch_gradients_equal_autograd_on_random_data(rule, angle, norm
     batch.advantages["task"], batch.advantages["novelty"] = task, (1.0 if angle == "acute" else -1.0) * task + noise
     # torch: the reference step's .grad
     tr.learner.optimizer.zero_grad(set_to_none=True)
-    expected_stats = tr.hooks.bisector_grads(tr.learner, batch, torch.arange(256))
+    expected_stats = bisector_grads(tr.hooks, TorchLearner(tr.learner), batch, torch.arange(256))
     # numpy: the fast step's gradient vector
     fast = NumpyLearner(tr.cfg, tr.agent, tr.learner.optimizer, tr.streams, tr.learner.minibatches)
     fast._load()
@@ -130,10 +135,9 @@ def test_tnb_update_equals_the_torch_update_on_maze_batches(history, rule, novel
     tr = novel_trainer("tnb", knobs={"tnb_rule": rule}, ent_coef=0.003)
     batch = rollout_batch(tr)
     if history == "warm":  # a torch update first: the numpy one carries on from its Adam state
-        use_backend(tr, "torch")
-        tr.hooks.update(tr.learner, batch)
+        torch_update(tr.hooks, tr.learner, batch)
         batch = rollout_batch(tr)
-    expected, got, before = both_backends(tr, learner_state, lambda: tr.hooks.update(tr.learner, batch))
+    expected, got, before = both_updates(tr, learner_state, lambda run: run(tr.hooks, tr.learner, batch))
     learner_state.assert_same(expected, got, before)
     assert {"tnb/cos", "tnb/obtuse_frac", "losses/novelty_policy_loss"} <= got[2].keys()
 
@@ -144,11 +148,11 @@ def test_ctnb_update_equals_the_torch_update_in_both_branches(r0, violated, nove
     batch = rollout_batch(tr)
     margins = (tr.hooks._margin_sum, tr.hooks._active_steps)
 
-    def update():
+    def update(run):
         tr.hooks._margin_sum, tr.hooks._active_steps = margins  # (the update resets them)
-        return tr.hooks.update(tr.learner, batch)
+        return run(tr.hooks, tr.learner, batch)
 
-    expected, got, before = both_backends(tr, learner_state, update)
+    expected, got, before = both_updates(tr, learner_state, update)
     learner_state.assert_same(expected, got, before)
     assert got[2]["ctnb/constraint_active"] == float(violated) and ("tnb/cos" in got[2]) == violated
 
@@ -165,8 +169,8 @@ def cpo_problems(tr, batch, damping: float = 0.1):
     """The torch and numpy problems of `batch` around the current actor, with the method's direct cost."""
     direct = tr.hooks.direct_cost()
     return (
+        TorchCPOProblem(tr.agent, batch, tr.cfg.norm_adv, damping, direct),
         CPOProblem(tr.agent, batch, tr.cfg.norm_adv, damping, direct),
-        NumpyCPOProblem(tr.agent, batch, tr.cfg.norm_adv, damping, direct),
     )
 
 
@@ -197,7 +201,7 @@ def test_cpo_surrogates_and_gradients_equal_autograd(knobs, novel_trainer):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-4, atol=1e-5 * expected.abs().max().item())
     # the direct term is in b: with the mean action compared it moves the mean MLP, with wasserstein2 the log-std
     direct = tr.hooks.direct_cost()
-    d_mean, d_log_std = direct.numpy(mean.numpy(), tr.agent.actor_logstd.detach().numpy()[0])[1:]
+    d_mean, d_log_std = direct.value_and_grads(mean.numpy(), tr.agent.actor_logstd.detach().numpy()[0])[1:]
     assert (np.abs(d_mean).sum() > 0) == (knobs.get("novelty_action", "mean") == "mean")
     assert (np.abs(d_log_std).sum() > 0) == ("metric" in knobs)
 
@@ -269,50 +273,48 @@ def test_cpo_update_equals_the_torch_update(novel_trainer, learner_state):
     collected = tr.hooks._cost_sum, tr.hooks._cost_n, {k: v.copy() for k, v in tr.hooks._nearest.items()}
     center = tr.hooks.cost_center
 
-    def update():
+    def update(run):
         tr.hooks._cost_sum, tr.hooks._cost_n = collected[:2]  # (the update resets what the rollout collected)
         tr.hooks._nearest = {k: v.copy() for k, v in collected[2].items()}
         tr.hooks.cost_center = center
-        return tr.hooks.update(tr.learner, batch)
+        return run(tr.hooks, tr.learner, batch)
 
-    expected, got, before = both_backends(tr, learner_state, update)
+    expected, got, before = both_updates(tr, learner_state, update)
     learner_state.assert_same(expected, got, before, rel=1e-3)
     assert got[2]["cpo/step_accepted"] == 1.0
 
 
-# ------------------------------------------------------------------------------------- choice and fallback
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_update_backend_selects_each_methods_path(backend, novel_trainer, monkeypatch):
-    calls = []
-
-    def record(cls, name, what):
-        original = getattr(cls, name)
-        monkeypatch.setattr(cls, name, lambda self, *a: calls.append(what(a)) or original(self, *a))
-
-    record(TNB, "bisector_step", lambda args: "bisector_step")
-    record(TNB, "bisector_grads", lambda args: "bisector_grads")
-    record(CPO, "policy_step", lambda args: type(args[0]).__name__)
-    for method in ("tnb", "cpo"):
-        tr = novel_trainer(method, update_backend=backend)
-        tr.hooks.update(tr.learner, rollout_batch(tr))
-    expected = ("bisector_step", "NumpyCPOProblem") if backend == "numpy" else ("bisector_grads", "CPOProblem")
-    assert set(calls) == set(expected)
-
-
+# ------------------------------------------------------------------------------------------- what it refuses
 @pytest.mark.parametrize("method", ["tnb", "ctnb", "cpo"])
-def test_an_unsupported_optimiser_warns_once_and_runs_the_torch_update(method, novel_trainer, learner_state):
+def test_an_optimiser_the_learner_does_not_handle_is_a_clear_error(method, novel_trainer):
     tr = novel_trainer(method, r0=5.0)  # (CTNB: violated, the bisector step)
     batch = rollout_batch(tr)
-    rollout = {k: v for k, v in vars(tr.hooks).items() if k.startswith("_")}
     tr.learner.optimizer = torch.optim.SGD(tr.agent.parameters(), lr=1e-2)
-    snap = learner_state.snapshot(tr)
-    use_backend(tr, "torch")
-    tr.hooks.update(tr.learner, batch)
-    expected = learner_state.params(tr)
-    learner_state.restore(tr, snap)
-    vars(tr.hooks).update(rollout)
-    use_backend(tr, "numpy")
-    with pytest.warns(UserWarning, match="update_backend=numpy: the optimiser is not torch.optim.Adam") as warned:
+    before = get_flat_params(tr.agent.parameters()).clone()
+    with pytest.raises(TypeError, match="cannot update this agent and optimiser: the optimiser is not torch.optim"):
         tr.hooks.update(tr.learner, batch)
-    assert len(warned) == 1
-    np.testing.assert_array_equal(learner_state.params(tr), expected)
+    assert torch.equal(get_flat_params(tr.agent.parameters()), before)  # nothing stepped
+
+
+LEARNER_BUFFERS = ("grad", "log_std_grad", "actor_grad", "critics_grad", "flat", "exp_avg", "exp_avg_sq", "steps")
+"""`NumpyLearner`'s buffers: what its calls (`actor_backward`, `set_actor_direction`, `critics_backward`) write."""
+
+
+def test_no_method_writes_into_the_learners_buffers():
+    """A method reaches the learner's state through its calls, never by writing its buffers (or a parameter's
+    `.grad`): no assignment to, and no `out=` into, an attribute of that name in npsco.methods."""
+    methods = Path(__file__).resolve().parents[2] / "src" / "npsco" / "methods"
+    written = []
+    for path in sorted(methods.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.Call):
+                targets = [k.value for k in node.keywords if k.arg == "out"]
+            for target in targets:
+                while isinstance(target, ast.Subscript):
+                    target = target.value
+                if isinstance(target, ast.Attribute) and target.attr in LEARNER_BUFFERS:
+                    written.append(f"{path.name}:{node.lineno}")
+    assert written == []

@@ -1,7 +1,7 @@
-"""The numpy PPO update (`NumpyLearner`) against the torch reference loop (`Learner.ppo_update_torch`): the same
+"""The numpy PPO update (`NumpyLearner`) against the torch reference loop (tests/oracles/torch_learner.py): the same
 gradients on random data (both branches of every clip exercised), the same whole update (parameters, Adam state,
-statistics), the same early stop, the torch optimiser still usable afterwards, the `update_backend` setting, a
-fallback with a warning when it cannot apply, and numpy's BLAS threads during the update."""
+statistics), the same early stop, the torch optimiser still usable afterwards, a clear error for an agent or
+optimiser it does not handle, and numpy's BLAS threads during the update."""
 
 from __future__ import annotations
 
@@ -10,13 +10,10 @@ import pytest
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from npsco.errors import NpscoError
 from npsco.ppo import fast_update as numpy_update
-from npsco.ppo.config import PPOConfig
 from npsco.ppo.fast_update import Minibatch, NumpyLearner
 from npsco.ppo.hooks import Hooks, StepOutcome
-from npsco.ppo.learner import Learner
-from npsco.ppo.maths import normalize_advantages, policy_loss
+from oracles.torch_learner import TorchLearner, normalize_advantages, policy_loss
 
 
 class ExtraStream(Hooks):
@@ -42,12 +39,12 @@ def test_gradient_equals_torch_autograd_on_random_data(clip_vloss, norm_adv, met
     batch = random_batch(tr.agent, tr.streams, 256, np.random.default_rng(0))
     obs, actions, old_lp, adv = batch.obs, batch.actions, batch.logprobs, batch.advantages["task"]
 
-    # torch: exactly the loss of ppo_update_torch
+    # torch: exactly the loss of the reference's ppo_update
     cfg, agent = tr.cfg, tr.agent
     new_lp, entropy, _ = agent.evaluate(obs, actions)
     a = normalize_advantages(adv) if norm_adv else adv
     pg, info = policy_loss(new_lp, old_lp, a, cfg.clip_coef)
-    v_loss = tr.learner.critic_loss(batch, torch.arange(256), obs)
+    v_loss = TorchLearner(tr.learner).critic_loss(batch, torch.arange(256), obs)
     loss = pg - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
     tr.learner.optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -68,21 +65,21 @@ def test_whole_update_equals_the_torch_loop(history, method, update_trainer, lea
     tr = update_trainer(method, ent_coef=0.003)
     batch = tr.compute_advantages(tr.collect_rollout())
     if history != "fresh":
-        tr.learner.ppo_update_torch(batch)
+        TorchLearner(tr.learner).ppo_update(batch)
         batch = tr.compute_advantages(tr.collect_rollout())
     if history == "uneven-steps":  # a critic-only torch step (as CPO's critic update): the actor's Adam lags behind
         tr.learner.optimizer.zero_grad(set_to_none=True)
-        tr.learner.critic_loss(batch, torch.arange(64)).backward()
+        TorchLearner(tr.learner).critic_loss(batch, torch.arange(64)).backward()
         tr.learner.optimizer.step()
     snap = learner_state.snapshot(tr)
     before = learner_state.params(tr)
-    expected = learner_state.run(tr, snap, lambda: tr.learner.ppo_update_torch(batch))
+    expected = learner_state.run(tr, snap, lambda: TorchLearner(tr.learner).ppo_update(batch))
     assert NumpyLearner.unsupported(tr.agent, tr.learner.optimizer, tr.streams) is None
     got = learner_state.run(tr, snap, lambda: tr.learner.ppo_update(batch))
     learner_state.assert_same(expected, got, before, rel=1e-4)
     # the torch optimiser carries on from the state the numpy update left
     tr.learner.optimizer.zero_grad(set_to_none=True)
-    tr.learner.critic_loss(batch, torch.arange(64)).backward()
+    TorchLearner(tr.learner).critic_loss(batch, torch.arange(64)).backward()
     tr.learner.optimizer.step()
     assert np.all(np.isfinite(learner_state.params(tr)))
 
@@ -96,7 +93,7 @@ def test_the_critics_fit_equals_the_torch_loop_and_leaves_the_actor(history, upd
     snap = learner_state.snapshot(tr)
     before = learner_state.params(tr)
     actor = torch.cat([p.detach().reshape(-1) for p in tr.agent.actor_parameters()]).clone()
-    expected = learner_state.run(tr, snap, lambda: tr.learner.fit_critics_torch(batch))
+    expected = learner_state.run(tr, snap, lambda: TorchLearner(tr.learner).fit_critics(batch))
     got = learner_state.run(tr, snap, lambda: tr.learner.fit_critics(batch))
     learner_state.assert_same(expected, got, before)  # the actor's Adam steps (or their absence) kept
     assert torch.equal(torch.cat([p.detach().reshape(-1) for p in tr.agent.actor_parameters()]), actor)
@@ -108,7 +105,7 @@ def test_early_stop_on_target_kl_matches(update_trainer, learner_state):
     tr = update_trainer(target_kl=1e-9)
     batch = tr.compute_advantages(tr.collect_rollout())
     snap = learner_state.snapshot(tr)
-    tr.learner.ppo_update_torch(batch)
+    TorchLearner(tr.learner).ppo_update(batch)
     steps_torch = learner_state.adam(tr)[2]
     learner_state.restore(tr, snap)
     tr.learner.ppo_update(batch)
@@ -117,31 +114,14 @@ def test_early_stop_on_target_kl_matches(update_trainer, learner_state):
     assert steps_numpy[0] == tr.cfg.num_minibatches  # one epoch only
 
 
-def test_falls_back_to_torch_with_a_warning_when_the_optimiser_is_not_adam(update_trainer, learner_state):
+def test_an_optimiser_it_does_not_handle_is_a_clear_error(update_trainer):
     tr = update_trainer()
     tr.learner.optimizer = torch.optim.SGD(tr.agent.parameters(), lr=1e-3)
-    assert "Adam" in NumpyLearner.unsupported(tr.agent, tr.learner.optimizer, tr.streams)
     batch = tr.compute_advantages(tr.collect_rollout())
-    before = learner_state.params(tr)
-    with pytest.warns(UserWarning, match="update_backend=numpy: the optimiser is not torch.optim.Adam"):
-        out = tr.learner.ppo_update(batch)
-    assert np.isfinite(out["losses/policy_loss"]) and not np.allclose(learner_state.params(tr), before)
-
-
-def test_a_learner_that_overrides_critic_loss_gets_the_torch_update(update_trainer):
-    calls = []
-
-    class OwnCriticLoss(Learner):
-        def critic_loss(self, batch, mb, obs=None):
-            calls.append(len(mb))
-            return 2.0 * super().critic_loss(batch, mb, obs)
-
-    tr = update_trainer()
-    tr.learner = OwnCriticLoss(tr.cfg, tr.agent, tr.streams)
-    batch = tr.compute_advantages(tr.collect_rollout())
-    with pytest.warns(UserWarning, match="update_backend=numpy: the learner overrides critic_loss"):
+    with pytest.raises(
+        TypeError, match="cannot update this agent and optimiser: the optimiser is not torch.optim.Adam"
+    ):
         tr.learner.ppo_update(batch)
-    assert calls == [64] * tr.cfg.num_minibatches * tr.cfg.update_epochs  # the overridden loss trained the critic
 
 
 def test_the_numpy_update_is_built_once_per_agent_and_optimiser(monkeypatch, update_trainer):
@@ -156,22 +136,6 @@ def test_the_numpy_update_is_built_once_per_agent_and_optimiser(monkeypatch, upd
     tr.learner.optimizer = torch.optim.Adam(tr.agent.parameters(), lr=1e-4, eps=1e-5)  # another optimiser: built for it
     tr.learner.ppo_update(batch)
     assert len(built) == 2 and tr.learner.optimizer.state[tr.agent.actor_logstd]["step"] == tr.cfg.num_minibatches * 3
-
-
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_update_backend_selects_the_update(monkeypatch, backend, update_trainer):
-    tr = update_trainer(update_backend=backend)
-    batch = tr.compute_advantages(tr.collect_rollout())
-    calls = []
-    monkeypatch.setattr(NumpyLearner, "ppo_update", lambda self, *a: calls.append("numpy") or {})
-    monkeypatch.setattr(Learner, "ppo_update_torch", lambda self, *a: calls.append("torch") or {})
-    tr.learner.ppo_update(batch)
-    assert calls == [backend]
-
-
-def test_an_unknown_update_backend_is_refused():
-    with pytest.raises(NpscoError, match="update_backend must be numpy or torch, not 'jax'"):
-        PPOConfig(update_backend="jax").validate()
 
 
 def test_the_update_runs_numpys_blas_with_torch_threads_and_restores_it(monkeypatch, update_trainer):

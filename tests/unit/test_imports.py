@@ -1,18 +1,24 @@
-"""The import graph of npsco's modules has no cycle, and every module imports at module level, or says why not.
+"""npsco's modules import each other down a list of layers (`LAYERS`), without a cycle; every module imports at module
+level, or says why not.
 
-The graph is read from the source with `ast`: an edge A -> B for every `import B` / `from B import x` that runs when
-A is imported (module level, including `try`/`if` blocks, excluding `if TYPE_CHECKING:`), plus A -> each package
-above B that is not above A (importing npsco.methods.ipd runs npsco/methods/__init__.py first)."""
+The graph is read from the source with `ast`, every import statement counted wherever it stands: at module level
+(`try`/`if` blocks included), under `if TYPE_CHECKING:` (an annotation ties two modules as much as a call does) and in
+functions. An import gives an edge A -> B for the module B it names (`from B import x`: B.x where that is a module),
+plus A -> each package above B that is not above A (importing npsco.methods.ipd runs npsco/methods/__init__.py
+first). The `import_graph(where=("module",))` subset is what importing a module runs."""
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = "npsco"
+EVERYWHERE = ("module", "type_checking", "function")
+"""Where an import statement may stand: run on import, under `if TYPE_CHECKING:`, inside a function."""
 
 
 def module_names() -> dict[str, Path]:
@@ -32,48 +38,75 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _executed_statements(body: list[ast.stmt]):
-    """The statements that run when the module is imported: not those in functions or `if TYPE_CHECKING:`."""
+def import_statements(body: list[ast.stmt], where: str = "module"):
+    """(statement, where) for every import statement in `body`, at any depth: `where` is `module` for those that run
+    when the module is imported, `type_checking` under `if TYPE_CHECKING:`, `function` inside a function."""
     for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        if isinstance(node, ast.If):
-            if not _is_type_checking(node.test):
-                yield from _executed_statements(node.body)
-            yield from _executed_statements(node.orelse)
-        elif isinstance(node, ast.Try):
-            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
-                yield from _executed_statements(block)
-        elif isinstance(node, (ast.With, ast.ClassDef)):
-            yield from _executed_statements(node.body)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node, where
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from import_statements(node.body, "function")
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from import_statements(node.body, "type_checking" if where == "module" else where)
+            yield from import_statements(node.orelse, where)
         else:
-            yield node
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                block = getattr(node, field, None)
+                if isinstance(block, list):
+                    yield from import_statements([b for b in block if isinstance(b, ast.AST)], where)
 
 
-def imported_modules(name: str, path: Path, modules: set[str]) -> set[str]:
-    """The package's modules that importing `name` imports directly (see the module docstring)."""
-    is_package = path.name == "__init__.py"
+@dataclass(frozen=True)
+class Edge:
+    """One module importing another."""
+
+    source: str
+    target: str
+    line: int
+    where: str
+    """`module`, `type_checking` or `function` (`import_statements`)."""
+
+
+def module_edges(name: str, source: str, is_package: bool, modules: set[str]) -> list[Edge]:
+    """The package's modules that the module `name` (its `source`) imports, one edge per statement and module."""
     here = name if is_package else name.rpartition(".")[0]
-    targets: set[str] = set()
-    for node in _executed_statements(ast.parse(path.read_text(encoding="utf-8")).body):
+    above_self = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+    edges = []
+    for node, where in import_statements(ast.parse(source).body):
         if isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+            named = [alias.name for alias in node.names]
+        else:
             base = node.module or ""
             if node.level:
                 anchor = here.split(".")[: len(here.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
-            targets.add(base)
-            targets.update(f"{base}.{alias.name}" for alias in node.names)
-    above_self = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
-    out = set()
-    for target in targets:
-        parts = target.split(".")
-        for i in range(1, len(parts) + 1):  # the target and the packages above it
-            module = ".".join(parts[:i])
-            if module in modules and module != name and module not in above_self:
-                out.add(module)
-    return out
+            submodules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules]
+            named = submodules if len(submodules) == len(node.names) else [base, *submodules]
+        targets = set()
+        for module in named:
+            parts = module.split(".")
+            targets.add(module)
+            targets.update(p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p not in above_self)
+        edges += [Edge(name, t, node.lineno, where) for t in sorted(targets) if t in modules and t != name]
+    return edges
+
+
+def all_edges() -> list[Edge]:
+    modules = module_names()
+    return [
+        edge
+        for name, path in modules.items()
+        for edge in module_edges(name, path.read_text(encoding="utf-8"), path.name == "__init__.py", set(modules))
+    ]
+
+
+def import_graph(where: tuple[str, ...] = EVERYWHERE) -> dict[str, set[str]]:
+    """module -> the modules it imports by statements standing `where`."""
+    graph: dict[str, set[str]] = {name: set() for name in module_names()}
+    for edge in all_edges():
+        if edge.where in where:
+            graph[edge.source].add(edge.target)
+    return graph
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -99,26 +132,48 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = module_names()
-    return {name: imported_modules(name, path, set(modules)) for name, path in modules.items()}
-
-
 def test_find_cycle_finds_a_cycle_and_only_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a", "c"}}) is None
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"a"}}) == ["a", "a"]
 
 
-def test_the_graph_reads_module_level_imports_only():
-    graph = import_graph()
-    assert "npsco.ppo.trainer" in graph["npsco.ppo.train"]
-    assert "npsco.methods" in graph["npsco.grid"]  # the registry's package runs first
-    assert "npsco.ppo.learner" not in graph["npsco.ppo.hooks"]  # under `if TYPE_CHECKING:`
-    assert "npsco.evaluation" not in graph["npsco.cli"]  # inside a command's function
+def test_the_edges_count_every_import_and_say_where_it_stands():
+    source = (
+        "from typing import TYPE_CHECKING\nimport p.a\ntry:\n    from p.b import x\nexcept ImportError:\n    pass\n"
+        "if TYPE_CHECKING:\n    from p.c import Y\nclass K:\n    def f(self):\n        from p import d  # lazy\n"
+        "from p import e, f\n"
+    )
+    modules = {"p", "p.a", "p.b", "p.c", "p.d", "p.e", "p.f", "p.q"}
+    edges = {(e.target, e.line, e.where) for e in module_edges("p.q", source, False, modules)}
+    assert edges == {
+        ("p.a", 2, "module"),
+        ("p.b", 4, "module"),
+        ("p.c", 8, "type_checking"),
+        ("p.d", 11, "function"),
+        ("p.e", 12, "module"),
+        ("p.f", 12, "module"),
+    }
+    # a package above the target runs first, unless it is above the importing module too; naming it counts
+    assert {e.target for e in module_edges("r.q", "import p.a\nimport r\n", False, modules | {"r", "r.q"})} == {
+        "p",
+        "p.a",
+        "r",
+    }
 
 
-def test_npsco_modules_import_each_other_without_a_cycle():
+def test_the_graph_reads_npsco_s_imports():
+    graph, running = import_graph(), import_graph(where=("module",))
+    assert "npsco.ppo.trainer" in running["npsco.ppo.train"]
+    assert "npsco.methods" in running["npsco.grid"]  # the registry's package runs first
+    assert "npsco.ppo.learner" in graph["npsco.ppo.hooks"]
+    assert "npsco.ppo.learner" not in running["npsco.ppo.hooks"]  # under `if TYPE_CHECKING:`
+    assert "npsco.evaluation.evaluate" in graph["npsco.cli"]
+    assert "npsco.evaluation" not in running["npsco.cli"]  # inside a command's function
+
+
+def test_no_cycle_counting_every_import():
+    """Not at import time, nor through an annotation under `if TYPE_CHECKING:`, nor through a function's import."""
     cycle = find_cycle(import_graph())
     assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
 
@@ -176,10 +231,12 @@ LAYERS = [
     (
         "core",
         (
+            "npsco.version",
             "npsco.errors",
             "npsco.layout",
             "npsco.limits",
             "npsco.io",
+            "npsco.paths",
             "npsco.filecheck",
             "npsco.locks",
             "npsco.task_ids",
@@ -189,11 +246,13 @@ LAYERS = [
             "npsco.stats",
             "npsco.compat",
             "npsco.selection",
+            "npsco.seeds",
+            "npsco.parallel",
         ),
     ),
     ("envs", ("npsco.envs",)),
     ("policy", ("npsco.policy",)),
-    ("episodes", ("npsco.evaluation.episodes",)),  # running a policy; the package's __init__ exposes only this
+    ("episodes", ("npsco.episodes",)),
     ("novelty", ("npsco.novelty",)),
     ("ppo", ("npsco.ppo",)),
     ("methods", ("npsco.methods",)),
@@ -205,31 +264,26 @@ LAYERS = [
             "npsco.population_config",
             "npsco.population_jobs",
             "npsco.population",
-            "npsco.parallel",
             "npsco.grid",
             "npsco.sweep",
             "npsco.training",
         ),
     ),
-    (
-        "evaluation",
-        ("npsco.evaluation.runs", "npsco.evaluation.measure", "npsco.evaluation.rows", "npsco.evaluation.descriptors"),
-    ),
+    ("evaluation", ("npsco.evaluation",)),
     ("analysis", ("npsco.evaluation.scoring", "npsco.evaluation.evaluate")),
     ("report", ("npsco.report",)),
     ("importers", ("npsco.importers", "npsco.export")),
     ("commands", ("npsco.experiment", "npsco.api", "npsco.cli", "npsco.cli_parser", "npsco.cli_config")),
 ]
-"""npsco's layers, lowest first: a module imports only modules of its own layer or below (the package `npsco` itself
-is the public API, above them all; `npsco.evaluation`'s __init__ belongs with the episodes it re-exports)."""
+"""npsco's layers, lowest first, each a list of module prefixes (the longest prefix naming a module decides its layer):
+a module imports only modules of its own layer or below, by any import statement. The package `npsco` itself is the
+public API, above them all."""
 
 
 def layer_of(module: str) -> int:
-    """The index in `LAYERS` of the longest prefix naming `module`."""
-    if module == "npsco":
+    """The index in `LAYERS` of the longest prefix naming `module` (`len(LAYERS)` for the package `npsco`)."""
+    if module == PACKAGE:
         return len(LAYERS)
-    if module == "npsco.evaluation":
-        return next(i for i, (name, _) in enumerate(LAYERS) if name == "episodes")
     best = max(
         (
             (len(p), i)
@@ -243,53 +297,58 @@ def layer_of(module: str) -> int:
     return best[1]
 
 
-def all_imports(name: str, path: Path, modules: set[str]) -> set[str]:
-    """The package's modules that `name` imports anywhere: at module level (`imported_modules`) or in a function."""
-    out = imported_modules(name, path, modules)
-    here = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in function_imports(path.read_text(encoding="utf-8")):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        else:
-            base = node.module or ""
-            if node.level:
-                anchor = here.split(".")[: len(here.split(".")) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
-            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-        out |= {t for t in targets if t in modules and t != name}
-    return out
+def layer_name(module: str) -> str:
+    return "api" if module == PACKAGE else LAYERS[layer_of(module)][0]
 
 
-def test_every_module_is_in_a_layer_and_imports_point_down():
+WHERE = {"module": "", "type_checking": " (under TYPE_CHECKING)", "function": " (in a function)"}
+
+
+def upward(edges: list[Edge]) -> list[str]:
+    """The edges that run up the layers, each said as `file:line: A (layer) imports B (higher layer)`."""
     modules = module_names()
-
-    def named(module: str) -> str:
-        return f"{module} ({'api' if module == 'npsco' else LAYERS[layer_of(module)][0]})"
-
-    upward = [
-        f"{named(name)} -> {named(target)}"
-        for name, path in modules.items()
-        for target in sorted(all_imports(name, path, set(modules)))
-        if target != "npsco" and layer_of(target) > layer_of(name)
+    return [
+        f"{modules[e.source].relative_to(SRC)}:{e.line}: {e.source} ({layer_name(e.source)}) imports {e.target} "
+        f"({layer_name(e.target)}), a higher layer{WHERE[e.where]}"
+        for e in edges
+        if layer_of(e.target) > layer_of(e.source)
     ]
-    assert upward == []
 
 
-def test_no_cycle_even_through_imports_inside_functions():
-    modules = module_names()
-    graph = {name: all_imports(name, path, set(modules)) - {"npsco"} for name, path in modules.items()}
-    cycle = find_cycle(graph)
-    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+def test_every_module_is_in_a_layer_and_no_import_runs_up():
+    for module in module_names():
+        layer_of(module)
+    bad = upward(all_edges())
+    assert bad == [], "imports that run up the layers (LAYERS, lowest first):\n" + "\n".join(bad)
+
+
+def test_the_layers_catch_an_upward_import_wherever_it_stands():
+    assert layer_of("npsco.ppo.trainer") < layer_of("npsco.methods.ipd") < layer_of("npsco.population")
+    assert layer_of("npsco.episodes") < layer_of("npsco.novelty.threshold") < layer_of("npsco.evaluation")
+    assert layer_of("npsco.evaluation") < layer_of("npsco.evaluation.evaluate")
+    assert layer_of("npsco.parallel") < layer_of("npsco.methods.registry")
+    modules = set(module_names())
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from npsco.ppo.trainer import Trainer\n"
+    assert upward(module_edges("npsco.policy", source, False, modules)) == [
+        f"npsco/policy.py:3: npsco.policy (policy) imports {m} (ppo), a higher layer (under TYPE_CHECKING)"
+        for m in ("npsco.ppo", "npsco.ppo.trainer")
+    ]
+    assert upward(module_edges("npsco.evaluation.rows", "import npsco\n", False, modules)) == [
+        "npsco/evaluation/rows.py:1: npsco.evaluation.rows (evaluation) imports npsco (api), a higher layer"
+    ]
 
 
 def test_the_ppo_core_and_the_ground_floor_import_no_method():
-    modules = module_names()
-    low = [n for n in modules if layer_of(n) < layer_of("npsco.methods") and n != "npsco"]
-    assert "npsco.ppo.trainer" in low and "npsco.tasks" in low
-    reached = {t for n in low for t in all_imports(n, modules[n], set(modules))}
+    graph = import_graph()
+    low = [n for n in graph if layer_of(n) < layer_of("npsco.methods")]
+    assert "npsco.ppo.trainer" in low and "npsco.tasks" in low and "npsco.parallel" in low
+    reached = {t for n in low for t in graph[n]}
     assert not any(t.startswith("npsco.methods") for t in reached)
 
 
-def test_the_layers_catch_an_upward_import():
-    assert layer_of("npsco.ppo.trainer") < layer_of("npsco.methods.ipd") < layer_of("npsco.population")
-    assert layer_of("npsco.evaluation") < layer_of("npsco.novelty.threshold") < layer_of("npsco.evaluation.evaluate")
+def test_training_imports_no_analysis():
+    """Training runs episodes (`npsco.episodes`), not the evaluation of runs (scipy, numba)."""
+    graph = import_graph()
+    for module in ("npsco.ppo.trainer", "npsco.novelty.threshold", "npsco.population", "npsco.population_jobs"):
+        assert "npsco.episodes" in graph[module]
+        assert not any(t.startswith("npsco.evaluation") for t in graph[module]), module

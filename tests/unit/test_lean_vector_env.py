@@ -139,7 +139,7 @@ def test_evaluation_steps_only_running_episodes_and_returns_the_same(monkeypatch
     backend), in fewer env steps."""
     from tests.conftest import box_policy
 
-    import npsco.evaluation.episodes as episodes
+    import npsco.episodes as episodes
 
     env = gym.make("Hopper-v5")
     rng = np.random.default_rng(1)

@@ -14,29 +14,29 @@ from npsco.methods import make_method
 from npsco.methods.base import Method, MethodContext
 from npsco.methods.constrained import bisector, flat_grad, get_flat_params
 from npsco.methods.cpo import CPO, novelty_cost
-from npsco.methods.cpo_problem import CPOProblem, NumpyCPOProblem, gaussian_kl
+from npsco.methods.cpo_problem import CPOProblem
 from npsco.methods.settings import MethodConfig
 from npsco.methods.tnb import CTNB, TNB, ctnb_violated
 from npsco.methods.wsr import WSR, wsr_shape
 from npsco.novelty.references import ReferenceSet
-from npsco.ppo.maths import normalize_advantages, policy_loss
 from npsco.ppo.trainer import Trainer
 from npsco.tasks import MAZE_ID
+from oracles.cpo import TorchCPOProblem, direct_cost, gaussian_kl
+from oracles.torch_learner import TorchLearner, normalize_advantages, policy_loss
+from oracles.torch_update import torch_update
 
 
 @pytest.fixture
 def tiny_trainer(tiny_maze):
-    """`tiny_trainer(method, r0=0.1, num_steps=16, backend="numpy", **knobs)`: a maze trainer (seed 0, plain
-    gradients: no reward scaling, no clipping; `backend` its update_backend) with `method` against one randomly
-    initialised reference (seed 7)."""
+    """`tiny_trainer(method, r0=0.1, num_steps=16, **knobs)`: a maze trainer (seed 0, plain gradients: no reward
+    scaling, no clipping) with `method` against one randomly initialised reference (seed 7)."""
 
-    def make(method: str, r0: float = 0.1, num_steps: int = 16, backend: str = "numpy", **knobs) -> Trainer:
+    def make(method: str, r0: float = 0.1, num_steps: int = 16, **knobs) -> Trainer:
         cfg = tiny_maze(
             num_steps=num_steps,  # at least one batch
             total_timesteps=max(64, 4 * num_steps),
             scale_reward=False,
             max_grad_norm=1e9,
-            update_backend=backend,
         )
         maker = Trainer(dataclasses.replace(cfg, seed=7), tensorboard=False)
         reference = maker.policy()
@@ -130,23 +130,24 @@ def tnb_expected(trainer: Trainer, batch, rule: str = "authors"):
     f = -flat_grad(losses[0], agent.actor_parameters(), retain_graph=True)
     g = -flat_grad(losses[1], agent.actor_parameters())
     all_mb = torch.arange(batch.size)
-    critic_grad = flat_grad(cfg.vf_coef * trainer.learner.critic_loss(batch, all_mb), agent.critic_parameters())
+    critic_loss = TorchLearner(trainer.learner).critic_loss(batch, all_mb)
+    critic_grad = flat_grad(cfg.vf_coef * critic_loss, agent.critic_parameters())
     return f, g, bisector(f, g, rule), critic_grad
 
 
 def sgd_update(trainer: Trainer, batch, lr: float = 0.1):
-    """Run the method's update with plain SGD (the torch update: the trainer's backend must be torch); returns (actor
-    change, critic change, metrics)."""
+    """Run the method's update in torch (`torch_update`, the reference the numpy update is held against in
+    test_fast_methods.py) with plain SGD; returns (actor change, critic change, metrics)."""
     agent = trainer.agent
     trainer.learner.optimizer = torch.optim.SGD(agent.parameters(), lr=lr)
     actor0, critic0 = flat(agent.actor_parameters()), flat(agent.critic_parameters())
-    out = trainer.hooks.update(trainer.learner, batch)
+    out = torch_update(trainer.hooks, trainer.learner, batch)
     return flat(agent.actor_parameters()) - actor0, flat(agent.critic_parameters()) - critic0, out
 
 
 @pytest.mark.parametrize("rule", ["authors", "safe", "paper_eq5"])
 def test_tnb_moves_the_actor_along_the_bisector_and_the_critics_on_their_own_losses(rule, tiny_trainer):
-    trainer = tiny_trainer("tnb", backend="torch", tnb_rule=rule)
+    trainer = tiny_trainer("tnb", tnb_rule=rule)
     batch = rollout_batch(trainer)
     f, g, p, critic_grad = tnb_expected(trainer, batch, rule)
     d_actor, d_critic, out = sgd_update(trainer, batch, lr=0.1)
@@ -163,7 +164,7 @@ def test_tnb_with_known_antiparallel_gradients(rule, along_task, tiny_trainer):
     """Novelty advantages = -task advantages make g = -f exactly: the authors' rule has no task gradient left once
     made orthogonal to g (p = 0), the safe rule follows novelty (p = g = -f), the paper's Eq. 5 subtracts cos g = f
     (p = 2 f)."""
-    trainer = tiny_trainer("tnb", backend="torch", tnb_rule=rule)
+    trainer = tiny_trainer("tnb", tnb_rule=rule)
     batch = rollout_batch(trainer)
     batch.advantages["novelty"] = -batch.advantages["task"]
     f, g, _, _ = tnb_expected(trainer, batch, rule)
@@ -203,7 +204,7 @@ def test_ctnb_takes_the_plain_ppo_step_when_the_constraint_holds(tiny_trainer):
 
 def test_ctnb_takes_the_bisector_step_when_the_constraint_is_violated(tiny_trainer):
     # r0 above any maze action distance (<= 2 sqrt 2): always violated
-    trainer = tiny_trainer("ctnb", r0=5.0, backend="torch")
+    trainer = tiny_trainer("ctnb", r0=5.0)
     batch = rollout_batch(trainer)
     _, _, p, _ = tnb_expected(trainer, batch)
     d_actor, _, out = sgd_update(trainer, batch, lr=0.1)
@@ -234,7 +235,7 @@ def measured_kl(trainer: Trainer, batch, old_mean: torch.Tensor, old_log_std: to
         return kl_divergence(Normal(old_mean, old_log_std.exp()), new).sum(-1).mean().item()
 
 
-def cpo_step_on_tiny_batch(tiny_trainer, r0: float, problem_class=CPOProblem, **knobs):
+def cpo_step_on_tiny_batch(tiny_trainer, r0: float, problem_class=TorchCPOProblem, **knobs):
     """The CPO step of a tiny batch, its problem in `problem_class` (torch or numpy); the measurements in torch."""
     trainer = tiny_trainer("cpo", r0=r0, **knobs)
     batch = rollout_batch(trainer)
@@ -242,7 +243,7 @@ def cpo_step_on_tiny_batch(tiny_trainer, r0: float, problem_class=CPOProblem, **
     with torch.no_grad():
         old_mean, old_log_std = trainer.agent.actor_mean(batch.obs), trainer.agent.actor_logstd.clone()
     direct = trainer.hooks.direct_cost()
-    problem = CPOProblem(trainer.agent, batch, True, 0.1, direct)
+    problem = TorchCPOProblem(trainer.agent, batch, True, 0.1, direct)
     with torch.no_grad():
         before = [s.item() for s in problem.surrogates()]
     out = trainer.hooks.policy_step(problem_class(trainer.agent, batch, True, 0.1, direct), cost)
@@ -251,7 +252,7 @@ def cpo_step_on_tiny_batch(tiny_trainer, r0: float, problem_class=CPOProblem, **
     return out, measured_kl(trainer, batch, old_mean, old_log_std), before, after, cost
 
 
-@pytest.mark.parametrize("problem_class", [CPOProblem, NumpyCPOProblem], ids=["torch", "numpy"])
+@pytest.mark.parametrize("problem_class", [TorchCPOProblem, CPOProblem], ids=["torch", "numpy"])
 def test_cpo_feasible_step_stays_in_the_trust_region_and_improves_the_surrogate(problem_class, tiny_trainer):
     # cost ~ -d < 0: feasible
     out, kl, before, after, cost = cpo_step_on_tiny_batch(tiny_trainer, r0=1e-6, problem_class=problem_class)
@@ -261,7 +262,7 @@ def test_cpo_feasible_step_stays_in_the_trust_region_and_improves_the_surrogate(
     assert after[0] > before[0] and out["cpo/surrogate_change"] == pytest.approx(after[0] - before[0], rel=1e-3)
 
 
-@pytest.mark.parametrize("problem_class", [CPOProblem, NumpyCPOProblem], ids=["torch", "numpy"])
+@pytest.mark.parametrize("problem_class", [TorchCPOProblem, CPOProblem], ids=["torch", "numpy"])
 def test_cpo_infeasible_step_decreases_the_cost_surrogate_within_the_kl_bound(problem_class, tiny_trainer):
     # c = 5 - d > 0: infeasible
     out, kl, before, after, cost = cpo_step_on_tiny_batch(tiny_trainer, 5.0, problem_class, cpo_max_kl=0.02)
@@ -278,7 +279,7 @@ def test_cpo_direct_cost_is_the_batch_cost_as_a_function_of_the_policy(knobs, ti
     with torch.no_grad():
         trainer.agent.actor_logstd.fill_(-0.3)  # the reference's is 0: the std term has a gradient
     batch = rollout_batch(trainer)
-    direct = trainer.hooks.direct_cost().torch(trainer.agent.actor_mean(batch.obs), trainer.agent.actor_logstd)
+    direct = direct_cost(trainer.hooks.direct_cost(), trainer.agent.actor_mean(batch.obs), trainer.agent.actor_logstd)
     assert direct.item() == pytest.approx(trainer.hooks._cost_sum / trainer.hooks._cost_n, abs=1e-5)
     grad = flat_grad(direct, trainer.agent.actor_parameters())
     n_logstd = trainer.agent.actor_logstd.numel()

@@ -20,6 +20,7 @@ from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance, witness
 from npsco.ppo.trainer import Trainer
 from npsco.tasks import MAZE_ID
+from oracles.torch_update import torch_update
 
 
 # --------------------------------------------------------------------------------------------------- Lagrangian
@@ -72,10 +73,10 @@ def lagrangian_trainer(tiny_maze, maze_policies):
     """`lagrangian_trainer(r0=0.5, **settings)`: a maze trainer (4 envs x 16 steps) with the Lagrangian method against
     two constant references."""
 
-    def make(r0: float = 0.5, backend: str = "numpy", **settings) -> Trainer:
+    def make(r0: float = 0.5, **settings) -> Trainer:
         refs = ReferenceSet([maze_policies.const([0.3, 0.0]), maze_policies.const([0.0, -0.2])], ["a", "b"])
         method = make_method(MethodConfig.of("lagrangian", **settings), MethodContext(MAZE_ID, refs, r0))
-        cfg = tiny_maze(num_envs=4, num_steps=16, total_timesteps=64, update_backend=backend, num_minibatches=2)
+        cfg = tiny_maze(num_envs=4, num_steps=16, total_timesteps=64, num_minibatches=2)
         return Trainer(cfg, method, tensorboard=False)
 
     return make
@@ -98,11 +99,22 @@ def test_nearest_keeps_one_multiplier_and_pushes_away_from_the_nearest_policy_on
     assert tr.hooks.multipliers.shape == (1,) and tr.hooks.multipliers[0] > 0
 
 
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_the_term_moves_the_mean_away_from_the_avoided_policies(backend, lagrangian_trainer):
+def method_update(tr: Trainer, batch) -> dict[str, float]:
+    """The method's own update (numpy)."""
+    return tr.hooks.update(tr.learner, batch)
+
+
+def reference_update(tr: Trainer, batch) -> dict[str, float]:
+    """The method's update with PPO's in torch (tests/oracles/)."""
+    return torch_update(tr.hooks, tr.learner, batch)
+
+
+@pytest.mark.parametrize("update", [method_update, reference_update], ids=["numpy", "torch"])
+def test_the_term_moves_the_mean_away_from_the_avoided_policies(update, lagrangian_trainer):
     """With the PPO loss switched off (zero advantages, no value or entropy terms), an update follows the Lagrangian
-    term alone: the batch's mean distance to the avoided policies grows."""
-    tr = lagrangian_trainer(r0=5.0, backend=backend)
+    term alone: the batch's mean distance to the avoided policies grows (the method's update, and its torch
+    reference)."""
+    tr = lagrangian_trainer(r0=5.0)
     batch = tr.compute_advantages(tr.collect_rollout())
     batch.advantages["task"] = torch.zeros_like(batch.advantages["task"])
     ref_actions = tr.hooks.ref_actions.reshape(-1, 2, 2).copy()
@@ -113,15 +125,15 @@ def test_the_term_moves_the_mean_away_from_the_avoided_policies(backend, lagrang
         return float(np.linalg.norm(mean[:, None] - ref_actions, axis=-1).mean())
 
     before = mean_distance()
-    tr.hooks.update(tr.learner, batch)
+    update(tr, batch)
     assert mean_distance() > before + 1e-3
 
 
 def test_the_numpy_and_torch_updates_agree_with_the_term(lagrangian_trainer):
     results = []
-    for backend in ("numpy", "torch"):
-        tr = lagrangian_trainer(r0=5.0, backend=backend)
-        tr.hooks.update(tr.learner, tr.compute_advantages(tr.collect_rollout()))
+    for update in (method_update, reference_update):
+        tr = lagrangian_trainer(r0=5.0)
+        update(tr, tr.compute_advantages(tr.collect_rollout()))
         results.append(torch.cat([p.detach().reshape(-1) for p in tr.agent.parameters()]).numpy())
     np.testing.assert_allclose(results[0], results[1], rtol=2e-4, atol=2e-6)
 

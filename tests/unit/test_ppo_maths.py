@@ -1,6 +1,6 @@
-"""Exact tests of PPO's maths (npsco.ppo.maths, npsco.ppo.rollout): GAE with episode ends, the losses, advantage
-normalisation, explained variance, reward scaling, and the rollout's bootstrap values on truncated vs terminated
-steps."""
+"""Exact tests of PPO's maths (npsco.ppo.maths, npsco.ppo.rollout): GAE with episode ends, the losses (in torch, as the
+tests' oracle has them: tests/oracles/torch_learner.py), advantage normalisation, explained variance, reward scaling,
+and the rollout's bootstrap values on truncated vs terminated steps."""
 
 import math
 
@@ -10,9 +10,10 @@ import torch
 
 from npsco.policy import mlp_forward
 from npsco.ppo.config import preset
-from npsco.ppo.maths import compute_gae, explained_variance, normalize_advantages, policy_loss, value_loss
+from npsco.ppo.maths import compute_gae, explained_variance
 from npsco.ppo.rollout import RewardScaler
 from npsco.ppo.trainer import Trainer
+from oracles.torch_learner import normalize_advantages, policy_loss, value_loss
 
 
 # --------------------------------------------------------------------------------------------------------------- GAE

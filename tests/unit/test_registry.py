@@ -15,7 +15,7 @@ from npsco.methods.base import Method, MethodContext
 from npsco.methods.novelty import NoveltyMethod
 from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
-from npsco.parallel import PRELOAD
+from npsco.population_jobs import PRELOAD
 from npsco.tasks import MAZE_ID
 
 

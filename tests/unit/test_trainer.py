@@ -95,3 +95,60 @@ def test_rollout_values_are_each_states_critic_value(tiny_maze):
         inside = ~buf.done[:-1]
         np.testing.assert_array_equal(buf.next_values[stream][:-1][inside], buf.values[stream][1:][inside])
     assert not np.allclose(buf.values["task"], buf.values["extra"])  # two critics, two sets of values
+
+
+# ------------------------------------------------------------------------------------- the evaluation cadence
+@pytest.mark.parametrize(
+    "eval_every, iterations, period",
+    [
+        (25, 488, 25),  # a 1M-step MuJoCo run (1 env x 2048 steps): the default, 19 evaluations and the final one
+        (25, 732, 25),  # Walker2d's paper budget
+        (10, 146, 10),  # the maze's default budget (150,000 steps of 1,024)
+        (25, 29, 2),  # 60,000 MuJoCo steps: 14 evaluations instead of 1
+        (25, 100, 10),
+        (25, 10, 1),
+        (3, 3, 3),  # fewer iterations than EVAL_POINTS: eval_every as it is
+        (0, 100, 0),  # no periodic evaluation
+    ],
+)
+def test_the_evaluation_period_shrinks_so_that_a_curve_has_at_least_10_points(eval_every, iterations, period):
+    from npsco.ppo.config import EVAL_POINTS, eval_period
+
+    assert eval_period(eval_every, iterations) == period
+    if period and iterations >= EVAL_POINTS:
+        assert iterations // period >= EVAL_POINTS
+
+
+def test_a_short_budget_evaluates_10_times_and_trains_the_same_bits(tiny_maze):
+    """12 iterations with eval_every 25: 12 evaluations (every iteration) where there was one, and the evaluations do
+    not touch what training draws: the trained policy is bit for bit the one trained without evaluation."""
+    cfg = tiny_maze(total_timesteps=12 * 64, eval_every=25, eval_episodes=2)
+    assert (cfg.num_iterations, cfg.eval_period) == (12, 1)
+    evaluated = Trainer(cfg, tensorboard=False).train(progress=False)
+    plain = Trainer(PPOConfig(**{**cfg.__dict__, "eval_every": 0}), tensorboard=False).train(progress=False)
+    assert [e["global_step"] for e in evaluated.eval_curve] == [64 * i for i in range(1, 13)]
+    assert plain.eval_curve == []
+    for (w1, b1), (w2, b2) in zip(evaluated.policy.weights, plain.policy.weights, strict=True):
+        assert np.array_equal(w1, w2) and np.array_equal(b1, b2)
+    assert np.array_equal(evaluated.policy.obs_mean, plain.policy.obs_mean)
+
+
+def test_the_report_says_the_steps_between_evaluations_of_the_period_used():
+    from npsco.report.build import eval_intervals
+
+    def config(steps: int) -> dict:
+        return {"ppo": {"eval_every": 25, "num_envs": 1, "num_steps": 2048, "total_timesteps": steps}}
+
+    assert eval_intervals([config(1_000_000)]) == "51200"
+    assert eval_intervals([config(60_000), config(1_000_000)]) == "4096 or 51200"
+    assert eval_intervals([{"ppo": {"eval_every": "x"}}, {}]) == ""
+
+
+def test_a_network_past_the_memory_limit_is_refused_before_it_is_allocated(tiny_maze):
+    with pytest.raises(NpscoError, match=r"actor_hidden 65536,65536 makes a network of 4,295,229,441 parameters"):
+        tiny_maze(actor_hidden=(65536, 65536)).validate()
+    with pytest.raises(NpscoError, match=r"critic_hidden 8192,8192,8192 .* past npsco's limit of 67,108,864"):
+        tiny_maze(critic_hidden=(8192, 8192, 8192)).validate()
+    # with the task's sizes: 2 observations and 2 actions of the maze count too
+    with pytest.raises(NpscoError, match=r"actor_hidden 8192,8188 makes a network of 67,125,238 parameters"):
+        Trainer(tiny_maze(actor_hidden=(8192, 8188)), tensorboard=False)  # (validate passes it)

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-import npsco
 from npsco.envs.maze import goal_name
 from npsco.errors import NpscoError
 from npsco.evaluation.descriptors import describe
 from npsco.evaluation.measure import (
     FIG2_START,
     MAX_DIVERSITY_STATES,
+    MAX_MEASURED_STATES,
     MeasureCache,
     action_distance_matrix,
     diversity_states,
@@ -28,16 +28,20 @@ from npsco.evaluation.measure import (
     state_distance_matrix,
     yardstick,
 )
-from npsco.evaluation.rows import EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
+from npsco.evaluation.rows import ROW, EvaluationRow, group_of, primary_scale, rows_to_csv, separate_scales
 from npsco.evaluation.runs import RunInfo, load_run, run_fingerprint
 from npsco.evaluation.scoring import mean_or_none, score_rows, statistics
-from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, inside, read_json
-from npsco.layout import MANIFEST_FILE
+from npsco.filecheck import EPISODES, SEED, Fields, ListOf, check
+from npsco.io import atomic_write_json, atomic_write_text, inside, read_json
+from npsco.layout import EVALUATION_FILE, EVALUATION_FOLDER, EVALUATION_TABLE, MANIFEST_FILE
 from npsco.manifest import Member
 from npsco.novelty.threshold import default_threshold
+from npsco.paths import output_folder
 from npsco.policy import Policy, load_policy
+from npsco.seeds import DISTANCE_EPISODES
 from npsco.stats import state_diversity_matrix
 from npsco.tasks import default_distance_episodes, default_eval_episodes, task_name
+from npsco.version import __version__
 
 EVALUATION_FORMAT = "npsco-evaluation"
 EVALUATION_VERSION = 4
@@ -94,7 +98,7 @@ def evaluate_run(
         summary = x.episodes.summary()
         nearest = novelty_against(actions, i, avoided[i]) if m.role == "novel" else None
         stick = yardstick(actions, ref_idx, nearest)
-        behaviour = describe(info.env_id, x.episodes.states)
+        behaviour = describe(info.env_id, [e for e in x.episodes.states if len(e)])  # (those measured)
         maze: dict[str, Any] = {}
         if x.fig2_trajectory is not None and x.fig2_goal is not None:  # the maze: both are measured together
             maze = {f"goal_{g}": n / summary["episodes"] for g, n in summary["goals"].items()}
@@ -136,7 +140,7 @@ def evaluate_run(
         "format": EVALUATION_FORMAT,
         "format_version": EVALUATION_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "npsco_version": npsco.__version__,
+        "npsco_version": __version__,
         "run": str(info.path),
         "env_id": info.env_id,
         "fingerprint": _fingerprint(info, episodes, seed),
@@ -146,6 +150,7 @@ def evaluate_run(
             "deterministic": True,
             "distance": "deterministic",
             "max_diversity_states": MAX_DIVERSITY_STATES,
+            "max_measured_states": MAX_MEASURED_STATES,
             "fig2_start": list(FIG2_START),
         },
         "command": f"npsco evaluate {info.path} --episodes {episodes} --seed {seed}",
@@ -180,7 +185,7 @@ def evaluate_run(
 def action_threshold(info: RunInfo, policies: list[Policy]) -> float | None:
     """The run's r0_default in the action distance (the paper's threshold): threshold.json's, or, for a run whose
     threshold is in another metric (`state`), measured from its references as the threshold is (their deterministic
-    episodes, seed 0); None without one (an absolute r0, or fewer than 2 references)."""
+    episodes, `DISTANCE_EPISODES`); None without one (an absolute r0, or fewer than 2 references)."""
     if info.r0_metric == "deterministic":
         return info.r0_default
     refs = [p for p, m in zip(policies, info.members, strict=True) if m.role == "reference"]
@@ -188,7 +193,7 @@ def action_threshold(info: RunInfo, policies: list[Policy]) -> float | None:
         return None
     episodes = info.config.get("threshold_episodes") or default_distance_episodes(info.env_id)
     steps = (info.config.get("ppo") or {}).get("max_episode_steps")
-    return default_threshold(refs, episodes=episodes, seed=0, max_episode_steps=steps).r0
+    return default_threshold(refs, episodes=episodes, seed=DISTANCE_EPISODES, max_episode_steps=steps).r0
 
 
 def _fingerprint(info: RunInfo, episodes: int, seed: int) -> str:
@@ -196,10 +201,6 @@ def _fingerprint(info: RunInfo, episodes: int, seed: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------------ files
-EVALUATION_FOLDER = "evaluation"
-"""A run's evaluation cache: RUN/evaluation/."""
-
-
 def evaluation_dir(run: str | Path) -> Path:
     return Path(run) / EVALUATION_FOLDER
 
@@ -207,9 +208,9 @@ def evaluation_dir(run: str | Path) -> Path:
 def write_evaluation(doc: dict, out_dir: str | Path) -> tuple[Path, Path]:
     """Write `evaluation.json` and the tidy `evaluation.csv` (rows of `doc["policies"]`) atomically into `out_dir`."""
     out = Path(out_dir)
-    atomic_write_json(out / "evaluation.json", json_ready(doc))
-    atomic_write_text(out / "evaluation.csv", rows_to_csv(doc["policies"]))
-    return out / "evaluation.json", out / "evaluation.csv"
+    atomic_write_json(out / EVALUATION_FILE, json_ready(doc))
+    atomic_write_text(out / EVALUATION_TABLE, rows_to_csv(doc["policies"]))
+    return out / EVALUATION_FILE, out / EVALUATION_TABLE
 
 
 def json_ready(obj: Any) -> Any:
@@ -230,18 +231,51 @@ def json_ready(obj: Any) -> Any:
 def cached_evaluation(run: str | Path, episodes: int | None = None, seed: int = 0) -> dict | None:
     """The evaluation in `RUN/evaluation/evaluation.json` if it exists and is up to date (same manifest,
     checkpoints and settings), else None."""
-    path = evaluation_dir(run) / "evaluation.json"
+    path = evaluation_dir(run) / EVALUATION_FILE
     if not path.exists():
         return None
     try:
-        doc = read_json(path)
-    except Exception:  # noqa: BLE001  (a damaged cache is recomputed)
+        doc = check(read_json(path), EVALUATION, path)
+        check_matrices(doc, path)
+    except NpscoError:  # a damaged or edited cache is recomputed
         return None
     info = load_run(run)
     episodes = episodes or default_eval_episodes(info.env_id)
     if doc.get("format_version") != EVALUATION_VERSION or doc.get("fingerprint") != _fingerprint(info, episodes, seed):
         return None
-    return doc
+    # the statistics are those of the rows (recomputed: a pure function of them), whatever the file says
+    return {**doc, "statistics": json_ready(statistics([EvaluationRow.from_dict(r) for r in doc["policies"]]))}
+
+
+_MATRIX = (Fields({"names": ListOf(str), "matrix": ListOf(ListOf((float, None)))}, required=("names", "matrix")), None)
+EVALUATION = Fields(
+    {
+        "format": str,
+        "format_version": int,
+        "run": str,
+        "env_id": str,
+        "fingerprint": str,
+        "command": str,
+        "settings": Fields({"episodes": EPISODES, "seed": SEED}, required=("episodes", "seed")),
+        "policies": ListOf(ROW),
+        "action_distance_matrix": _MATRIX,
+        "state_diversity_matrix": _MATRIX,
+        "state_distance_matrix": _MATRIX,
+    },
+    required=("format_version", "run", "fingerprint", "command", "settings", "policies"),
+)
+"""A run's evaluation document as it is read back (`cached_evaluation`): the fields npsco uses, type- and
+range-checked (its statistics are recomputed from its rows)."""
+
+
+def check_matrices(doc: dict, path: Path) -> None:
+    """Refuse a document whose distance matrices are not square over their names."""
+    for key in ("action_distance_matrix", "state_diversity_matrix", "state_distance_matrix"):
+        block = doc.get(key)
+        if block is not None and (
+            len(block["matrix"]) != len(block["names"]) or any(len(r) != len(block["names"]) for r in block["matrix"])
+        ):
+            raise NpscoError(f"{path}: {key} is not a square matrix over its {len(block['names'])} names")
 
 
 # ------------------------------------------------------------------------------------------------------ several runs
@@ -262,7 +296,7 @@ def evaluate_runs(
     for run in runs:
         doc = cached_evaluation(run, episodes, seed) if reuse else None
         if doc is not None:
-            log(f"{run}: evaluation up to date ({evaluation_dir(run) / 'evaluation.json'})")
+            log(f"{run}: evaluation up to date ({evaluation_dir(run) / EVALUATION_FILE})")
         else:
             # written only into a real folder of the run, never through a link (checked before the work)
             out = inside(run, EVALUATION_FOLDER) if write else None
@@ -305,7 +339,7 @@ def evaluate_and_write(
     """`npsco evaluate RUN...`: every policy of each population run, written to `RUN/evaluation/`, or, with `out`, one
     combined table there. Returns the statistics (of the combined table for several runs) and the files written."""
     if out is not None:
-        check_folder_path(out)  # before anything is evaluated or written
+        output_folder(out)  # before anything is read, evaluated or written (npsco.paths)
     missing = [r for r in runs if not (Path(r) / MANIFEST_FILE).exists()]
     if missing:
         raise NpscoError(
@@ -316,5 +350,5 @@ def evaluate_and_write(
     if out is not None:
         written = list(write_evaluation(doc, out))
     else:
-        written = [evaluation_dir(d["run"]) / name for d in docs for name in ("evaluation.json", "evaluation.csv")]
+        written = [evaluation_dir(d["run"]) / name for d in docs for name in (EVALUATION_FILE, EVALUATION_TABLE)]
     return doc["statistics"], written

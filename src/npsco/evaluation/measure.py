@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npsco.evaluation.episodes import Episodes, run_episodes
+from npsco.episodes import Episodes, run_episodes
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.states import StateDistance
 from npsco.policy import Policy
@@ -15,6 +15,10 @@ from npsco.tasks import MAZE_ID
 
 FIG2_START = (14.5, 8.0)
 """Start of the paper's Fig. 2 trajectories: near the right edge, just outside the right region ((15, 8) is inside)."""
+MAX_MEASURED_STATES = 100_000
+"""The distances and behaviour descriptors of a policy are measured on at most this many of its visited states: those
+of its first episodes (10 MuJoCo episodes of 1,000 steps are 10,000), so that memory does not grow with the number of
+episodes evaluated; its return is measured on every episode."""
 MAX_DIVERSITY_STATES = 2000
 """The state diversity compares at most this many visited states per policy (evenly spaced in visiting order)."""
 
@@ -37,9 +41,16 @@ references, and with the report's distance heatmap."""
 
 
 def measure_policy(policy: Policy, episodes: int, seed: int, max_episode_steps: int | None = None) -> Measurement:
-    """Run `episodes` deterministic episodes (env i seeded `seed + i`), keeping the visited states; on the maze also
-    the episode from `FIG2_START`."""
-    res = run_episodes(policy, episodes, seed=seed, max_episode_steps=max_episode_steps, record_states=True)
+    """Run `episodes` deterministic episodes (env i seeded `seed + i`), keeping the visited states (at most
+    `MAX_MEASURED_STATES`); on the maze also the episode from `FIG2_START`."""
+    res = run_episodes(
+        policy,
+        episodes,
+        seed=seed,
+        max_episode_steps=max_episode_steps,
+        record_states=True,
+        max_states=MAX_MEASURED_STATES,
+    )
     trajectory = goal = None
     if policy.metadata["env_id"] == MAZE_ID:
         one = run_episodes(

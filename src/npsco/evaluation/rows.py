@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from npsco.filecheck import EPISODES, EVAL_CURVE, NONNEGATIVE, POSITIVE, SEED, Fields, ListOf, MapOf
 from npsco.manifest import Chain
 from npsco.methods.registry import METHODS, default_r0_scale
 
@@ -67,7 +68,8 @@ class EvaluationRow:
     return_ratio: float | None = None
     """Return / the median return of the run's references (the success baseline)."""
     meets: bool | None = None
-    """A novel policy meets the paper's criteria: return_ratio >= 0.8 and nearest_ratio >= 1 (`meets_criteria`)."""
+    """A novel policy meets the paper's criteria: return_ratio >= `RETURN_RATIO` and nearest_ratio >= 1
+    (`npsco.selection.meets_criteria`)."""
     yardstick: int | None = None
     """A novel policy is more different than this many of the run's references are from the others: the count of
     references whose leave-one-out nearest distance (to the nearest other reference, on their own states) is below
@@ -128,6 +130,47 @@ class EvaluationRow:
     def csv_cells(self) -> list[str]:
         """The row's cells in `CSV_COLUMNS` order: empty where a value does not apply."""
         return ["" if getattr(self, c) is None else _cell(getattr(self, c)) for c in CSV_COLUMNS]
+
+
+_TYPES: dict[str, Any] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "None": None,
+    "list[float]": ListOf(float),
+    "list[int]": ListOf(int),
+    "list[list[float]]": ListOf(ListOf(float)),
+    "dict[str, float]": MapOf(float),
+}
+_RANGES: dict[str, Any] = {
+    "seed": SEED,
+    "eval_seed": SEED,
+    "episodes": EPISODES,
+    "threshold": POSITIVE,
+    "eval_curve": EVAL_CURVE,
+    "length_mean": NONNEGATIVE,
+    "return_std": NONNEGATIVE,
+}
+"""Fields of a row whose range is checked, beside their type."""
+
+
+def _field_spec(f: dataclasses.Field) -> Any:
+    """The `npsco.filecheck` spec of one field of `EvaluationRow`, from its annotation (and `_RANGES`)."""
+    options = tuple(_RANGES.get(f.name, _TYPES[t]) if t != "None" else None for t in str(f.type).split(" | "))
+    return options[0] if len(options) == 1 else options
+
+
+ROW = Fields(
+    {f.name: _field_spec(f) for f in dataclasses.fields(EvaluationRow)},
+    required=tuple(
+        f.name
+        for f in dataclasses.fields(EvaluationRow)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ),
+)
+"""A row of an evaluation document (`EvaluationRow.to_dict`), every field type- and range-checked when a document is
+read back (`npsco.evaluation.evaluate.cached_evaluation`)."""
 
 
 CSV_COLUMNS = tuple(f.name for f in dataclasses.fields(EvaluationRow) if f.metadata.get("csv", True))

@@ -12,7 +12,7 @@ from npsco.errors import NpscoError
 from npsco.filecheck import POPULATION_CONFIG, THRESHOLD, Fields, problem, read_checked
 from npsco.io import read_bytes, read_json
 from npsco.layout import CONFIG_FILE, MANIFEST_FILE, THRESHOLD_FILE
-from npsco.limits import MAX_JSON_BYTES
+from npsco.limits import MAX_MANIFEST_BYTES
 from npsco.manifest import Member, check_borrowed, load_manifest, read_members
 from npsco.task_ids import trust_task
 
@@ -80,7 +80,7 @@ def run_fingerprint(info: RunInfo, episodes: int, seed: int, format_version: int
         "format_version": format_version,
         "episodes": episodes,
         "seed": seed,
-        "manifest": read_bytes(info.path / MANIFEST_FILE, MAX_JSON_BYTES).decode("utf-8", errors="replace"),
+        "manifest": read_bytes(info.path / MANIFEST_FILE, MAX_MANIFEST_BYTES).decode("utf-8", errors="replace"),
         "checkpoints": [[str(info.checkpoint(m)), *_stat(info.checkpoint(m))] for m in info.members],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from npsco.evaluation.rows import EvaluationRow, group_sort_key
-from npsco.selection import meets_criteria
+from npsco.selection import RETURN_RATIO, meets_criteria
 from npsco.stats import (
     bootstrap_ci,
     iqm,
@@ -152,7 +152,7 @@ def statistics(rows: Sequence[EvaluationRow]) -> dict:
             "relative_novelty": "novelty / the mean pairwise distance between the PPO references",
             "nearest_ratio": "a novel policy's distance to the nearest policy it had to avoid (references and "
             "earlier policies of its chain) / the run's r0_default",
-            "meets_rate": "fraction of novel policies with return >= 0.8 x the references' median and "
+            "meets_rate": f"fraction of novel policies with return >= {RETURN_RATIO} x the references' median and "
             "nearest_ratio >= 1 (the paper's criteria)",
             "normalized_return_iqm": "IQM over all policies of a group of return / the task's success baseline, "
             "95% stratified-bootstrap CI (resampling within each task)",

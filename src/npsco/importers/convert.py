@@ -11,9 +11,10 @@ from npsco.importers.cleanrl import read_cleanrl, read_obs_norm
 from npsco.importers.common import build_policy
 from npsco.importers.sb3 import is_sb3_zip, read_sb3
 from npsco.importers.vecnormalize import read_vecnormalize
-from npsco.io import STALE_TEMP, check_folder_path, remove_stale_temps, run_entries
+from npsco.io import STALE_TEMP, remove_stale_temps, run_entries
 from npsco.layout import CONFIG_FILE, MANIFEST_FILE, POLICY_FILE
 from npsco.locks import FolderLock
+from npsco.paths import run_folder
 from npsco.policy import Policy
 
 FORMATS = ("auto", "sb3", "cleanrl")
@@ -67,7 +68,7 @@ def import_policy(
     """Import `source` (an SB3 zip or a CleanRL checkpoint) as a policy of task `env_id` into folder `out`: an empty
     or new folder, or with `force` one that holds only an earlier import's policy.safetensors."""
     source = Path(source)
-    check_folder_path(out)
+    run_folder(out)  # before anything there is read: no symbolic link below it (npsco.paths)
     check_import_folder(Path(out), force)
     if not source.exists():
         raise NpscoError(f"{source}: no such file")

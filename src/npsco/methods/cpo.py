@@ -39,13 +39,12 @@ search (x, coef x, coef^2 x, ...) accepts the first step with mean KL <= max_kl,
 a feasible point, a reward surrogate that does not decrease; if none passes, theta stays. Then the task and cost
 critics train with PPO's Adam minibatch epochs on their value losses. No entropy bonus.
 
-These quantities (surrogates, gradients, Fisher products, trial evaluations) come from `npsco.methods.cpo_problem`:
-in numpy with `update_backend = numpy` (the default; `NumpyCPOProblem`), else in torch (`CPOProblem`, the reference).
+These quantities (surrogates, gradients, Fisher products, trial evaluations) come from `npsco.methods.cpo_problem`
+(`CPOProblem`, in numpy).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +53,7 @@ import numpy as np
 
 from npsco.errors import NpscoError
 from npsco.methods.constrained import conjugate_gradient, cpo_step, set_flat_params
-from npsco.methods.cpo_problem import CPOProblem, DirectCost, NumpyCPOProblem, TrustRegionProblem
+from npsco.methods.cpo_problem import CPOProblem, DirectCost, TrustRegionProblem
 from npsco.methods.novelty import NoveltyMethod
 from npsco.ppo.hooks import RolloutShaping, RolloutSteps, TrainingSetup
 from npsco.ppo.learner import Learner
@@ -149,12 +148,9 @@ class CPO(NoveltyMethod):
 
     def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
         cost = self._cost_sum / max(self._cost_n, 1)
-        # the actor's step in numpy (`update_backend = numpy`) or torch, as the learner's updates run
-        fast = learner.numpy_learner()
-        Problem = NumpyCPOProblem if fast is not None else CPOProblem
         options: CPOOptions = self.config.options
-        with fast.blas_threads() if fast is not None else contextlib.nullcontext():
-            problem = Problem(learner.agent, batch, learner.cfg.norm_adv, options.cpo_damping, self.direct_cost())
+        with learner.blas_threads():  # the actor's step in numpy, under the updates' BLAS threads
+            problem = CPOProblem(learner.agent, batch, learner.cfg.norm_adv, options.cpo_damping, self.direct_cost())
             out = {"cpo/cost": cost, **self.policy_step(problem, cost)}
         self.cost_center = cost
         self._reset_batch()

@@ -3,7 +3,7 @@ the worker processes' preload list and each method's default threshold multiple 
 
 Each entry names its class as `module:Class`, imported when first looked up, not when this module is: the names are
 read by the command line's parser, which must not load torch (seconds) to print `--help`. This module imports nothing
-from npsco, so that anything may import it.
+from npsco, not even for annotations, so that anything may import it (the methods' settings and classes included).
 """
 
 from __future__ import annotations
@@ -11,10 +11,30 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # annotations only
-    from npsco.methods.base import Method
+
+class MethodClass(Protocol):
+    """What the registry hands out: a `Method` subclass (`npsco.methods.base`), seen through the class-level members
+    its users call. Described here rather than imported: `Method` takes a `MethodConfig`, whose module reads this
+    one."""
+
+    name: str
+    """The method's name: its key in the registry."""
+    Options: type | None
+    """The dataclass of the method's own settings; None: none."""
+
+    def from_config(self, config: Any, context: Any) -> Any:
+        """The method object of `config` (a `MethodConfig`) in `context` (a `MethodContext`)."""
+
+    def check_config(self, config: Any) -> None:
+        """Refuse settings that do not go together."""
+
+    def uses_profile(self, config: Any) -> bool:
+        """Whether `config` asks for the references' threshold profile."""
+
+    def uses_states(self, config: Any) -> bool:
+        """Whether `config` needs the avoided policies' visited-state distributions."""
 
 
 @dataclass(frozen=True)
@@ -29,13 +49,13 @@ class MethodEntry:
     the maze: docs/methods/ipd.md), 1 for the methods built to meet the paper's own threshold."""
 
 
-class MethodRegistry(Mapping[str, "type[Method]"]):
+class MethodRegistry(Mapping[str, MethodClass]):
     """name -> `Method` subclass, each imported on first access."""
 
     def __init__(self, entries: dict[str, MethodEntry]):
         self.entries = dict(entries)
 
-    def __getitem__(self, name: str) -> type[Method]:
+    def __getitem__(self, name: str) -> MethodClass:
         module, _, cls = self.entries[name].path.partition(":")
         return getattr(importlib.import_module(module), cls)
 

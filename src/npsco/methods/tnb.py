@@ -7,9 +7,9 @@ surrogate L_nov give two ascent directions on the **actor parameters** theta (me
     f = -grad_theta L_task(clip),   g = -grad_theta L_nov(clip),   p = bisector(f, g, rule)
 
 and one Adam step follows the gradient -p on theta (plus PPO's entropy bonus), while the critics follow the gradients
-of their own value losses (`Learner.critic_loss`, times vf_coef); the global gradient norm is clipped as PPO does.
-With `update_backend = numpy` (the default) each minibatch runs in numpy on the learner's `NumpyLearner`
-(`bisector_step`: two numpy backward passes of the actor), else in torch (`bisector_grads`, the reference).
+of their own value losses (times vf_coef); the global gradient norm is clipped as PPO does. Each minibatch is a step
+(`bisector_step`) of the learner's epochs (`Learner.numpy_learner`): two numpy backward passes of the actor give f and
+g, and the learner takes -p as the actor's gradient (`NumpyLearner.set_actor_direction`).
 
 TNB always uses the bisector. CTNB decides once per iteration (per batch) from the rollout: with the margins
 m_t = u_t - r0 of the batch's steps with t > t_S, the constraint is violated when mean(m_t) < -ctnb_slack; then the
@@ -22,15 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from npsco.errors import NpscoError
-from npsco.methods.constrained import TNB_RULES, bisector, bisector_np, flat_grad, norm
+from npsco.methods.constrained import TNB_RULES, bisector_np, norm
 from npsco.methods.novelty import NoveltyMethod
 from npsco.ppo.fast_update import Minibatch, NumpyLearner, Stats, mean_stats
 from npsco.ppo.hooks import RolloutShaping, RolloutSteps, TrainingSetup
 from npsco.ppo.learner import Learner
-from npsco.ppo.maths import normalize_advantages, policy_loss
 from npsco.ppo.numpy_nets import clipped_surrogate, gaussian_entropy, logprob_backward, normalized
 from npsco.ppo.rollout import Batch
 
@@ -74,15 +72,6 @@ def ctnb_violated(margin_sum: float, active_steps: int, slack: float) -> bool:
     return active_steps > 0 and margin_sum / active_steps < -slack
 
 
-def _add_to_grads(params: Sequence[torch.Tensor], flat: torch.Tensor) -> None:
-    """param.grad += the slice of the 1-D `flat` that belongs to param (laid out as `flat_grad`)."""
-    offset = 0
-    for p in params:
-        piece = flat[offset : offset + p.numel()].view_as(p)
-        p.grad = piece.clone() if p.grad is None else p.grad + piece
-        offset += p.numel()
-
-
 class TNB(NoveltyMethod):
     """PPO whose actor steps along the bisector of the task and novelty surrogate gradients.
 
@@ -99,10 +88,11 @@ class TNB(NoveltyMethod):
 
     def update(self, learner: Learner, batch: Batch) -> dict[str, float]:
         fast = learner.numpy_learner()
-        if fast is not None:
-            stats = fast.run_epochs(batch, lambda mb: self.bisector_step(fast, mb), ("task", "novelty"))
-        else:
-            stats = learner.run_epochs(lambda mb: self.bisector_grads(learner, batch, mb))
+        return self.metrics(fast.run_epochs(batch, lambda mb: self.bisector_step(fast, mb), ("task", "novelty")))
+
+    @staticmethod
+    def metrics(stats: Sequence[Stats]) -> dict[str, float]:
+        """The update's metrics from its minibatches' statistics (`bisector_step`'s)."""
         means = mean_stats(stats)
         names = {
             "policy_loss": "losses/policy_loss",
@@ -117,39 +107,10 @@ class TNB(NoveltyMethod):
         out["tnb/obtuse_frac"] = float(np.mean(np.array([float(row["cos"]) for row in stats]) <= 0))
         return out
 
-    def bisector_grads(self, learner: Learner, batch: Batch, mb: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The gradients of minibatch `mb` (a `npsco.ppo.learner.MinibatchStep`): the actor's along -p with
-        p = bisector(f, g), the critics' of their value losses, the entropy bonus's on the log-std."""
-        cfg, agent = learner.cfg, learner.agent
-        obs = batch.obs[mb]
-        new_logprob, entropy, _ = agent.evaluate(obs, batch.actions[mb])
-        adv_task, adv_nov = batch.advantages["task"][mb], batch.advantages["novelty"][mb]
-        if cfg.norm_adv:
-            adv_task, adv_nov = normalize_advantages(adv_task), normalize_advantages(adv_nov)
-        task_loss, info = policy_loss(new_logprob, batch.logprobs[mb], adv_task, cfg.clip_coef)
-        nov_loss, _ = policy_loss(new_logprob, batch.logprobs[mb], adv_nov, cfg.clip_coef)
-        actor = agent.actor_parameters()
-        f = -flat_grad(task_loss, actor, retain_graph=True)
-        g = -flat_grad(nov_loss, actor)
-        p = bisector(f, g, rule=self.config.options.tnb_rule)
-
-        v_loss = learner.critic_loss(batch, mb, obs)
-        (cfg.vf_coef * v_loss - cfg.ent_coef * entropy).backward()  # critics' grads, and the entropy's on log-std
-        _add_to_grads(actor, -p)
-        cos = torch.dot(f, g) / (torch.linalg.vector_norm(f) * torch.linalg.vector_norm(g) + 1e-12)
-        return {
-            "policy_loss": task_loss.detach(),
-            "novelty_policy_loss": nov_loss.detach(),
-            "value_loss": v_loss.detach(),
-            "entropy": entropy.detach(),
-            "approx_kl": info["approx_kl"],
-            "clipfrac": info["clipfrac"],
-            "cos": cos.detach(),
-        }
-
     def bisector_step(self, fast: NumpyLearner, mb: Minibatch) -> Stats:
-        """`bisector_grads` in numpy, a step of `NumpyLearner.run_epochs`: f and g by two backward passes of the
-        actor, the bisector, the critics' and the entropy's gradients, written into `fast.grad`."""
+        """The gradients of minibatch `mb`, a step of `NumpyLearner.run_epochs`: f and g by two backward passes of
+        the actor, the actor's along -p with p = bisector(f, g) plus the entropy bonus's on the log-std, the critics'
+        of their value losses; returns the minibatch's statistics."""
         cfg = fast.cfg
         actor = fast.actor_pass(mb)
         adv_task, adv_nov = mb.advantages["task"], mb.advantages["novelty"]
@@ -160,8 +121,7 @@ class TNB(NoveltyMethod):
         f = -fast.actor_backward(actor.acts, *logprob_backward(actor, task.g_logprob))
         g = -fast.actor_backward(actor.acts, *logprob_backward(actor, nov.g_logprob))
         p = bisector_np(f, g, rule=self.config.options.tnb_rule)
-        np.negative(p, out=fast.grad[: fast.actor_size])
-        fast.log_std_grad[0] -= np.float32(cfg.ent_coef)  # the entropy bonus's gradient
+        fast.set_actor_direction(p)
         v_loss = fast.critics_backward(mb)
         return {
             "policy_loss": task.loss,

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npsco.seeds import STATE_FEATURES
+
 FEATURES = 512
 """Random Fourier features of the state embedding."""
 BANDWIDTH = 1.0
 """The RBF kernel's length scale, in units of sqrt(obs_dim) standard deviations of the standardised states."""
-SEED = 0
-"""Seed of the random frequencies and phases (fixed: every distance of a population uses the same features)."""
 
 
 @dataclass
@@ -44,7 +44,7 @@ class StateDistance:
     """(M, features): the mean embedding of each policy's visited states, in the order given."""
     bandwidth: float = BANDWIDTH
     """The kernel's length scale (see `BANDWIDTH`)."""
-    seed: int = SEED
+    seed: int = STATE_FEATURES
     """Seed of the random features."""
     frequencies: np.ndarray = field(init=False, repr=False)
     """(obs_dim, features) Gaussian frequencies, drawn from `seed`."""
@@ -63,7 +63,7 @@ class StateDistance:
         states: Sequence[np.ndarray],
         features: int = FEATURES,
         bandwidth: float = BANDWIDTH,
-        seed: int = SEED,
+        seed: int = STATE_FEATURES,
     ) -> StateDistance:
         """The embedding standardised on all of `states` (one (n_i, obs_dim) array per policy), with each policy's mean
         embedding."""

@@ -10,8 +10,8 @@ from typing import cast
 
 import numpy as np
 
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.novelty.metrics import (
     METRICS,
     Metric,

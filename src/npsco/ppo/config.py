@@ -8,13 +8,26 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from npsco.compat import current_ppo_settings
 from npsco.errors import NpscoError
+from npsco.limits import check_network
+from npsco.seeds import MAX_SEED
 from npsco.tasks import ENV_BACKENDS, MAZE_ID, task_spec
 
 PRESETS = ("default", "paper")
-MAX_SEED = 2**31 - 1_000_000
-"""The largest seed: every generator npsco seeds takes it, plus a population's offsets (novel policies S + 1000 + k,
-evaluation episodes 1_000_000 + ...)."""
+
+
+EVAL_POINTS = 10
+"""The fewest periodic evaluations (points of the training curve) of a run of at least this many iterations."""
+
+
+def eval_period(eval_every: int, iterations: int) -> int:
+    """The iterations between two periodic evaluations of a run of `iterations`: `eval_every`, or fewer so that the
+    run evaluates at least `EVAL_POINTS` times (`iterations // EVAL_POINTS`); a run of fewer iterations keeps
+    `eval_every`. 0: no periodic evaluation. A 1M-step MuJoCo run (488 iterations) keeps the default 25."""
+    if eval_every <= 0 or iterations < EVAL_POINTS:
+        return max(eval_every, 0)
+    return min(eval_every, iterations // EVAL_POINTS)
 
 
 @dataclass
@@ -78,18 +91,13 @@ class PPOConfig:
     reward_clip: float = 10.0
     """Clip scaled rewards to [-reward_clip, reward_clip]."""
     eval_every: int = 25
-    """Deterministic evaluation every this many iterations (and at the end); 0 disables periodic evaluation."""
+    """Deterministic evaluation every this many iterations at most (and at the end): a run of fewer than
+    `EVAL_POINTS` x `eval_every` iterations evaluates more often, so that its training curve has at least
+    `EVAL_POINTS` points (`eval_period`); 0 disables periodic evaluation."""
     eval_episodes: int = 10
     """Episodes per periodic evaluation."""
     torch_threads: int = 1
     """torch.set_num_threads; 1 is fastest for these small networks on a few cores."""
-    update_backend: str = "numpy"
-    """The updates of npsco's methods: `numpy` (forward and backward passes written out: PPO's update, which every
-    method but TNB and CPO uses, the critics' fit, TNB's and CTNB's bisector step, CPO's trust-region step; the same
-    computation, several times less CPU time for these small networks) or `torch` (autograd and torch.optim.Adam, the
-    reference `numpy` is tested against: equal up to float32 rounding). `numpy` runs the torch update, with a warning,
-    for an agent or optimiser it does not handle, or a `Learner` subclass that overrides `critic_loss`; a method's
-    own torch step (`Learner.run_epochs`) runs in torch either way."""
     state_every: float = 30.0
     """Save the resumable training state (networks, optimiser, normalisers, generators, environments, counters:
     `checkpoints/state.safetensors`) every this many seconds of wall time, between two iterations, and when
@@ -110,6 +118,11 @@ class PPOConfig:
     def minibatch_size(self) -> int:
         """Transitions per minibatch."""
         return self.batch_size // self.num_minibatches
+
+    @property
+    def eval_period(self) -> int:
+        """Iterations between two periodic evaluations (`eval_period`); 0: none."""
+        return eval_period(self.eval_every, self.num_iterations)
 
     @property
     def num_iterations(self) -> int:
@@ -163,15 +176,16 @@ class PPOConfig:
             (self.eval_episodes > 0, "eval_episodes must be > 0"),
             (self.state_every >= 0, "state_every must be >= 0 (seconds; 0: after every iteration)"),
             (self.torch_threads > 0, "torch_threads must be > 0"),
-            (
-                self.update_backend in ("numpy", "torch"),
-                f"update_backend must be numpy or torch, not {self.update_backend!r}",
-            ),
             (self.max_episode_steps is None or self.max_episode_steps > 0, "max_episode_steps must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
                 raise NpscoError(f"invalid configuration: {message}")
+        try:  # the networks' memory, before anything allocates them (the task's sizes: the trainer checks again)
+            check_network("actor_hidden", self.actor_hidden)
+            check_network("critic_hidden", self.critic_hidden)
+        except NpscoError as e:
+            raise NpscoError(f"invalid configuration: {e}") from None
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -180,7 +194,9 @@ class PPOConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
-        """Inverse of `to_dict`; unknown keys are refused."""
+        """Inverse of `to_dict` (an earlier npsco's too: `npsco.compat.current_ppo_settings`); unknown keys are
+        refused."""
+        data = current_ppo_settings(data)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:

@@ -1,7 +1,8 @@
-"""The learner's minibatch epochs in numpy (`NumpyLearner`), for the `update_backend = "numpy"` setting (the default):
-`Learner.run_epochs` with the forward and backward passes written out (`npsco.ppo.numpy_nets`), the global-norm clip
-and Adam on one flat float32 vector. It runs PPO's update (`ppo_step`), the critics' fit (`critics_step`) and a
-method's own minibatch gradients (TNB's bisector step), each a step function of the one loop `run_epochs`.
+"""The learner's minibatch epochs in numpy (`NumpyLearner`), the update npsco trains with (its torch reference is
+the tests' oracle, tests/oracles/torch_learner.py): forward and backward passes written out (`npsco.ppo.numpy_nets`),
+the global-norm clip and Adam on one flat float32 vector. It runs PPO's update (`ppo_step`), the critics' fit
+(`critics_step`) and a method's own minibatch gradients (TNB's bisector step), each a step function of the one loop
+`run_epochs`.
 
 Why: the update of these small networks is bound by per-operation overhead, not arithmetic; torch spends several
 times the CPU time of this version per minibatch (autograd graph, dispatched kernels, optimiser bookkeeping;
@@ -109,8 +110,7 @@ class Minibatch:
 
 
 NumpyStep = Callable[[Minibatch], Stats]
-"""Computes the gradients of one minibatch into `NumpyLearner.grad` and returns its statistics (the numpy twin of
-`npsco.ppo.learner.MinibatchStep`)."""
+"""Computes the gradients of one minibatch into `NumpyLearner.grad` and returns its statistics."""
 
 
 def mean_stats(rows: Sequence[Stats]) -> dict[str, float]:
@@ -263,6 +263,13 @@ class NumpyLearner:
         mlp_backward(self.actor, self.actor_grad, acts, g_mean)
         return self.grad[: self.actor_size]
 
+    def set_actor_direction(self, direction: np.ndarray) -> None:
+        """Set the actor's part of `grad` to -`direction` (an ascent direction of a method's own, e.g. TNB's bisector,
+        flat and laid out as `ActorCritic.actor_parameters`) plus the entropy bonus's gradient on the log-std: Adam
+        then steps the actor along `direction`."""
+        np.negative(direction, out=self.grad[: self.actor_size])
+        self.log_std_grad[0] -= np.float32(self.cfg.ent_coef)
+
     def critics_backward(self, mb: Minibatch) -> float:
         """Write the gradients of vf_coef x (each critic's value loss) into the critics' part of `grad`; returns the
         sum of the value losses."""
@@ -281,7 +288,7 @@ class NumpyLearner:
     def ppo_step(self, mb: Minibatch, advantage_stream: str = "task", term: MeanActionTerm | None = None) -> Stats:
         """PPO's loss on one minibatch (the clipped surrogate of `advantage_stream`'s advantages, the value losses,
         the entropy bonus, plus `term`, a loss on the actor's mean actions): its gradient into `grad`; returns the
-        statistics of `Learner.ppo_update_torch`."""
+        statistics that `ppo_update` averages."""
         cfg = self.cfg
         adv = mb.advantages[advantage_stream]
         if cfg.norm_adv:
@@ -351,7 +358,7 @@ class NumpyLearner:
     def run_epochs(
         self, batch: Batch, step: NumpyStep, advantages: Sequence[str] = ("task",), first: int = 0
     ) -> list[Stats]:
-        """`Learner.run_epochs` in numpy: `update_epochs` passes of minibatch steps over `batch` (with the
+        """`update_epochs` passes of minibatch steps over `batch` (with the
         advantages of the streams `advantages`): per minibatch, the gradients of `step`, the global norm of those of
         `params[first:]` (0: all of them; `critic_start`: the critics') clipped to `max_grad_norm`, one Adam step on
         those; after an epoch whose last minibatch's `approx_kl` exceeds `target_kl`, stop. Returns every minibatch's
@@ -378,11 +385,11 @@ class NumpyLearner:
     def ppo_update(
         self, batch: Batch, advantage_stream: str = "task", term: MeanActionTerm | None = None
     ) -> dict[str, float]:
-        """`Learner.ppo_update_torch` in numpy: PPO's epochs of `ppo_step`; returns the mean `losses/*` statistics."""
+        """PPO's epochs of `ppo_step`; returns the mean `losses/*` statistics."""
         stats = self.run_epochs(batch, lambda mb: self.ppo_step(mb, advantage_stream, term), (advantage_stream,))
         return {f"losses/{k}": v for k, v in mean_stats(stats).items()}
 
     def fit_critics(self, batch: Batch) -> dict[str, float]:
-        """`Learner.fit_critics_torch` in numpy: PPO's epochs of Adam steps on the critics' value losses alone."""
+        """PPO's epochs of Adam steps on the critics' value losses alone."""
         stats = self.run_epochs(batch, self.critics_step, (), self.critic_start)
         return {"losses/value_loss": mean_stats(stats)["value_loss"]}

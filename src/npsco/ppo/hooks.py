@@ -106,21 +106,25 @@ class RolloutShaping:
     """What `Hooks.shape_rollout` answers for a whole rollout. Every field is optional."""
 
     train_reward: np.ndarray | None = None
-    """Replaces the task reward for training only, (T, N); the reported return stays the task reward."""
+    """Replaces the task reward for training only, (T, N) (WSR's and RSPO's shaped rewards); the reported return stays
+    the task reward."""
     streams: dict[str, np.ndarray] = field(default_factory=dict)
-    """Rewards of the extra streams, (T, N) each."""
+    """Rewards of the extra streams, (T, N) each, one per name in `Hooks.streams` (TNB's and the Lagrangian's
+    `novelty`, CPO's `cost`), each learnt by its own critic with its own GAE."""
 
 
 @dataclass
 class StepOutcome:
-    """The hooks' answer to a step. Every field is optional."""
+    """The answer of `Hooks.on_step` to one vector step. Every field is optional. npsco's methods answer only
+    `terminate` here (IPD) and shape rewards after the rollout (`RolloutShaping`); the per-step rewards are for
+    hooks without `shape_rollout`, and the trainer ignores them when the hooks have one."""
 
     train_reward: np.ndarray | None = None
-    """Replaces the task reward for training only (WSR); the reported return stays the task reward."""
+    """Replaces this step's task reward for training only, (N,); the reported return stays the task reward."""
     streams: dict[str, np.ndarray] = field(default_factory=dict)
-    """Rewards of extra streams (TNB's novelty, CPO's cost), each learnt by its own critic with its own GAE."""
+    """This step's rewards of the extra streams, (N,) each: one per name in `Hooks.streams`, at every step."""
     terminate: np.ndarray | None = None
-    """Envs whose episode the hooks end now, as a true termination (IPD's constraint)."""
+    """(N,) mask of the envs whose episode the hooks end now, as a true termination (IPD's constraint)."""
 
 
 class Hooks:

@@ -132,7 +132,7 @@ def gaussian_entropy(log_std: np.ndarray) -> np.floating:
 
 
 def gaussian_kl(mean_p: np.ndarray, log_std_p: np.ndarray, mean_q: np.ndarray, log_std_q: np.ndarray) -> np.ndarray:
-    """KL(p || q) per state for diagonal Gaussians, summed over action dims (as `cpo_problem.gaussian_kl`)."""
+    """KL(p || q) per state for diagonal Gaussians, summed over action dims (tests/oracles/cpo.py has it in torch)."""
     var_p, var_q = np.exp(2 * log_std_p), np.exp(2 * log_std_q)
     diff = mean_p - mean_q
     return _add(log_std_q - log_std_p + (var_p + diff * diff) / (2 * var_q) - 0.5, axis=-1)
@@ -140,13 +140,14 @@ def gaussian_kl(mean_p: np.ndarray, log_std_p: np.ndarray, mean_q: np.ndarray, l
 
 # ------------------------------------------------------------------------------------------------ PPO's losses
 def normalized(adv: np.ndarray) -> np.ndarray:
-    """Zero mean, unit std with torch's unbiased std (`npsco.ppo.maths.normalize_advantages`), of float32 `adv`."""
+    """Zero mean, unit std with torch's unbiased std (the minibatch normalisation of PPO's implementation details), of
+    float32 `adv` (a compiled kernel)."""
     return normalized_kernel(adv)
 
 
 @dataclass
 class Surrogate:
-    """PPO's clipped surrogate on one minibatch (`npsco.ppo.maths.policy_loss`), its gradient and statistics."""
+    """PPO's clipped surrogate on one minibatch, its gradient and statistics."""
 
     loss: np.floating
     """mean(max(-A r, -A clip(r, 1 - eps, 1 + eps))), r = pi / pi_old."""
@@ -171,7 +172,8 @@ def clipped_surrogate(logprob: np.ndarray, old_logprob: np.ndarray, adv: np.ndar
 def value_loss_and_grad(
     v: np.ndarray, old: np.ndarray, returns: np.ndarray, clip: float, clip_vloss: bool, coef: float
 ) -> tuple[float, np.ndarray]:
-    """PPO's value loss (`npsco.ppo.maths.value_loss`) of the critic's outputs `v` (B,), and d (coef x loss) / d v as
-    a (B, 1) float32 column (the critic's output gradient); float32 inputs."""
+    """PPO's value loss of the critic's outputs `v` (B,), 0.5 x the mean squared error to the returns (with
+    `clip_vloss`, the larger of it and the error of `v` clipped to `old` +- `clip`), and d (coef x loss) / d v as a
+    (B, 1) float32 column (the critic's output gradient); float32 inputs (a compiled kernel)."""
     loss, g_v = value_loss_kernel(v, old, returns, clip, clip_vloss, coef)
     return float(loss), g_v

@@ -7,11 +7,12 @@ Where each part of `npsco.ppo` lives, in the order of the data flow:
     agent.py         `ActorCritic`, the torch network, and its observation normaliser
     trainer.py       `Trainer`: rollout -> advantages -> update, iteration after iteration; logs, evaluates, saves
     rollout.py       the rollout's typed buffer, the flattened `Batch`, the reward scaler
-    maths.py         GAE, the clipped surrogate and value losses, advantage normalisation (pure functions)
+    maths.py         GAE and explained variance (pure functions)
     learner.py       `Learner`: the agent, its optimiser and PPO's minibatch epochs (the update rules' one loop)
-    fast_update.py   the learner's epochs in numpy, `NumpyLearner` (`update_backend = "numpy"`, the default)
+    fast_update.py   the learner's epochs in numpy, `NumpyLearner` (the one update; torch autograd: tests/oracles/)
     numpy_nets.py    the networks' passes and PPO's losses with their gradients, in numpy (for fast_update.py)
-    hooks.py         what a method sees and answers (`Hooks`, `StepInfo`, `StepOutcome`)
+    hooks.py         what a method sees and answers (`Hooks`, `StepInfo`, `StepOutcome`, `RolloutShaping`)
+    state.py         the resumable training state, `checkpoints/state.safetensors`
 """
 
 from __future__ import annotations

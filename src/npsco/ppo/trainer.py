@@ -1,10 +1,12 @@
 """The trainer: one policy trained by PPO, plus the hooks of a method, on a vector env.
 
-Each iteration runs three phases: `collect_rollout` (the policy acts in the envs; the hooks see every step),
+Each iteration runs three phases: `collect_rollout` (the policy acts in the envs; the hooks see each step as it
+happens, `on_step`, and shape the rewards of the whole rollout once collected, `shape_rollout`),
 `compute_advantages` (GAE per reward stream), and the update (`Hooks.update` with the `Learner`: PPO's
-`ppo_update` by default). `train` runs the iterations and logs, evaluates and saves the policy. The trainer knows
-hooks (a step shaper and an update rule), not methods; the pieces that stand alone live beside it (`maths`,
-`rollout`, `learner`, `fast_update`, `hooks`).
+`ppo_update` by default). `train` runs the iterations and logs, evaluates and saves the policy. `state_dict` and
+`load_state_dict` give and take everything a resumed run needs (`npsco.ppo.state` writes it to its file and reads it
+back). The trainer knows hooks (a step shaper and an update rule), not methods; the pieces that stand alone live beside
+it (`maths`, `rollout`, `learner`, `fast_update`, `hooks`, `state`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from npsco.envs import state as env_state
 from npsco.envs.make import check_task_spaces, final_observations, make_vector_env
+from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
-from npsco.evaluation import run_episodes
 from npsco.io import remove_inside
-from npsco.layout import POLICY_FILE
+from npsco.layout import CHECKPOINTS_FOLDER, INTERRUPTED_FILE, LAST_FILE, LAST_GOOD_FILE, POLICY_FILE
+from npsco.limits import check_network
 from npsco.logger import MetricsLogger, Tracking
+from npsco.paths import check_tree
 from npsco.policy import Policy, mlp_forward, space_metadata
 from npsco.ppo._rollout_kernels import record_ends, sample_action, tally
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
@@ -36,7 +41,8 @@ from npsco.ppo.hooks import Hooks, RolloutSteps, StepInfo, StepOutcome, Training
 from npsco.ppo.learner import Learner
 from npsco.ppo.maths import compute_gae, explained_variance
 from npsco.ppo.rollout import Batch, RewardScaler, RolloutBuffer
-from npsco.ppo.state import load_state, save_state, state_path
+from npsco.ppo.state import AdamMoments, TrainingState, read_state, state_path, write_state
+from npsco.seeds import training_evaluation_seed
 
 
 @dataclass
@@ -66,11 +72,14 @@ class Trainer:
         resume: bool = False,
         tracking: Tracking | None = None,
     ):
-        """With `resume`, a saved state in `run_dir` (`npsco.ppo.state`) is loaded and training continues from it (a
-        run directory without one starts from the beginning). With `tracking`, the metrics also go to W&B."""
+        """With `resume`, the state saved in `run_dir` (`npsco.ppo.state.state_path`) is loaded (`load_state_dict`)
+        and training continues from it (a run directory without one starts from the beginning). With `tracking`, the
+        metrics also go to W&B."""
         self.cfg = cfg.validate()
         self.hooks = hooks or Hooks()
         self.run_dir = Path(run_dir) if run_dir is not None else None
+        if self.run_dir is not None:  # before anything there is read or written: no link below it (npsco.paths)
+            check_tree(self.run_dir, known=True)
         self.extra_metadata = dict(metadata or {})
         torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)  # the networks' initial weights
@@ -86,6 +95,12 @@ class Trainer:
             raise
         self.obs_space, self.action_space = obs_space, act_space
         self.act_low, self.act_high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
+        try:  # with the task's sizes (validate knew the hidden layers only), before the networks are allocated
+            check_network("actor_hidden", cfg.actor_hidden, int(np.prod(obs_space.shape)), act_space.shape[0])
+            check_network("critic_hidden", cfg.critic_hidden, int(np.prod(obs_space.shape)), 1)
+        except NpscoError as e:
+            self.envs.close()
+            raise NpscoError(f"invalid configuration: {e}") from None
         self.agent = ActorCritic(
             int(np.prod(obs_space.shape)),
             act_space.shape[0],
@@ -125,12 +140,94 @@ class Trainer:
         """Rows of metrics.jsonl that the loaded state had seen (None: a fresh run)."""
         if resume and self.run_dir is not None and state_path(self.run_dir).exists():
             try:
-                load_state(self, state_path(self.run_dir))
+                self._resume(state_path(self.run_dir))
             except BaseException:
                 self.envs.close()
                 raise
         tracked = None if tracking is None else {"ppo": cfg.to_dict(), "method": self.hooks.name}
         self.logger = MetricsLogger(self.run_dir, tensorboard, self.resumed_rows, tracking, tracked)
+
+    # ------------------------------------------------------------------------------------------- resumable state
+    def state_dict(self) -> TrainingState:
+        """A copy of everything the next iteration depends on (between two iterations): `load_state_dict` of it
+        on a fresh trainer of the same configuration and method continues as this one would."""
+        agent, learner, scaler = self.agent, self.learner, self.reward_scaler
+        adam = {}
+        for name, p in agent.named_parameters():
+            moments = learner.optimizer.state.get(p)
+            if moments:
+                adam[name] = AdamMoments(
+                    float(moments["step"]), moments["exp_avg"].numpy().copy(), moments["exp_avg_sq"].numpy().copy()
+                )
+        return TrainingState(
+            config=self.cfg.to_dict(),
+            method=self.hooks.name,
+            global_step=self.global_step,
+            iteration=self.iteration,
+            rng=dict(self.rng.bit_generator.state),
+            agent={k: v.detach().numpy().copy() for k, v in agent.state_dict().items()},
+            adam=adam,
+            torch_rng=learner.torch_rng.get_state().numpy(),
+            obs_rms_mean=agent.obs_rms.mean.copy(),
+            obs_rms_var=agent.obs_rms.var.copy(),
+            obs_rms_count=agent.obs_rms.count,
+            reward_returns=scaler.returns.copy(),
+            reward_stats=[scaler.mean, scaler.var, scaler.count],
+            next_obs=self.next_obs.copy(),
+            episode_return=self.episode_return.copy(),
+            episode_step=self.episode_step.copy(),
+            envs=env_state.capture(self.envs),
+            eval_curve=[dict(e) for e in self.eval_curve],
+            metrics_rows=len(self.logger.rows),
+            hooks={k: v.copy() if isinstance(v, np.ndarray) else v for k, v in self.hooks.state().items()},
+        )
+
+    def load_state_dict(self, state: TrainingState) -> None:
+        """Put this trainer, freshly built with the same configuration and method, in `state` (`state_dict`)."""
+        if not self._is_own(state):
+            raise NpscoError("the training state belongs to another configuration or method")
+        agent, learner, scaler = self.agent, self.learner, self.reward_scaler
+        with torch.no_grad():
+            agent.load_state_dict({k: torch.from_numpy(v) for k, v in state.agent.items()})  # copied in
+        for name, p in agent.named_parameters():
+            if name in state.adam:
+                moments = state.adam[name]
+                learner.optimizer.state[p] = {
+                    "step": torch.tensor(moments.step, dtype=torch.float32),
+                    "exp_avg": torch.from_numpy(moments.exp_avg.copy()),
+                    "exp_avg_sq": torch.from_numpy(moments.exp_avg_sq.copy()),
+                }
+        agent.obs_rms.mean, agent.obs_rms.var = state.obs_rms_mean.copy(), state.obs_rms_var.copy()
+        agent.obs_rms.count = state.obs_rms_count
+        scaler.returns = state.reward_returns.copy()
+        scaler.mean, scaler.var, scaler.count = state.reward_stats
+        learner.torch_rng.set_state(torch.from_numpy(state.torch_rng.copy()))
+        self.rng.bit_generator.state = state.rng
+        self.global_step, self.iteration = state.global_step, state.iteration
+        self.eval_curve = [dict(e) for e in state.eval_curve]
+        self.hooks.load_state({k: v.copy() if isinstance(v, np.ndarray) else v for k, v in state.hooks.items()})
+        if state.envs is not None:
+            env_state.restore(self.envs, state.envs)
+            self.next_obs = state.next_obs.copy()
+            self.episode_return = state.episode_return.copy()
+            self.episode_step = state.episode_step.copy()
+        else:  # the freshly reset envs' episodes start (not bitwise: see npsco.ppo.state)
+            self.hooks.end_episodes(np.ones(self.cfg.num_envs, bool))
+        self.resumed_rows = state.metrics_rows
+
+    def _is_own(self, state: TrainingState) -> bool:
+        """Whether `state` was saved by a trainer of this configuration (how often it saves aside) and method."""
+
+        def same_run(config: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in config.items() if k != "state_every"}
+
+        return same_run(state.config) == same_run(self.cfg.to_dict()) and state.method == self.hooks.name
+
+    def _resume(self, path: Path) -> None:
+        state = read_state(path)
+        if not self._is_own(state):
+            raise NpscoError(f"{path}: the saved state belongs to another configuration; delete it to start over")
+        self.load_state_dict(state)
 
     # -------------------------------------------------------------------------------------------- phase 1: rollout
     def collect_rollout(self) -> RolloutBuffer:
@@ -276,12 +373,12 @@ class Trainer:
 
     def evaluate(self, episodes: int | None = None, policy: Policy | None = None) -> dict[str, float]:
         """Deterministic evaluation of the current policy (`policy`: its snapshot, when the caller has one) on fresh
-        envs (seeds 1_000_000 + iteration * episodes + i)."""
+        envs (seeds `training_evaluation_seed(iteration, episodes)` + i)."""
         n = episodes or self.cfg.eval_episodes
         res = run_episodes(
             policy or self.policy(),
             n,
-            seed=1_000_000 + self.iteration * n,
+            seed=training_evaluation_seed(self.iteration, n),
             max_episode_steps=self.cfg.max_episode_steps,
         )
         return {
@@ -344,14 +441,14 @@ class Trainer:
                     metrics["charts/episodic_return"] = float(np.mean(buf.summary.returns))
                     metrics["charts/episodic_length"] = float(np.mean(buf.summary.lengths))
                     recent = (recent + buf.summary.returns)[-100:]
-                if cfg.eval_every and (it % cfg.eval_every == 0 or it == cfg.num_iterations):
+                if cfg.eval_period and (it % cfg.eval_period == 0 or it == cfg.num_iterations):
                     ev = self.evaluate(policy=policy)
                     metrics.update(ev)
                     eval_curve.append({"global_step": self.global_step, **ev})
                 self.logger.log(self.global_step, metrics)
                 last_good = policy  # only now: a Ctrl-C never saves a policy that its metrics.jsonl does not reach
                 if self.run_dir is not None and cfg.checkpoint_every and it % cfg.checkpoint_every == 0:
-                    last_good.save(self.run_dir / "checkpoints" / "last.safetensors")
+                    last_good.save(self.run_dir / CHECKPOINTS_FOLDER / LAST_FILE)
                 bar.update(cfg.batch_size)
                 post = {"SPS": f"{(self.global_step - start_step) / (time.perf_counter() - start):.0f}"}
                 if recent:
@@ -364,14 +461,14 @@ class Trainer:
                 if self.run_dir is not None and it < cfg.num_iterations:
                     due = time.monotonic() - last_save >= cfg.state_every
                     if due or self.stop_requested:
-                        save_state(self, state_path(self.run_dir))
+                        write_state(self.state_dict(), state_path(self.run_dir))
                         last_save = time.monotonic()
                 if self.stop_requested and it < cfg.num_iterations:
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
             interrupted = True
             if self.run_dir is not None:
-                last_good.save(self.run_dir / "checkpoints" / "interrupted.safetensors")
+                last_good.save(self.run_dir / CHECKPOINTS_FOLDER / INTERRUPTED_FILE)
         finally:
             restore_signals()
             bar.close()
@@ -380,7 +477,7 @@ class Trainer:
         policy = last_good
         if self.run_dir is not None and not interrupted:
             policy.save(self.run_dir / POLICY_FILE)
-            for done_with in (state_path(self.run_dir), self.run_dir / "checkpoints" / "interrupted.safetensors"):
+            for done_with in (state_path(self.run_dir), self.run_dir / CHECKPOINTS_FOLDER / INTERRUPTED_FILE):
                 remove_inside(self.run_dir, done_with)  # the run is complete: nothing to resume
         return TrainResult(policy=policy, eval_curve=eval_curve, metrics=self.logger.rows, interrupted=interrupted)
 
@@ -390,7 +487,7 @@ class Trainer:
             return
         where = ""
         if self.run_dir is not None:
-            path = last_good.save(self.run_dir / "checkpoints" / "last_good.safetensors")
+            path = last_good.save(self.run_dir / CHECKPOINTS_FOLDER / LAST_GOOD_FILE)
             where = f"; the last good policy is saved at {path}"
         what = f"non-finite {', '.join(bad)}" if bad else "non-finite parameters"
         raise NpscoError(f"training diverged at iteration {self.iteration} ({what}){where}")

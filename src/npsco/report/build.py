@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,10 +31,13 @@ from npsco.evaluation import descriptors
 from npsco.evaluation.evaluate import combine, evaluate_runs
 from npsco.evaluation.measure import FIG2_START, MeasureCache
 from npsco.evaluation.rows import group_sort_key, rows_to_csv
-from npsco.io import atomic_write_json, atomic_write_text, check_folder_path, read_json, run_entries
-from npsco.layout import CONFIG_FILE
+from npsco.filecheck import POPULATION_CONFIG, read_checked
+from npsco.io import atomic_write_json, atomic_write_text, run_entries
+from npsco.layout import CONFIG_FILE, EVALUATION_FILE, EVALUATION_FOLDER, EVALUATION_TABLE, REPORT_MARKER
 from npsco.manifest import load_manifest
+from npsco.paths import output_folder, recorded_run
 from npsco.policy import load_policy
+from npsco.ppo.config import eval_period
 from npsco.report.behaviour import (
     REPORT_FRAME,
     Frames,
@@ -85,6 +89,7 @@ from npsco.report.figures import (
 )
 from npsco.report.provenance import package_versions, population_command, portable, relative_command, shown
 from npsco.report.video import Tile, grid_frames, resolve_format, save_video
+from npsco.selection import RETURN_RATIO
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 """Every figure is written in these formats; the report shows the PNG and links the others."""
@@ -219,8 +224,8 @@ def _population_video(
 
 
 def criteria_blocks(rows: list[dict]) -> list[Block]:
-    """The paper's criteria for every novel policy (return >= 0.8 x the references' median, distance to the nearest
-    policy it had to avoid >= r0_default), and which candidate each is when its slot trained several."""
+    """The paper's criteria for every novel policy (return >= RETURN_RATIO x the references' median, distance to the
+    nearest policy it had to avoid >= r0_default), and which candidate each is when its slot trained several."""
     novel = [r for r in rows if r.get("meets") is not None]
     if not novel:
         return []
@@ -242,9 +247,10 @@ def criteria_blocks(rows: list[dict]) -> list[Block]:
     return [
         Heading("The paper's criteria, per novel policy"),
         Paragraph(
-            f"{met} of {len(novel)} novel policies meet both criteria: a deterministic return of at least 0.8 x the "
-            "median of their run's references, and a distance to the nearest policy they had to avoid (the "
-            "references and the earlier policies of their chain) of at least r0_default, the paper's threshold. "
+            f"{met} of {len(novel)} novel policies meet both criteria: a deterministic return of at least "
+            f"{RETURN_RATIO} x the median of their run's references, and a distance to the nearest policy they had to "
+            "avoid (the references and the earlier policies of their chain) of at least r0_default, the paper's "
+            "threshold. "
             "More different than: how many of the references are nearer to their own nearest other reference "
             "than this policy is to its nearest avoided policy (a yardstick, not a criterion). Candidate: with "
             "`--candidates`, which of the slot's candidates was kept (the others are in the manifest)."
@@ -272,13 +278,16 @@ def descriptor_blocks(rows: list[dict]) -> list[Block]:
 
 
 def eval_intervals(configs: list[dict]) -> str:
-    """The environment steps between two training evaluations of runs (`eval_every` iterations of `num_envs` x
+    """The environment steps between two training evaluations of runs (`eval_period` iterations of `num_envs` x
     `num_steps` steps), each distinct value once (`51200`, `10240 or 51200`); empty when no run says."""
-    steps = {
-        c["ppo"]["eval_every"] * c["ppo"]["num_envs"] * c["ppo"]["num_steps"]
-        for c in configs
-        if c.get("ppo", {}).get("eval_every")
-    }
+    steps = set()
+    for c in configs:
+        ppo = c.get("ppo") or {}
+        if all(isinstance(ppo.get(k), int) for k in ("eval_every", "num_envs", "num_steps", "total_timesteps")):
+            batch = ppo["num_envs"] * ppo["num_steps"]
+            period = eval_period(ppo["eval_every"], ppo["total_timesteps"] // batch)
+            if period:
+                steps.add(period * batch)
     return " or ".join(map(str, sorted(steps)))
 
 
@@ -320,15 +329,14 @@ def distance_blocks(
     return blocks if len(blocks) > 2 else []
 
 
-REPORT_MARKER = ".npsco-report"
-"""Written into a report's folder before anything else: a report cut short (no report.md yet) is rewritten by the next
-run, and a folder of other files is refused."""
-
-
 def _config(run: str) -> dict:
-    """A run's config.json ({} when it has none)."""
+    """A run's config.json ({} when it has none), its `refs_from` absolute (a sweep's run records it relative to
+    the run: `npsco.paths.recorded`)."""
     path = Path(run) / CONFIG_FILE
-    return read_json(path) if path.exists() else {}
+    config = read_checked(path, POPULATION_CONFIG) if path.exists() else {}
+    if isinstance(config, dict) and isinstance(config.get("refs_from"), str) and config["refs_from"]:
+        config["refs_from"] = str(recorded_run(config["refs_from"], run))
+    return config
 
 
 def trained_members(run: str | Path) -> int:
@@ -336,61 +344,87 @@ def trained_members(run: str | Path) -> int:
     return sum(m.get("status") == "done" for m in load_manifest(run).get("members", []))
 
 
-def build_report(
-    runs: Sequence[str | Path],
-    out: str | Path,
-    episodes: int | None = None,
-    seed: int = 0,
-    reuse: bool = True,
-    filmstrips: bool = True,
-    videos: str | None = "auto",
-    max_filmstrips: int | None = None,
-    command: str | None = None,
-    log: Callable[[str], None] = print,
-) -> Path:
-    """Evaluate `runs` (reusing up-to-date evaluations) and write the report into `out`; returns report.md's path.
+@dataclass
+class Evaluated:
+    """What a report is made from: the runs' evaluations, computed (or read when up to date) once."""
 
-    `videos`: `auto` (MP4 when imageio-ffmpeg is installed, else GIF), `mp4`, `gif`, or None for none."""
-    out = check_folder_path(out)  # before anything is evaluated or written
+    runs: list[str | Path]
+    """The runs given that have a trained policy."""
+    untrained: list[str]
+    """The runs given without one (left out of the report, named in it)."""
+    docs: list[dict]
+    """Each run's evaluation document, its paths relative (`portable`)."""
+    configs: dict[str, dict]
+    """Each run's config.json by its path ({} when it has none), read once."""
+    combined: dict
+    """The runs' evaluations together (`combine`): every policy's row (`policies`) and the `statistics`."""
+    cache: MeasureCache
+    """The episodes measured while evaluating, reused by the distance heatmaps."""
+
+    @property
+    def rows(self) -> list[dict]:
+        return self.combined["policies"]
+
+    @property
+    def stats(self) -> dict:
+        return self.combined["statistics"]
+
+
+def report_folder(out: str | Path) -> Path:
+    """`out` checked before anything is evaluated or written: a new or empty folder, or a report's (rewritten)."""
+    out = output_folder(out)  # before anything is read, evaluated or written (npsco.paths)
     entries = run_entries(out) if out.is_dir() else []
     if entries and not {"report.md", REPORT_MARKER} & set(entries):  # a report's folder is rewritten, no other
         listed = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
         raise NpscoError(f"{out} holds other files ({listed}) and no report.md; choose a new or empty folder for --out")
+    return out
+
+
+def evaluate_for_report(
+    runs: Sequence[str | Path],
+    episodes: int | None,
+    seed: int,
+    reuse: bool,
+    videos: str | None,
+    log: Callable[[str], None],
+) -> Evaluated:
+    """Evaluate the trained runs of `runs` (reusing up-to-date evaluations); refuses runs with nothing trained and an
+    impossible video format before any evaluation."""
     untrained = [str(r) for r in runs if not trained_members(r)]
-    runs = [r for r in runs if str(r) not in untrained]
-    if not runs:
+    trained = [r for r in runs if str(r) not in untrained]
+    if not trained:
         raise NpscoError("no trained policy in the runs given: nothing to report")
     if videos:
         resolve_format(videos)  # an impossible format is refused before any evaluation
     cache: MeasureCache = {}
-    docs = [portable(d) for d in evaluate_runs(runs, episodes, seed, reuse=reuse, write=True, log=log, cache=cache)]
-    configs = {d["run"]: _config(d["run"]) for d in docs}  # each run's config.json, read once
-    combined = combine(docs)
-    rows, stats = combined["policies"], combined["statistics"]
-    log(f"writing the report into {out}")
-    atomic_write_text(out / REPORT_MARKER, "written by npsco report: a re-run may rewrite this folder\n")  # first
-    command = relative_command(
-        command or "npsco report " + " ".join(shlex.quote(str(r)) for r in runs) + f" --out {shlex.quote(str(out))}"
-    )
+    docs = [portable(d) for d in evaluate_runs(trained, episodes, seed, reuse=reuse, write=True, log=log, cache=cache)]
+    configs = {d["run"]: _config(d["run"]) for d in docs}
+    return Evaluated(trained, untrained, docs, configs, combine(docs), cache)
 
+
+def header_blocks(ev: Evaluated, command: str) -> list[Block]:
+    """The title, what the report was made from and by which command, the runs left out, and the contents."""
     blocks: list[Block] = [
         Heading("npsco report", 1),
         Paragraph(
             f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} by "
-            f"`{command}`, from {len(docs)} population run(s) with {len(rows)} policies: "
-            + ", ".join(f"`{d['run']}`" for d in docs)
+            f"`{command}`, from {len(ev.docs)} population run(s) with {len(ev.rows)} policies: "
+            + ", ".join(f"`{d['run']}`" for d in ev.docs)
             + ". Paths here are relative to the folder the report "
             "was made in, so the report and its runs can move together."
         ),
     ]
     # each run by its path: the runs of a sweep share their names (`ipd`) across tasks
-    pending = [f"`{d['run']}`: {', '.join(d['pending'])}" for d in docs if d.get("pending")]
-    pending += [f"`{shown(r)}`: every policy" for r in untrained]
+    pending = [f"`{d['run']}`: {', '.join(d['pending'])}" for d in ev.docs if d.get("pending")]
+    pending += [f"`{shown(r)}`: every policy" for r in ev.untrained]
     if pending:
         blocks.append(Paragraph("Not yet trained (left out): " + "; ".join(pending) + "."))
-    blocks.append(Contents())
+    return [*blocks, Contents()]
 
-    blocks += [
+
+def table1_section(stats: dict) -> list[Block]:
+    """Table 1 of the paper: reward, the two success rates and relative novelty per method."""
+    return [
         Heading("Table 1: reward, success rate and relative novelty"),
         Paragraph(
             "Reward: deterministic return of each policy (mean over its evaluation episodes), then mean ± "
@@ -409,7 +443,10 @@ def build_report(
         *table1_blocks(stats),
     ]
 
-    blocks += [
+
+def novelty_section(stats: dict) -> list[Block]:
+    """Novelty per method: its definitions and the table."""
+    return [
         Heading("Novelty"),
         Paragraph(
             "Novelty of a policy: min over the PPO references of D(policy, reference), the mean distance "
@@ -422,58 +459,69 @@ def build_report(
         ),
         novelty_table(stats),
     ]
-    blocks += criteria_blocks(rows)
-    blocks += descriptor_blocks(rows)
 
-    blocks += distance_blocks(rows, docs, configs, out, cache, log)
 
+def fig2_section(rows: list[dict], out: Path) -> list[Block]:
+    """Fig. 2 of the paper: the maze trajectories per method, and the goals reached; nothing without maze policies."""
     panels = fig2_panels(rows)
-    if panels:
-        maze_rows = [r for r in rows if r.get("goal_from_right")]
-        blocks += [
-            Heading("Fig. 2: Four Reward Maze trajectories"),
-            _figure(
-                maze_trajectories_figure(panels),
-                out,
-                "fig2_maze_trajectories",
-                "Fig. 2",
-                f"One deterministic episode of every policy from {FIG2_START}, near the right "
-                "edge; one panel per method, PPO references included. Regions: top +5, bottom +5, left +10, "
-                "right +1.",
-            ),
-            fig2_goals(maze_rows),
-        ]
+    if not panels:
+        return []
+    maze_rows = [r for r in rows if r.get("goal_from_right")]
+    return [
+        Heading("Fig. 2: Four Reward Maze trajectories"),
+        _figure(
+            maze_trajectories_figure(panels),
+            out,
+            "fig2_maze_trajectories",
+            "Fig. 2",
+            f"One deterministic episode of every policy from {FIG2_START}, near the right "
+            "edge; one panel per method, PPO references included. Regions: top +5, bottom +5, left +10, "
+            "right +1.",
+        ),
+        fig2_goals(maze_rows),
+    ]
 
+
+def fig3_section(rows: list[dict], out: Path) -> list[Block]:
+    """Fig. 3 of the paper: relative novelty against reward, per policy and per method."""
     data3 = fig3_data(rows)
-    if data3:
-        blocks += [
-            Heading("Fig. 3: relative novelty and reward"),
-            _figure(
-                novelty_reward_figure(data3),
-                out,
-                "fig3_novelty_reward",
-                "Fig. 3",
-                "Each policy is a faint point; each method's mean ± std is a bold marker with error bars. "
-                "Relative novelty as the paper's Fig. 3: novelty / the PPO references' mean novelty (each "
-                "reference's distance to its nearest other reference), so PPO's mean is 1 (dashed line). "
-                "Table 1 also gives it / the mean pairwise distance.",
-            ),
-        ]
+    if not data3:
+        return []
+    return [
+        Heading("Fig. 3: relative novelty and reward"),
+        _figure(
+            novelty_reward_figure(data3),
+            out,
+            "fig3_novelty_reward",
+            "Fig. 3",
+            "Each policy is a faint point; each method's mean ± std is a bold marker with error bars. "
+            "Relative novelty as the paper's Fig. 3: novelty / the PPO references' mean novelty (each "
+            "reference's distance to its nearest other reference), so PPO's mean is 1 (dashed line). "
+            "Table 1 also gives it / the mean pairwise distance.",
+        ),
+    ]
 
+
+def fig4_section(rows: list[dict], out: Path) -> list[Block]:
+    """Fig. 4 of the paper: the returns of chains trained at several threshold multiples; nothing without them."""
     data4 = fig4_data(rows)
-    if data4:
-        blocks += [
-            Heading("Fig. 4: threshold ablation"),
-            _figure(
-                threshold_ablation_figure(data4),
-                out,
-                "fig4_threshold_ablation",
-                "Fig. 4",
-                "Returns of chains trained at different multiples of the default threshold r0 (box: "
-                "quartiles and median; whiskers: 1.5 IQR; points: beyond), PPO references in grey.",
-            ),
-        ]
+    if not data4:
+        return []
+    return [
+        Heading("Fig. 4: threshold ablation"),
+        _figure(
+            threshold_ablation_figure(data4),
+            out,
+            "fig4_threshold_ablation",
+            "Fig. 4",
+            "Returns of chains trained at different multiples of the default threshold r0 (box: "
+            "quartiles and median; whiskers: 1.5 IQR; points: beyond), PPO references in grey.",
+        ),
+    ]
 
+
+def curves_section(rows: list[dict], configs: dict[str, dict], out: Path) -> list[Block]:
+    """Per task (a section), the evaluation return during training of every policy; nothing without curves."""
     curve_blocks: list[Block] = []
     for t in tasks_of(rows):
         curves = curve_data(rows, t)
@@ -488,12 +536,12 @@ def build_report(
             )
             image = _figure(fig, out, f"curves_{_safe(t)}", f"training curves {t}", caption)
             curve_blocks.append(Details(Heading(t, 3), [image], f"{sum(map(len, curves.values()))} curves", True))
-    if curve_blocks:
-        blocks += [Heading("Training curves"), *curve_blocks]
+    return [Heading("Training curves"), *curve_blocks] if curve_blocks else []
 
-    blocks += behaviour_blocks(rows, out, seed, videos, max_filmstrips if filmstrips else 0, log)
 
-    blocks += [
+def policies_section(rows: list[dict]) -> list[Block]:
+    """Per task (a closed section), every policy's results, and where all the columns are."""
+    return [
         Heading("Per-policy results"),
         *[
             Details(
@@ -505,40 +553,91 @@ def build_report(
         ],
         Paragraph(
             "All columns, and the full action-distance and state-diversity matrices, are in "
-            "`evaluation.csv` / `evaluation.json` here and in each run's `evaluation/` folder."
+            f"`{EVALUATION_TABLE}` / `{EVALUATION_FILE}` here and in each run's `{EVALUATION_FOLDER}/` folder."
         ),
     ]
 
-    versions = package_versions()
-    blocks += [
-        Heading("Configuration and commands"),
-        Table(header=["package", "version"], rows=[[k, v] for k, v in versions.items()], align="ll"),
-        Paragraph("Commands that produced these numbers (training, then evaluation, then this report):"),
-    ]
-    commands = [relative_command(population_command(d["run"], configs[d["run"]])) for d in docs]
-    commands += [d["command"] for d in docs]
-    commands.append(command)
-    blocks.append(Code("\n".join(commands), "bash"))
+
+def configuration_section(ev: Evaluated, versions: dict[str, str], commands: list[str]) -> list[Block]:
+    """The package versions, the commands behind the numbers, and each run's configuration and evaluation."""
     run_blocks: list[Block] = []
-    for d in docs:
-        config = dict(configs[d["run"]])
+    for d in ev.docs:
+        config = dict(ev.configs[d["run"]])
         if config:
             for key in ("refs_from", "ref_checkpoints"):  # borrowed references: shown relative, as every path here
                 if config.get(key):
                     config[key] = shown(config[key]) if isinstance(config[key], str) else list(map(shown, config[key]))
             run_blocks += [
-                Paragraph(f"`{Path(d['run']) / 'config.json'}` (its paths relative):"),
+                Paragraph(f"`{Path(d['run']) / CONFIG_FILE}` (its paths relative):"),
                 Code(json.dumps(config, indent=2), "json"),
             ]
         settings = ", ".join(f"{k} {v}" for k, v in d["settings"].items())
         run_blocks.append(Items([f"evaluation of `{d['run']}`: {settings}; fingerprint {d['fingerprint']}"]))
-    blocks.append(Details(Heading("Configuration of each run", 3), run_blocks, f"{len(docs)} runs"))
+    return [
+        Heading("Configuration and commands"),
+        Table(header=["package", "version"], rows=[[k, v] for k, v in versions.items()], align="ll"),
+        Paragraph("Commands that produced these numbers (training, then evaluation, then this report):"),
+        Code("\n".join(commands), "bash"),
+        Details(Heading("Configuration of each run", 3), run_blocks, f"{len(ev.docs)} runs"),
+    ]
 
-    atomic_write_text(out / "evaluation.csv", rows_to_csv(rows))
-    atomic_write_json(out / "evaluation.json", {**combined, "versions": versions, "commands": commands})
+
+def report_commands(ev: Evaluated, command: str) -> list[str]:
+    """The commands behind the numbers: each run's training, each run's evaluation, then this report's."""
+    commands = [relative_command(population_command(d["run"], ev.configs[d["run"]])) for d in ev.docs]
+    return [*commands, *(d["command"] for d in ev.docs), command]
+
+
+def write_report(out: Path, blocks: list[Block], ev: Evaluated, versions: dict[str, str], commands: list[str]) -> Path:
+    """Write the evaluation of every policy, every table as CSV and LaTeX, then report.md and report.html (last: a
+    folder without report.md is a report cut short); returns report.md's path."""
+    atomic_write_text(out / EVALUATION_TABLE, rows_to_csv(ev.rows))
+    atomic_write_json(out / EVALUATION_FILE, {**ev.combined, "versions": versions, "commands": commands})
     for table in tables(blocks):
         atomic_write_text(out / f"{table.name}.csv", csv_text(table))
         atomic_write_text(out / f"{table.name}.tex", latex_text(table))
     atomic_write_text(out / "report.md", to_markdown(blocks))
     atomic_write_text(out / "report.html", to_html(blocks, "npsco report", out))
     return out / "report.md"
+
+
+def build_report(
+    runs: Sequence[str | Path],
+    out: str | Path,
+    episodes: int | None = None,
+    seed: int = 0,
+    reuse: bool = True,
+    filmstrips: bool = True,
+    videos: str | None = "auto",
+    max_filmstrips: int | None = None,
+    command: str | None = None,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Evaluate `runs` (reusing up-to-date evaluations) and write the report into `out`; returns report.md's path.
+
+    `videos`: `auto` (MP4 when imageio-ffmpeg is installed, else GIF), `mp4`, `gif`, or None for none."""
+    out = report_folder(out)  # before anything is evaluated or written
+    ev = evaluate_for_report(runs, episodes, seed, reuse, videos, log)
+    log(f"writing the report into {out}")
+    atomic_write_text(out / REPORT_MARKER, "written by npsco report: a re-run may rewrite this folder\n")  # first
+    command = relative_command(
+        command or "npsco report " + " ".join(shlex.quote(str(r)) for r in ev.runs) + f" --out {shlex.quote(str(out))}"
+    )
+    versions, commands = package_versions(), report_commands(ev, command)
+    rows = ev.rows
+    blocks = [
+        *header_blocks(ev, command),
+        *table1_section(ev.stats),
+        *novelty_section(ev.stats),
+        *criteria_blocks(rows),
+        *descriptor_blocks(rows),
+        *distance_blocks(rows, ev.docs, ev.configs, out, ev.cache, log),
+        *fig2_section(rows, out),
+        *fig3_section(rows, out),
+        *fig4_section(rows, out),
+        *curves_section(rows, ev.configs, out),
+        *behaviour_blocks(rows, out, seed, videos, max_filmstrips if filmstrips else 0, log),
+        *policies_section(rows),
+        *configuration_section(ev, versions, commands),
+    ]
+    return write_report(out, blocks, ev, versions, commands)

@@ -10,7 +10,7 @@ import shlex
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from npsco.compat import current_method_settings
+from npsco.compat import current_method_settings, current_ppo_settings
 from npsco.methods.registry import METHODS, default_r0_scale
 from npsco.methods.settings import MethodConfig
 from npsco.ppo.config import PRESETS, preset
@@ -60,7 +60,8 @@ def set_flags(settings: dict) -> list[str]:
 def population_command(run: str | Path, config: dict) -> str:
     """The `npsco population` command line equivalent to a run's config.json (the preset that needs the fewest
     overrides, then --set/--mset for every setting that differs from it)."""
-    ppo, method = dict(config.get("ppo") or {}), dict(current_method_settings(config.get("method") or {}))
+    ppo = dict(current_ppo_settings(config.get("ppo") or {}))
+    method = dict(current_method_settings(config.get("method") or {}))
     env = ppo.get("env_id")
     if not env:
         return f"# {run}: config.json has no PPO configuration"

@@ -55,6 +55,11 @@ class Episodes:
         return out
 
 
+MAX_PARALLEL_EPISODES = 128
+"""Episodes run side by side in one vector env (one environment each): more are run in groups of this many, one
+group after the other, so that memory does not grow with the number of episodes (a MuJoCo env is ~1 MB)."""
+
+
 def run_episodes(
     policy: Policy,
     episodes: int,
@@ -64,13 +69,66 @@ def run_episodes(
     deterministic: bool = True,
     record_states: bool = False,
     start: tuple[float, float] | Sequence[tuple[float, float]] | None = None,
+    max_states: int | None = None,
 ) -> Episodes:
-    """Run `episodes` episodes of `policy` in parallel (one vector env, env i seeded `seed + i`), one episode per env.
+    """Run `episodes` episodes of `policy`, side by side in groups of at most `MAX_PARALLEL_EPISODES` (one vector env
+    each, env i seeded `seed + i`), one episode per env.
 
-    Actions are the clipped mean (deterministic) or clipped Gaussian samples drawn from a generator seeded with `seed`.
-    `start` fixes the maze's start position: one (x, y) for every episode, or one per episode.
+    Actions are the clipped mean (deterministic) or clipped Gaussian samples drawn from a generator seeded with `seed`
+    (for each group after the first, `seed` + its first episode). `start` fixes the maze's start position: one (x, y)
+    for every episode, or one per episode. With `record_states`, at most `max_states` states are kept in all (the
+    later episodes' states are cut short or left empty once they are reached; None: every state).
     """
     env_id = env_id or policy.metadata["env_id"]
+    per_episode = start is not None and np.ndim(start) == 2  # one start for each episode: split between the groups
+    parts: list[Episodes] = []
+    for first in range(0, episodes, MAX_PARALLEL_EPISODES):
+        n = min(MAX_PARALLEL_EPISODES, episodes - first)
+        kept = sum(int(len(s)) for part in parts for s in part.states)
+        parts.append(
+            _run_group(
+                policy,
+                n,
+                seed + first,
+                env_id,
+                max_episode_steps,
+                deterministic,
+                record_states,
+                _starts(start, first, n) if per_episode else start,
+                None if max_states is None else max(0, max_states - kept),
+            )
+        )
+    if len(parts) == 1:
+        return parts[0]
+    goals = [p.goals for p in parts if p.goals is not None]
+    final = [p.final_obs for p in parts if p.final_obs is not None]
+    return Episodes(
+        returns=np.concatenate([p.returns for p in parts]),
+        lengths=np.concatenate([p.lengths for p in parts]),
+        seed=seed,
+        goals=np.concatenate(goals) if goals else None,
+        states=[s for p in parts for s in p.states],
+        final_obs=np.concatenate(final) if final else None,
+    )
+
+
+def _starts(start: Any, first: int, n: int) -> list[tuple[float, float]]:
+    """The start positions of episodes first .. first + n - 1, of one given per episode."""
+    return [(float(x), float(y)) for x, y in np.asarray(start, np.float32)[first : first + n]]
+
+
+def _run_group(
+    policy: Policy,
+    episodes: int,
+    seed: int,
+    env_id: str,
+    max_episode_steps: int | None,
+    deterministic: bool,
+    record_states: bool,
+    start: tuple[float, float] | Sequence[tuple[float, float]] | None,
+    max_states: int | None,
+) -> Episodes:
+    """`run_episodes` for one group of episodes, side by side in one vector env."""
     envs = make_vector_env(env_id, episodes, max_episode_steps=max_episode_steps)
     rng = np.random.default_rng(seed)
     options = {"start": np.asarray(start, np.float32)} if start is not None else None
@@ -80,6 +138,7 @@ def run_episodes(
     running = np.ones(episodes, bool)
     goals = np.full(episodes, -1, np.int64) if env_id == MAZE_ID else None
     trajectories: list[list[np.ndarray]] = [[] for _ in range(episodes)]
+    kept = 0  # states recorded so far
     last_obs = np.zeros((episodes, obs.shape[1]), np.float32)
     # an episode that is over is not stepped again (the same returns: its rows of the policy's batch are unused)
     step = envs.step_some if isinstance(envs, LeanSyncVectorEnv) else lambda action, _running: envs.step(action)
@@ -88,7 +147,9 @@ def run_episodes(
             action = policy.act(obs, deterministic=deterministic, rng=rng)
             if record_states:
                 for i in np.flatnonzero(running):
-                    trajectories[i].append(obs[i].astype(np.float32))
+                    if max_states is None or kept < max_states:
+                        trajectories[i].append(obs[i].astype(np.float32))
+                        kept += 1
             obs, reward, terminated, truncated, infos = step(action, running)
             returns[running] += reward[running]
             lengths[running] += 1
@@ -102,7 +163,8 @@ def run_episodes(
                 running &= ~ended
     finally:
         envs.close()
-    states = [np.stack(t) for t in trajectories] if record_states else []
+    empty = np.zeros((0, obs.shape[1]), np.float32)
+    states = [np.stack(t) if t else empty for t in trajectories] if record_states else []
     return Episodes(
         returns=returns,
         lengths=lengths,
