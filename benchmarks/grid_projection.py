@@ -102,7 +102,7 @@ def grid_jobs(
     saved = saved or {}
     grid = load_grid(grid_file)
     if steps is not None:
-        grid.steps = steps
+        grid.options.steps = steps
     jobs: list[Task] = []
     for spec in plan(grid):
         task = task_name(spec.task)
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         "| task | PPO policy (s) | " + " | ".join(sorted(ratios)) + " |",
         "|---|---:|" + "---:|" * len(ratios),
     ]
-    scale = (args.steps or load_grid(args.grid).steps or args.reference_steps) / args.reference_steps
+    scale = (args.steps or load_grid(args.grid).options.steps or args.reference_steps) / args.reference_steps
     for task, seconds in sorted(ppo.items()):
         cut = saved[task]
         cells = " | ".join(f"{policy_seconds(seconds * scale, ratios[m], cut):.0f}" for m in sorted(ratios))

@@ -33,9 +33,10 @@ from npsco.errors import NpscoError
 from npsco.evaluation.scoring import metric_summary
 from npsco.io import atomic_write_json, atomic_write_text, read_json
 from npsco.logger import read_metrics
+from npsco.options import closest_preset, setting_text
 from npsco.policy import Policy, load_policy
 from npsco.ppo.config import PPOConfig
-from npsco.report.provenance import closest_preset, population_command, set_flags
+from npsco.report.provenance import population_command
 
 LAST_EPISODES = 100
 """CleanRL's figure: the mean return of this many last training episodes."""
@@ -106,7 +107,8 @@ def train_command(run: Path, config: dict) -> str:
     chosen, extra = closest_preset(ppo)
     args = ["npsco", "train", "--env", ppo["env_id"]] + (["--preset", chosen] if chosen != "default" else [])
     args += ["--seed", str(ppo["seed"]), "--steps", str(ppo["total_timesteps"])]
-    args += set_flags({k: v for k, v in extra.items() if k not in ("seed", "total_timesteps")})
+    settings = {k: v for k, v in extra.items() if k not in ("seed", "total_timesteps")}
+    args += [a for k, v in settings.items() for a in ("--set", f"{k}={setting_text(v)}")]
     return " ".join(shlex.quote(a) for a in [*args, "--out", str(run)])
 
 

@@ -268,8 +268,8 @@ def planned_run(maze_policies) -> Callable[..., list[str]]:
     references were trained (hand-made constant policies, acting (-1, 0) and (-1, 0.5), marked done) and before its
     novel policy `ipd/k0` (absolute r0 0.3) starts; returns the command line that resumes it. Nothing trains.
     `planned_run(out, threshold=["--r0-scale", "2"])`: another threshold than `--r0 0.3`."""
-    from npsco.cli import population_config
     from npsco.cli_parser import build_parser
+    from npsco.options import PopulationOptions
     from npsco.population import Population
 
     def make(out: Path, threshold: Sequence[str] = ("--r0", "0.3")) -> list[str]:
@@ -296,7 +296,7 @@ def planned_run(maze_policies) -> Callable[..., list[str]]:
         ]
         args = build_parser().parse_args(argv)
         args.steps = int(args.steps)  # as `npsco.cli.main` reads it
-        pop = Population(out, population_config(args), progress=False, log=lambda _: None)
+        pop = Population(out, PopulationOptions.from_args(args).config(), progress=False, log=lambda _: None)
         pop.open()
         pop.close()
         manifest = json.loads((out / "manifest.json").read_text())

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from npsco.policy import Policy, load_policy
 
 
+def __dir__() -> list[str]:
+    # the public API is loaded lazily (`__getattr__`): listed all the same
+    return sorted({*globals(), *__all__})
+
+
 def __getattr__(name: str) -> Any:
     # Imported lazily so that `import npsco` (and the CLI's --help) stays fast: policy.py imports gymnasium,
     # api.py torch.

@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from npsco.cli_parser import build_parser, command_parser
 from npsco.errors import NpscoError
@@ -27,12 +26,10 @@ from npsco.layout import EVALUATION_FILE, MANIFEST_FILE
 from npsco.limits import MAX_EPISODES, MAX_FRAME_SIDE, MAX_FRAMES, MAX_RENDER_PIXELS, check_at_most
 from npsco.logger import Tracking
 from npsco.manifest import policy_files, population_dirs
+from npsco.options import PopulationOptions, TrainOptions
 from npsco.selection import RETURN_RATIO
 from npsco.task_ids import trust_task
 from npsco.tasks import MAZE_ID, default_distance_episodes
-
-if TYPE_CHECKING:  # annotations only: the module loads gymnasium
-    from npsco.population_config import PopulationConfig
 
 Command = Callable[[argparse.Namespace], int]
 COMMANDS: dict[str, Command] = {}
@@ -72,14 +69,13 @@ RESUMABLE = ("train", "population", "sweep", "experiment")
 
 @command("train")
 def cmd_train(args: argparse.Namespace) -> int:
-    from npsco.settings import ppo_settings  # lazy: gymnasium
     from npsco.training import train_policy  # lazy: torch
 
-    cfg = ppo_settings(args.env, args.preset, args.seed, args.steps, args.env_backend, args.set, args.env_package)
+    options = TrainOptions.from_args(args)
     result = train_policy(
-        cfg,
-        args.preset,
-        args.out,
+        options.config(),
+        options.preset,
+        options.out,
         force=args.force,
         progress=not args.no_progress,
         tensorboard=not args.no_tensorboard,
@@ -314,38 +310,13 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     return 0
 
 
-def population_config(args: argparse.Namespace) -> PopulationConfig:
-    """The `PopulationConfig` of `npsco population`'s options."""
-    from npsco.population_config import population_settings  # lazy: gymnasium
-
-    return population_settings(
-        args.env,
-        method=args.method,
-        refs=args.refs,
-        novel=args.novel,
-        seed=args.seed,
-        preset_name=args.preset,
-        steps=args.steps,
-        env_backend=args.env_backend,
-        overrides=args.set,
-        method_overrides=args.mset,
-        r0=args.r0,
-        r0_scales=args.r0_scale,
-        t_start=args.t_start,
-        ipd_rule=args.ipd_rule,
-        refs_from=args.refs_from,
-        ref_checkpoints=args.ref_checkpoints,
-        env_package=args.env_package,
-        candidates=args.candidates,
-    )
-
-
 @command("population")
 def cmd_population(args: argparse.Namespace) -> int:
     from npsco.population import train_population  # lazy: torch
 
-    config, track = population_config(args), tracking(args)
-    train_population(config, args.out, progress=not args.no_progress, workers=args.workers, tracking=track)
+    options = PopulationOptions.from_args(args)
+    config, track = options.config(), tracking(args)
+    train_population(config, options.out, progress=not args.no_progress, workers=options.workers, tracking=track)
     return 0
 
 

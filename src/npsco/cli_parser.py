@@ -1,15 +1,23 @@
-"""The `npsco` command line: the arguments of every command, their defaults and help texts (`build_parser`).
-`npsco.cli` parses with it and runs the command."""
+"""The `npsco` command line: the arguments of every command, their defaults and help texts (`build_parser`, one
+builder per command). `npsco train` and `npsco population` take the options of `npsco.options` (`add_arguments`),
+with the flags of the session (`--no-progress`, `--config`, `--track`) beside them. `npsco.cli` parses with it and
+runs the command."""
 
 from __future__ import annotations
 
 import argparse
 
-from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
+from npsco.methods.registry import NOVELTY_METHODS
+from npsco.options import ENV_PACKAGE_HELP, PopulationOptions, TrainOptions, add_arguments
 from npsco.ppo.config import PRESETS
-from npsco.selection import RETURN_RATIO
-from npsco.tasks import ENV_BACKENDS, MAZE_ID
+from npsco.tasks import MAZE_ID
 from npsco.version import __version__
+
+Subparsers = argparse._SubParsersAction
+TASK_OF_CHECKPOINT_HELP = (
+    "the task of a checkpoint whose task id names a Python module (module:Class, PKG:ID) and that lies in no run "
+    "whose config.json names it: a checkpoint's own metadata never chooses code to run (docs/reliability.md)"
+)
 
 
 def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
@@ -43,43 +51,33 @@ def add_tracking(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ENV_BACKEND_HELP = (
-        "vector-env backend, the same as --set env_backend=B: auto (default), sync, async, or envpool "
-        "(MuJoCo only; pip install envpool; see docs/environments.md)"
-    )
-
-    ENV_PACKAGE_HELP = (
-        "import this module before making the task (it registers --env with Gymnasium); the run "
-        "records the task as PKG:ENV_ID. --env also takes module:Class (see docs/environments.md)"
-    )
-
-    TASK_OF_CHECKPOINT_HELP = (
-        "the task of a checkpoint whose task id names a Python module (module:Class, PKG:ID) and that lies in no run "
-        "whose config.json names it: a checkpoint's own metadata never chooses code to run (docs/reliability.md)"
-    )
-
+    """The parser of every `npsco` command."""
     p = argparse.ArgumentParser(
         prog="npsco", description="Novel policy seeking with constrained optimization (IPD on PPO)."
     )
     p.add_argument("--version", action="version", version=f"npsco {__version__}")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in (
+        add_train,
+        add_evaluate,
+        add_report,
+        add_render,
+        add_export,
+        add_import,
+        add_experiment,
+        add_population,
+        add_sweep,
+        add_threshold,
+    ):
+        add(sub)
+    return p
 
+
+def add_train(sub: Subparsers) -> None:
+    """`npsco train`: the options of `TrainOptions`, then the session's."""
     t = sub.add_parser("train", help="train one PPO policy", description="Train one PPO policy and save it.")
-    t.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
-    t.add_argument("--preset", default="default", choices=PRESETS, help="hyper-parameter preset (default: default)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--steps", type=float, default=None, help="total environment steps (default: the preset's)")
-    t.add_argument("--out", default=None, help="run directory (default runs/train/ENV-seedS)")
-    t.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a PPO setting, e.g. --set learning_rate=1e-3 (see docs/configuration.md)",
-    )
-    t.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
-    t.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)
+    add_arguments(t, TrainOptions)
     t.add_argument(
         "--force",
         action="store_true",
@@ -90,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_config(t)
     add_tracking(t)
 
+
+def add_evaluate(sub: Subparsers) -> None:
     e = sub.add_parser(
         "evaluate",
         help="evaluate a checkpoint or population runs",
@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--env", default=None, metavar="ENV_ID", help=TASK_OF_CHECKPOINT_HELP)
 
+
+def add_report(sub: Subparsers) -> None:
     r = sub.add_parser(
         "report",
         help="Markdown/HTML report of population runs",
@@ -151,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--no-videos", action="store_true", help="no video per policy (filmstrips only; faster)")
 
+
+def add_render(sub: Subparsers) -> None:
     rd = sub.add_parser(
         "render",
         help="filmstrip (PNG) or animation (GIF) of one policy",
@@ -171,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"), help="maze start position")
     rd.add_argument("--env", default=None, metavar="ENV_ID", help=TASK_OF_CHECKPOINT_HELP)
 
+
+def add_export(sub: Subparsers) -> None:
     ex = sub.add_parser(
         "export",
         help="a policy as an ONNX model (runs without npsco)",
@@ -182,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--onnx", action="store_true", required=True, help="export as ONNX (the one format today)")
     ex.add_argument("--out", default=None, help="the .onnx file (default: next to the checkpoint, policy.onnx)")
 
+
+def add_import(sub: Subparsers) -> None:
     im = sub.add_parser(
         "import",
         help="a Stable-Baselines3 or CleanRL policy -> an npsco checkpoint",
@@ -222,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     im.add_argument("--seed", type=int, default=0, help="CleanRL: the training seed to record (SB3 zips store theirs)")
 
+
+def add_experiment(sub: Subparsers) -> None:
     x = sub.add_parser(
         "experiment",
         help="the default experiment: references, every method, report",
@@ -258,96 +268,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_config(x)
     add_tracking(x)
 
+
+def add_population(sub: Subparsers) -> None:
+    """`npsco population`: the options of `PopulationOptions`, then the session's."""
     pp = sub.add_parser(
         "population",
         help="train R PPO references then K novel policies",
         description="The paper's workflow: R PPO references (seeds S..S+R-1), the threshold r0, then K "
         "novel policies one after another. Re-running the same command resumes.",
     )
-    pp.add_argument("--env", default=MAZE_ID, help=f"Gymnasium env id (default {MAZE_ID})")
-    pp.add_argument("--method", default="ipd", choices=METHODS, help="method of the novel policies (default ipd)")
-    pp.add_argument(
-        "--refs",
-        type=int,
-        default=None,
-        help="number of PPO references R (default 5; paper 10); not with --refs-from or --ref-checkpoints",
-    )
-    pp.add_argument("--novel", type=int, default=5, help="number of novel policies K per chain (default 5; paper 10)")
-    pp.add_argument(
-        "--candidates",
-        type=int,
-        default=1,
-        metavar="C",
-        help=f"candidates trained per novel policy: the first that meets the criteria (return >= {RETURN_RATIO} x the "
-        "references' median, distance >= r0) is kept, else the closest; the others are recorded as dropped (default 1)",
-    )
-    pp.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="train independent policies (references, chains, spare candidates) at the same time on a local "
-        "process pool of this many workers (default 1: one after another in this process)",
-    )
-    pp.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="base seed S: references S..S+R-1, novel policies S+1000+k "
-        "(default 0; another S is an independent replicate)",
-    )
-    pp.add_argument("--out", default=None, help="run directory (default runs/population/ENV-METHOD)")
-    pp.add_argument("--refs-from", default=None, metavar="RUN", help="reuse the references of an earlier run")
-    pp.add_argument(
-        "--ref-checkpoints",
-        nargs="+",
-        default=[],
-        metavar="CKPT",
-        help="use these checkpoints (or npsco train run directories) as the references",
-    )
-    pp.add_argument(
-        "--r0",
-        type=float,
-        default=None,
-        help="absolute novelty threshold (default: the references' mean pairwise distance x --r0-scale)",
-    )
-    pp.add_argument(
-        "--r0-scale",
-        type=float,
-        nargs="+",
-        default=None,
-        metavar="S",
-        help="threshold(s) as multiples of the references' mean pairwise distance; several values train "
-        "one chain each (Fig. 4); default: the method's own multiple "
-        f"({', '.join(f'{m} {default_r0_scale(m):g}' for m in NOVELTY_METHODS)})",
-    )
-    pp.add_argument(
-        "--t-start",
-        type=int,
-        default=None,
-        help="t_S: the constraint applies after this many steps (default 20 on MuJoCo, 3 on the maze)",
-    )
-    pp.add_argument(
-        "--ipd-rule",
-        choices=("instant", "cumulative"),
-        default=None,
-        help="IPD termination rule: instant (paper, default) or cumulative (authors' code)",
-    )
-    pp.add_argument("--preset", default="default", choices=PRESETS)
-    pp.add_argument("--steps", type=float, default=None, help="steps per policy (default: the preset's)")
-    pp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a PPO setting")
-    pp.add_argument("--env-package", default=None, metavar="PKG", help=ENV_PACKAGE_HELP)
-    pp.add_argument("--env-backend", choices=ENV_BACKENDS, default=None, help=ENV_BACKEND_HELP)
-    pp.add_argument(
-        "--mset",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a method setting (see docs/methods/), e.g. --mset wsr_weight=5",
-    )
+    add_arguments(pp, PopulationOptions)
     pp.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_config(pp)
     add_tracking(pp)
 
+
+def add_sweep(sub: Subparsers) -> None:
     sw = sub.add_parser(
         "sweep",
         help="a grid of population runs (tasks x methods x thresholds), in parallel",
@@ -375,6 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--dry-run", action="store_true", help="check the grid and print the plan, train nothing")
     add_tracking(sw)
 
+
+def add_threshold(sub: Subparsers) -> None:
     th = sub.add_parser(
         "threshold",
         help="the default r0 of a set of policies",
@@ -398,4 +336,3 @@ def build_parser() -> argparse.ArgumentParser:
     )
     th.add_argument("--out", default=None, help="write the matrix and r0 as JSON here")
     th.add_argument("--env", default=None, metavar="ENV_ID", help=TASK_OF_CHECKPOINT_HELP)
-    return p

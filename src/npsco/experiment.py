@@ -27,9 +27,9 @@ def run_experiment(
     `tracking`, every policy's metrics also go to W&B."""
     sweep = Sweep(grid, out, log=log, tracking=tracking)
     log(
-        f"experiment in {out}: {grid.refs} PPO references per task, {grid.novel} novel policies per method and "
-        f"threshold for {', '.join(grid.methods[1:]) or 'no method'}; {sum(s.policies for s in sweep.specs)} "
-        f"policies in {len(sweep.specs)} population runs"
+        f"experiment in {out}: {grid.options.refs} PPO references per task, {grid.options.novel} novel policies per "
+        f"method and threshold for {', '.join(grid.methods[1:]) or 'no method'}; "
+        f"{sum(s.policies for s in sweep.specs)} policies in {len(sweep.specs)} population runs"
     )
     run_sweep(sweep, "local", workers, log=log)
     runs = [str(p) for p in population_dirs(out)]

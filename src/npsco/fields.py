@@ -84,8 +84,8 @@ def _parse(text: str, tp: Any) -> Any:
         return float(text)
     if tp is str:
         return text
-    if typing.get_origin(tp) is tuple:
-        return tuple(int(x) for x in text.strip("()[]").split(",") if x.strip())
+    if typing.get_origin(tp) is tuple:  # tuple[int, ...], tuple[float, ...]: comma-separated
+        return tuple(_parse(x.strip(), args[0]) for x in text.strip("()[]").split(",") if x.strip())
     raise TypeError(f"no parser for {tp!r}")
 
 
@@ -119,7 +119,7 @@ def _typed(value: Any, tp: Any) -> Any:
     if tp is str and isinstance(value, str):
         return value
     if typing.get_origin(tp) is tuple and isinstance(value, (list, tuple)):
-        return tuple(_typed(v, int) for v in value)
+        return tuple(_typed(v, args[0]) for v in value)
     raise TypeError(f"{value!r} is not a {tp!r}")
 
 
@@ -136,7 +136,12 @@ def apply_values(cfg: Any, values: dict[str, Any], where: str = "settings") -> A
 def apply_overrides(cfg: Any, assignments: list[str] | tuple[str, ...], flag: str = "--set") -> Any:
     """A copy of the settings dataclass `cfg` with the `key=value` `assignments` applied in order (later ones win),
     each value parsed to its field's type; an unknown key or a bad value is a one-line NpscoError."""
-    kinds = field_types(type(cfg))
+    return dataclasses.replace(cfg, **parse_assignments(field_types(type(cfg)), assignments, flag))
+
+
+def parse_assignments(kinds: dict[str, Any], assignments: list[str] | tuple[str, ...], flag: str = "--set") -> dict:
+    """The `key=value` texts `assignments` as name -> typed value (`kinds`: name -> type), in order (a key given again:
+    the later value); an unknown key or a bad value is a one-line NpscoError."""
     updates: dict[str, Any] = {}
     for item in assignments:
         key, sep, raw = item.partition("=")
@@ -146,4 +151,4 @@ def apply_overrides(cfg: Any, assignments: list[str] | tuple[str, ...], flag: st
         if key not in kinds:
             raise NpscoError(f"unknown setting {key!r}; known: {', '.join(sorted(kinds))}")
         updates[key] = parse_value(key, raw, kinds[key])
-    return dataclasses.replace(cfg, **updates)
+    return updates

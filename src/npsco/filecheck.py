@@ -303,6 +303,7 @@ POPULATION_CONFIG = Fields(
         "ref_checkpoints": ListOf(str),
         "threshold_episodes": (EPISODES, None),
         "eval_episodes": (EPISODES, None),
+        "candidate_episodes": (EPISODES, None),
     }
 )
 """A population run's config.json (`npsco.population_config.PopulationConfig.to_dict`)."""

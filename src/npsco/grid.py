@@ -18,37 +18,22 @@ from npsco.errors import NpscoError
 from npsco.io import read_toml
 from npsco.limits import (
     MAX_CHAINS,
-    MAX_EPISODES,
-    MAX_POLICIES,
     MAX_RUN_POLICIES,
-    MAX_TIMESTEPS,
     check_ppo_sizes,
 )
 from npsco.methods.registry import METHODS, NOVELTY_METHODS, default_r0_scale
 from npsco.methods.settings import MethodConfig
-from npsco.population_config import MAX_CANDIDATES, PopulationConfig
+from npsco.options import PopulationOptions, options_of, ppo_config
+from npsco.population_config import PopulationConfig
 from npsco.population_jobs import chains_of
-from npsco.ppo.config import PRESETS
-from npsco.settings import ppo_settings
 from npsco.tasks import task_name
 
-GRID_KEYS = (
-    "name",
-    "tasks",
-    "methods",
-    "refs",
-    "novel",
-    "seed",
-    "preset",
-    "steps",
-    "r0_scales",
-    "eval_episodes",
-    "threshold_episodes",
-    "candidates",
-    "ppo",
-    "task",
-    "method",
-)
+GRID_OPTIONS = tuple(f.name for f in options_of(PopulationOptions) if f.metadata["grid"])
+"""The options of `npsco population` a grid file gives at its top level, for every population (`refs`, `novel`,
+`seed`, `preset`, `steps`, `candidates`, the episodes counts: `npsco.options.option(grid=True)`)."""
+GRID_DEFAULTS: dict[str, Any] = {"refs": 10, "novel": 10}
+"""Where a grid's default differs from `npsco population`'s: the paper's R and K."""
+GRID_KEYS = ("name", "tasks", "methods", *GRID_OPTIONS, "r0_scales", "ppo", "task", "method")
 """Every key a grid file may hold at its top level (docs/sweep.md describes each)."""
 
 _PPO_FIXED = {
@@ -56,15 +41,11 @@ _PPO_FIXED = {
     "seed": "seeds are set per policy from the grid's base `seed` S: references S..S+R-1, novel S+1000+k",
 }
 _METHOD_FIXED = {"method": "methods list the methods"}
-GRID_LIMITS = {
-    "refs": MAX_POLICIES,
-    "novel": MAX_POLICIES,
-    "steps": MAX_TIMESTEPS,
-    "eval_episodes": MAX_EPISODES,
-    "threshold_episodes": MAX_EPISODES,
-    "candidates": MAX_CANDIDATES,
-}
-"""The largest value of each count of a grid (`npsco.limits`): a grid past them is refused before it is planned."""
+
+
+def grid_options() -> PopulationOptions:
+    """The options of every population of a grid that gives none."""
+    return PopulationOptions.from_call(GRID_DEFAULTS)
 
 
 @dataclass
@@ -74,38 +55,31 @@ class Grid:
     name: str
     tasks: list[str]
     methods: list[str]
-    refs: int = 10
-    novel: int = 10
-    seed: int = 0
-    """Base seed S, as `npsco population --seed`: the references train with seeds S..S+R-1, the k-th novel policy of
-    every chain with S+1000+k."""
-    preset: str = "default"
-    steps: int | None = None
+    options: PopulationOptions = field(default_factory=grid_options)
+    """The options every population of the grid shares (its keys `GRID_OPTIONS`): R, K, the base seed S (references
+    S..S+R-1, the k-th novel policy of every chain S+1000+k), the preset, the steps, C, the episodes counts."""
     r0_scales: list[float | str] = field(default_factory=lambda: ["default"])
     """Thresholds as multiples of r0_default; "default" is the method's own multiple
     (`npsco.methods.registry.default_r0_scale`)."""
-    eval_episodes: int | None = None
-    threshold_episodes: int | None = None
-    candidates: int = 1
-    """Candidates per novel slot, as `npsco population --candidates` (every method's populations; 1: none spare)."""
     ppo: dict[str, Any] = field(default_factory=dict)
     task: dict[str, dict[str, Any]] = field(default_factory=dict)
     method: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(dataclasses.asdict(self)))
+        """The grid as a sweep records it: its keys (`GRID_KEYS`), the options at the top level."""
+        out = dataclasses.asdict(self)
+        shared = out.pop("options")
+        return json.loads(json.dumps({**out, **{k: shared[k] for k in GRID_OPTIONS}}))
 
     @staticmethod
     def defaults() -> dict[str, Any]:
         """The value of every key that has a default, as `to_dict` writes it (what `settings.differences` takes: a
         sweep recorded before a key existed matches a grid with its default)."""
-        out = {}
-        for f in dataclasses.fields(Grid):
-            if f.default is not dataclasses.MISSING:
-                out[f.name] = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                out[f.name] = f.default_factory()
-        return json.loads(json.dumps(out))
+        return {
+            k: v
+            for k, v in Grid(name="", tasks=[], methods=[]).to_dict().items()
+            if k not in ("name", "tasks", "methods")
+        }
 
 
 @dataclass
@@ -160,22 +134,9 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
     names = [task_name(t) for t in data["tasks"]]
     if len(set(names)) != len(names):
         raise fail("two tasks have the same name without their namespace; a sweep holds one of them")
-    for key in ("refs", "novel", "seed", "steps", "eval_episodes", "threshold_episodes", "candidates"):
-        value, least = data.get(key), 0 if key in ("refs", "novel", "seed") else 1
-        if value is not None and (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not float(value).is_integer()
-            or value < least
-        ):
-            raise fail(f"{key!r} must be a whole number >= {least}, got {value!r}")
-        limit = GRID_LIMITS.get(key)
-        if value is not None and limit is not None and value > limit:
-            raise fail(f"{key!r} = {value:,.0f} is past npsco's limit of {limit:,} (docs/reliability.md)")
+    options = _grid_options(data, fail)
     if len(data.get("r0_scales") or []) > MAX_CHAINS:
         raise fail(f"'r0_scales' lists more than npsco's limit of {MAX_CHAINS} threshold multiples")
-    if data.get("preset", "default") not in PRESETS:
-        raise fail(f"unknown preset {data['preset']!r}; choose one of {', '.join(PRESETS)}")
     for key in ("ppo", "task", "method"):
         if not isinstance(data.get(key, {}), dict):
             raise fail(f"{key!r} must be a table ([{key}])")
@@ -200,15 +161,8 @@ def parse_grid(data: dict[str, Any], default_name: str, where: str = "grid") -> 
         name=name,
         tasks=list(data["tasks"]),
         methods=list(data["methods"]),
-        refs=int(data.get("refs", 10)),
-        novel=int(data.get("novel", 10)),
-        seed=int(data.get("seed", 0)),
-        preset=data.get("preset", "default"),
-        steps=int(data["steps"]) if data.get("steps") is not None else None,
+        options=options,
         r0_scales=_scales(data.get("r0_scales", ["default"]), fail, "r0_scales"),
-        eval_episodes=_int_or_none(data.get("eval_episodes")),
-        threshold_episodes=_int_or_none(data.get("threshold_episodes")),
-        candidates=int(data.get("candidates", 1)),
         ppo=dict(data.get("ppo", {})),
         task={k: _copy_table(v) for k, v in data.get("task", {}).items()},
         method={k: dict(v) if isinstance(v, dict) else v for k, v in data.get("method", {}).items()},
@@ -222,8 +176,31 @@ def _copy_table(table: dict[str, Any]) -> dict[str, Any]:
     return {k: _copy_table(v) if isinstance(v, dict) else v for k, v in table.items()}
 
 
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
+def _grid_options(data: dict[str, Any], fail: Callable[[str], NpscoError]) -> PopulationOptions:
+    """The options a grid gives every population (`GRID_OPTIONS`), each checked: a whole number in its option's range
+    where it takes one, one of its choices where it has some."""
+    values = dict(GRID_DEFAULTS)
+    for f in options_of(PopulationOptions):
+        if f.name not in GRID_OPTIONS or data.get(f.name) is None:
+            continue
+        value, meta = data[f.name], f.metadata
+        if meta["choices"] is not None:
+            if value not in meta["choices"]:
+                raise fail(f"unknown {f.name} {value!r}; choose one of {', '.join(meta['choices'])}")
+        elif (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not float(value).is_integer()
+            or value < meta["least"]
+        ):
+            raise fail(f"{f.name!r} must be a whole number >= {meta['least']}, got {value!r}")
+        elif meta["limit"] is not None and value > meta["limit"]:
+            raise fail(f"{f.name!r} = {value:,.0f} is past npsco's limit of {meta['limit']:,} (docs/reliability.md)")
+        values[f.name] = value
+    try:
+        return PopulationOptions.from_call(values)
+    except NpscoError as e:
+        raise fail(str(e)) from None
 
 
 def _scales(value: Any, fail: Callable[[str], NpscoError], key: str) -> list[float | str]:
@@ -276,26 +253,20 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
     specs: list[PopulationSpec] = []
     for env in grid.tasks:
         task_table = dict(grid.task.get(env, {}))
-        steps = task_table.pop("steps", grid.steps)
+        steps = task_table.pop("steps", grid.options.steps)
         task_method = task_table.pop("method", {})
         sets = {
             **_settings(grid.ppo, _PPO_FIXED, fail, "ppo"),
             **_settings(task_table, _PPO_FIXED, fail, f'task."{env}"'),
         }
+        # the task's row: the grid's options for every population of it, as `npsco population` takes them
+        row = dataclasses.replace(grid.options, env=env, settings=sets, steps=None if steps is None else int(steps))
         with checked(f"task {env!r}"):  # as `npsco population` checks it: the task made once, the env backend
-            ppo = ppo_settings(env, grid.preset, grid.seed, None if steps is None else int(steps), values=sets)
+            ppo = ppo_config(row)
             check_ppo_sizes(ppo.to_dict())
         refs_path = f"{task_name(env)}/ppo"
-        refs_config = PopulationConfig(
-            ppo=ppo,
-            method=MethodConfig(method="ppo"),
-            refs=grid.refs,
-            novel=0,
-            eval_episodes=grid.eval_episodes,
-            threshold_episodes=grid.threshold_episodes,
-        )
-        with checked(refs_path):
-            refs_config.validate()
+        with checked(refs_path):  # the references: no novel policy, so no candidates
+            refs_config = dataclasses.replace(row, method="ppo", novel=0, candidates=1).population_config(ppo)
         specs.append(PopulationSpec(task=env, method="ppo", path=refs_path, config=refs_config))
         general_keys = set(scalars(grid.method)) | set(scalars(task_method))
         read_by_some = {"r0_scales"}
@@ -311,26 +282,17 @@ def plan(grid: Grid, where: str = "grid") -> list[PopulationSpec]:
                 method = MethodConfig(method=m)
                 read = {k: v for k, v in _settings(general, _METHOD_FIXED, fail, "method").items() if method.reads(k)}
                 read_by_some.update(read)
-                method = method.with_values({**read, **_settings(own, _METHOD_FIXED, fail, f"method.{m}")}, "setting")
-                method.validate()
+                settings = {**read, **_settings(own, _METHOD_FIXED, fail, f"method.{m}")}
+                method = method.with_values(settings, "setting").validate()
             # an absolute r0 replaces the default threshold: no multiple unless the grid gives one
             scales = (
                 None
                 if method.r0 is not None and raw_scales == ["default"]
                 else tuple(_method_scales(raw_scales, fail, f"method.{m}.r0_scales", m))
             )
-            config = PopulationConfig(
-                ppo=ppo,
-                method=method,
-                refs=grid.refs,
-                novel=grid.novel,
-                r0_scales=scales,
-                eval_episodes=grid.eval_episodes,
-                threshold_episodes=grid.threshold_episodes,
-                candidates=grid.candidates,
-            )
             with checked(f"{task_name(env)}/{m}"):
-                config.validate()
+                chain = dataclasses.replace(row, method=m, method_settings=settings, r0_scales=scales)
+                config = chain.population_config(ppo)
             specs.append(
                 PopulationSpec(task=env, method=m, path=f"{task_name(env)}/{m}", config=config, refs_of=refs_path)
             )

@@ -41,6 +41,8 @@ MAX_POLICIES = 1000
 """References (`refs`) and novel policies per chain (`novel`) of a population."""
 MAX_CHAINS = 100
 """Threshold multiples (chains) per method."""
+MAX_CANDIDATES = 20
+"""Candidates per novel slot (`candidates`; the IPD authors' code trained up to 15)."""
 MAX_RUN_POLICIES = 10_000
 """Policies of one population run (references + chains x novel) and of one sweep's whole grid: each is a
 training run of its own (10,000 of 1M steps is ~10^10 environment steps)."""

@@ -605,7 +605,8 @@ def check_sizes(config: PopulationConfig) -> None:
     check_at_most("--refs", config.refs, MAX_POLICIES)
     check_at_most("--novel", config.novel, MAX_POLICIES)
     check_at_most("threshold multiples (--r0-scale)", len(config.r0_scales or ()), MAX_CHAINS)
-    for name, episodes in (("eval_episodes", config.eval_episodes), ("threshold_episodes", config.threshold_episodes)):
+    episode_counts = ("eval_episodes", "threshold_episodes", "candidate_episodes")
+    for name, episodes in ((name, getattr(config, name)) for name in episode_counts):
         if episodes is not None:
             check_at_most(name, episodes, MAX_EPISODES, least=1)
     if config.trainings > MAX_RUN_POLICIES:

@@ -1,6 +1,7 @@
 """The configuration of a population run (`PopulationConfig`): the PPO settings shared by its policies, the novel
-policies' method, R, K and the threshold multiples; `population_settings` makes it from `npsco population`'s options.
-`configuration_differences` compares a run directory's recorded `config.json` with a new configuration (resume).
+policies' method, R, K and the threshold multiples; `npsco.options.PopulationOptions.config` makes it from the
+options of `npsco population`, of a Python call or of a grid. `configuration_differences` compares a run
+directory's recorded `config.json` with a new configuration (resume).
 """
 
 from __future__ import annotations
@@ -12,16 +13,14 @@ from typing import Any
 
 from npsco.compat import current_method_settings, current_ppo_settings
 from npsco.errors import NpscoError
+from npsco.limits import MAX_CANDIDATES
 from npsco.methods import METHODS
 from npsco.methods.registry import default_r0_scale
 from npsco.methods.settings import MethodConfig
 from npsco.ppo.config import PPOConfig
 from npsco.seeds import check_population
-from npsco.settings import differences, ppo_settings
+from npsco.settings import differences
 from npsco.tasks import default_distance_episodes, default_eval_episodes
-
-MAX_CANDIDATES = 20
-"""The most candidates per slot (the IPD authors' code trained up to 15)."""
 
 
 @dataclass
@@ -54,6 +53,10 @@ class PopulationConfig:
     """Candidates trained for each novel policy (slot) of a chain: the first that meets the criteria is kept, else
     the one closest to meeting them (`npsco.selection`); the others are recorded in the manifest as dropped. 1: no
     selection, as the paper."""
+    candidate_episodes: int | None = None
+    """Deterministic episodes (seeded as the final evaluation's) on whose visited states a candidate's distance to the
+    nearest policy it had to avoid is measured, for the criteria (None: those of its final evaluation,
+    `eval_episodes`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +70,7 @@ class PopulationConfig:
             "threshold_episodes": self.threshold_episodes,
             "eval_episodes": self.eval_episodes,
             "candidates": self.candidates,
+            "candidate_episodes": self.candidate_episodes,
         }
 
     @property
@@ -115,6 +119,11 @@ class PopulationConfig:
         return self.eval_episodes or default_eval_episodes(self.ppo.env_id)
 
     @property
+    def check_episodes(self) -> int:
+        """The episodes of a candidate's check against the criteria (`candidate_episodes`)."""
+        return self.candidate_episodes or self.final_episodes
+
+    @property
     def distance_episodes(self) -> int:
         return self.threshold_episodes or default_distance_episodes(self.ppo.env_id)
 
@@ -127,51 +136,6 @@ def reference_count(refs: int | None, refs_from: str | Path | None, ref_checkpoi
         source = "those of that run" if refs_from else "the checkpoints given"
         raise NpscoError(f"--refs {refs} does not apply with {borrowed}: the references are {source}; leave --refs out")
     return PopulationConfig.refs if refs is None else refs
-
-
-def population_settings(
-    env: str,
-    method: str = "ipd",
-    refs: int | None = None,
-    novel: int = 5,
-    seed: int = 0,
-    preset_name: str = "default",
-    steps: int | None = None,
-    env_backend: str | None = None,
-    overrides: Sequence[str] = (),
-    method_overrides: Sequence[str] = (),
-    r0: float | None = None,
-    r0_scales: Sequence[float] | None = None,
-    t_start: int | None = None,
-    ipd_rule: str | None = None,
-    refs_from: str | None = None,
-    ref_checkpoints: Sequence[str] = (),
-    env_package: str | None = None,
-    candidates: int = 1,
-) -> PopulationConfig:
-    """The configuration of `npsco population`'s options: the PPO settings as `npsco.settings.ppo_settings` makes
-    them, the method's from `--r0`, `--t-start`, `--ipd-rule`, then the `--mset` `method_overrides` (later win); `refs`
-    as `reference_count` reads it."""
-    ppo = ppo_settings(env, preset_name, seed, steps, env_backend, list(overrides), env_package)
-    method_config = MethodConfig(method=method)
-    for name, value, flag in (
-        ("r0", r0, "--r0"),
-        ("t_start", t_start, "--t-start"),
-        ("ipd_rule", ipd_rule, "--ipd-rule"),
-    ):
-        if value is not None:  # typed already: checked against the setting's type, not parsed from text
-            method_config = method_config.with_values({name: value}, flag)
-    method_config = method_config.with_settings(list(method_overrides))
-    return PopulationConfig(
-        ppo=ppo,
-        method=method_config,
-        refs=reference_count(refs, refs_from, ref_checkpoints),
-        novel=novel,
-        r0_scales=None if r0_scales is None else tuple(r0_scales),
-        refs_from=refs_from,
-        ref_checkpoints=tuple(ref_checkpoints),
-        candidates=candidates,
-    )
 
 
 def same_configuration(stored: dict[str, Any], current: dict[str, Any]) -> bool:

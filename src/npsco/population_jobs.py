@@ -322,8 +322,9 @@ class PopulationSnapshot(PopulationMembers):
         self, member: Member, index: int, progress: bool = False, tracking: Tracking | None = None
     ) -> Candidate:
         """Train candidate `index` of the slot `member` (its own seed and folder, `Candidate.of_slot`), evaluate it,
-        and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of its
-        final evaluation's episodes (`FINAL_EVALUATION`), as `criteria` says."""
+        and measure it against the criteria: its distance to the nearest policy it had to avoid, on the states of
+        `check_episodes` episodes seeded as its final evaluation's (`FINAL_EVALUATION`; by default the very episodes
+        of its final evaluation), as `criteria` says."""
         candidate = Candidate.of_slot(member, index)
         trained = self.train(
             dataclasses.replace(member, seed=candidate.seed, path=candidate.path), progress, index, tracking
@@ -331,7 +332,7 @@ class PopulationSnapshot(PopulationMembers):
         policy = load_policy(trained.checkpoint_in(self.out))
         episodes = run_episodes(
             policy,
-            self.config.final_episodes,
+            self.config.check_episodes,
             seed=FINAL_EVALUATION,
             max_episode_steps=self.config.ppo.max_episode_steps,
             record_states=True,

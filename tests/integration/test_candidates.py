@@ -16,9 +16,10 @@ from npsco.evaluation.evaluate import evaluate_run
 from npsco.methods.settings import MethodConfig
 from npsco.novelty.references import ReferenceSet
 from npsco.novelty.threshold import default_threshold
+from npsco.options import PopulationOptions
 from npsco.policy import load_policy
 from npsco.population import Population
-from npsco.population_config import PopulationConfig, population_settings
+from npsco.population_config import PopulationConfig
 from npsco.population_jobs import PopulationSnapshot
 from npsco.ppo.config import preset
 from npsco.seeds import FINAL_EVALUATION, MAX_SEED
@@ -90,6 +91,26 @@ def test_evaluation_and_report_say_which_candidate_each_policy_is(inline, tmp_pa
     )
 
 
+def test_a_candidates_check_runs_on_its_own_episodes_when_given(tmp_path):
+    # --candidate-episodes 3: the distance on the states of 3 episodes seeded as the final evaluation's (100 on the
+    # maze, which the candidate's own final evaluation keeps)
+    out = tmp_path / "few"
+    args = ["population", "--method", "lagrangian", "--refs", "2", "--novel", "1", "--candidates", "2"]
+    assert main([*args, "--candidate-episodes", "3", *ARGS[9:], "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["candidate_episodes"] == 3
+    members = json.loads((out / "manifest.json").read_text())["members"]
+    refs = [load_policy(out / m["path"] / "policy.safetensors") for m in members if m["role"] == "reference"]
+    (slot,) = slots(out)
+    for cand in slot["candidates"]:
+        policy = load_policy(out / cand["path"] / "policy.safetensors")
+        nearest = {}
+        for episodes in (3, cand["final_eval"]["episodes"]):
+            states = np.concatenate(run_episodes(policy, episodes, seed=FINAL_EVALUATION, record_states=True).states)
+            nearest[episodes] = ReferenceSet(refs).distances(states, policy.mean_action(states)).mean(axis=0).min()
+        assert cand["nearest"] == pytest.approx(nearest[3], rel=1e-9) and nearest[3] != nearest[100]
+        assert cand["final_eval"]["episodes"] == 100
+
+
 def test_candidates_out_of_range_or_for_plain_ppo_are_refused():
     for candidates, method, message in ((0, "lagrangian", "between 1 and 20"), (2, "ppo", "plain PPO seeds")):
         config = PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of(method), candidates=candidates)
@@ -136,9 +157,9 @@ def test_a_state_metric_candidate_is_judged_as_npsco_evaluate_judges_it(tmp_path
 
 
 def test_a_candidate_left_training_by_a_kill_or_a_dead_worker_is_offered_again(tmp_path):
-    config = population_settings(
-        MAZE_ID, method="lagrangian", refs=2, novel=1, r0=0.3, steps=2048, overrides=["num_steps=32"], candidates=3
-    )
+    config = PopulationOptions(
+        MAZE_ID, method="lagrangian", refs=2, novel=1, r0=0.3, steps=2048, settings={"num_steps": 32}, candidates=3
+    ).config()
     pop = Population(tmp_path / "run", config, progress=False, log=lambda line: None)
     pop.open()
     try:

@@ -14,11 +14,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from npsco.cli import main, population_config
+from npsco.cli import main
 from npsco.cli_parser import build_parser
 from npsco.envs.make import final_observations, make_vector_env
 from npsco.errors import NpscoError
 from npsco.logger import read_metrics
+from npsco.options import PopulationOptions
 
 TASKS = ["Hopper-v4", "Hopper-v5", "Walker2d-v4", "Walker2d-v5", "HalfCheetah-v4", "HalfCheetah-v5"]
 
@@ -274,12 +275,13 @@ def test_npsco_train_with_the_envpool_backend(envpool, tmp_path):
 def test_env_backend_option_of_population_and_set_still_works():
     parser = build_parser()
     args = parser.parse_args(["population", "--env", "Hopper-v5", "--env-backend", "sync"])
-    assert population_config(args).ppo.env_backend == "sync"
+    assert PopulationOptions.from_args(args).config().ppo.env_backend == "sync"
     args = parser.parse_args(["population", "--env", "Hopper-v5", "--set", "env_backend=async"])
-    assert population_config(args).ppo.env_backend == "async"
+    assert PopulationOptions.from_args(args).config().ppo.env_backend == "async"
     args = parser.parse_args(
         ["population", "--env", "Hopper-v5", "--env-backend", "sync", "--set", "env_backend=async"]
     )
-    assert population_config(args).ppo.env_backend == "async"  # --set wins, as for every other option
+    # --set wins, as for every other option
+    assert PopulationOptions.from_args(args).config().ppo.env_backend == "async"
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "--env-backend", "threads"])

@@ -24,12 +24,12 @@ from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json
 from npsco.logger import read_metrics
 from npsco.methods.settings import MethodConfig
+from npsco.options import PopulationOptions
 from npsco.policy import load_policy
 from npsco.population import Population
 from npsco.population_config import (
     PopulationConfig,
     configuration_differences,
-    population_settings,
     same_configuration,
 )
 from npsco.ppo.config import preset
@@ -644,7 +644,8 @@ def test_a_threshold_of_another_metric_or_without_a_profile_is_refused_on_resume
 
 
 def test_each_job_knows_the_rest_of_its_chain_so_the_scheduler_starts_the_longest_path_first(tmp_path):
-    config = population_settings(MAZE_ID, method="ipd", refs=2, novel=3, r0=0.3, steps=2048, overrides=["num_steps=32"])
+    options = PopulationOptions(MAZE_ID, method="ipd", refs=2, novel=3, r0=0.3, steps=2048, settings={"num_steps": 32})
+    config = options.config()
     pop = Population(tmp_path / "run", config, progress=False, log=lambda line: None)
     pop.open()
     try:

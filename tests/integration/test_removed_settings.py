@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 import npsco
-from npsco.cli import main, population_config
+from npsco.cli import main
 from npsco.cli_parser import build_parser
 from npsco.compat import current_ppo_settings, removed_ppo_setting
 from npsco.errors import NpscoError
 from npsco.evaluation.runs import load_run
+from npsco.options import PopulationOptions
 from npsco.population import Population
 from npsco.population_config import configuration_differences
 from npsco.ppo.config import PPOConfig
@@ -54,7 +55,7 @@ def test_a_committed_run_that_recorded_update_backend_resumes_reproduces_and_eva
     # the report's reproduce command leaves the setting out, and is this run's configuration
     command = population_command(run, stored)
     assert "update_backend" not in command
-    config = population_config(build_parser().parse_args(shlex.split(command)[1:])).validate()
+    config = PopulationOptions.from_args(build_parser().parse_args(shlex.split(command)[1:])).config().validate()
     assert configuration_differences(stored, config.to_dict()) == []
     assert PPOConfig.from_dict(stored["ppo"]) == config.ppo
     # the run resumes: the same configuration, every member done

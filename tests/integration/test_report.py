@@ -237,7 +237,7 @@ def test_table_1_has_a_row_per_method_and_the_commands_are_listed(experiment):
     commands = text.split("## Configuration and commands")[1]
     task = "exp/FourRewardMaze-v0"  # relative to the folder the report was made in
     assert f"--method ppo --refs 2 --novel 0 --steps 2048 --out {task}/ppo" in commands
-    assert f"--refs-from {task}/ppo --novel 1 --r0-scale 0.5 2 --steps 2048" in commands
+    assert f"--novel 1 --refs-from {task}/ppo --r0-scale 0.5 2.0 --steps 2048" in commands
     assert f"npsco evaluate {task}/ipd --episodes 20 --seed 0" in commands
     assert "npsco report exp --out exp/report --episodes 20" in commands
     assert "| torch |" in commands and '"total_timesteps": 2048' in commands

@@ -196,7 +196,7 @@ def test_population_dirs_refuses_other_folders(tmp_path):
 def test_example_grids_plan_as_documented(capsys):
     paper = load_grid(REPO / "examples/paper_grid.toml")
     assert paper.tasks == ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5"] and len(paper.methods) == 6
-    assert (paper.refs, paper.novel, paper.preset) == (10, 10, "paper")
+    assert (paper.options.refs, paper.options.novel, paper.options.preset) == (10, 10, "paper")
     assert main(["sweep", str(REPO / "examples/paper_grid.toml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "18 population runs" in out and "Hopper-v5/ipd: 10 x ipd-r0x1, ipd-r0x0.5, ipd-r0x1.5, ipd-r0x2" in out
@@ -222,7 +222,8 @@ def test_the_documented_grid_parses_as_described():
 
 def test_the_paper_campaign_grid_plans_fresh_seeds_and_fig4_on_hopper_only(capsys):
     grid = load_grid(REPO / "benchmarks/paper_campaign/grid.toml")
-    assert (grid.refs, grid.novel, grid.seed, grid.preset, grid.steps) == (5, 5, 50000, "default", 1_000_000)
+    o = grid.options
+    assert (o.refs, o.novel, o.seed, o.preset, o.steps) == (5, 5, 50000, "default", 1_000_000)
     assert main(["sweep", str(REPO / "benchmarks/paper_campaign/grid.toml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "18 population runs, 105 policies" in out
@@ -386,7 +387,7 @@ def test_collect_runs_copies_policies_and_manifests_a_report_reads_and_nothing_l
     ipd = (kept / "FourRewardMaze-v0/ipd/manifest.json").read_text()
     assert str(local_sweep.resolve()) not in ipd and '"../ppo/refs/ref0"' in ipd  # relative to the population
     config = json.loads((kept / "FourRewardMaze-v0/ipd/config.json").read_text())
-    assert config["refs_from"] == "kept/FourRewardMaze-v0/ppo"  # as typed on a command line run from here
+    assert config["refs_from"] == "../ppo"  # a sweep records it relative to the run: the copy reads its own
     for run in population_dirs(local_sweep):  # every member as trained, borrowed references included
         copy = kept / run.relative_to(local_sweep) / "manifest.json"
         members = [m["final_eval"] for m in json.loads(copy.read_text())["members"]]

@@ -426,8 +426,8 @@ def test_population_command_reconstructs_the_flags(tmp_path):
     config = {"ppo": ppo, "method": method, "refs": 2, "novel": 3, "r0_scales": [1.0, 2.0], "refs_from": "/x/ppo"}
     command = population_command(tmp_path / "run", config)
     assert command.startswith(
-        f"npsco population --env {MAZE_ID} --method ipd --refs-from /x/ppo --novel 3 "
-        "--r0-scale 1 2 --steps 2048 --set learning_rate=0.0005 --t-start 5 --out "
+        f"npsco population --env {MAZE_ID} --method ipd --novel 3 --refs-from /x/ppo "
+        "--r0-scale 1.0 2.0 --t-start 5 --steps 2048 --set learning_rate=0.0005 --out "
     )
     # a run made when tnb_rule's default was safe: IPD never reads it, TNB does
     config["method"]["tnb_rule"] = "safe"

@@ -262,6 +262,7 @@ LAYERS = [
             "npsco.settings",
             "npsco.manifest",
             "npsco.population_config",
+            "npsco.options",
             "npsco.population_jobs",
             "npsco.population",
             "npsco.grid",

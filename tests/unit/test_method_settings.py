@@ -128,16 +128,27 @@ def test_a_run_made_with_an_earlier_default_is_told_the_flag_that_gives_it_back(
 
 
 def test_population_flags_reach_the_method_typed_and_name_themselves_when_refused():
-    from npsco.population_config import population_settings
+    from npsco.cli_parser import build_parser
+    from npsco.options import PopulationOptions
     from npsco.tasks import MAZE_ID
 
-    config = population_settings(MAZE_ID, method="ipd", r0=0.25, t_start=7, ipd_rule="cumulative")
+    def population(**values):
+        return PopulationOptions.from_call({"env": MAZE_ID, **values}).config()
+
+    def command(*argv):
+        return PopulationOptions.from_args(build_parser().parse_args(["population", *argv])).config()
+
+    config = population(method="ipd", r0=0.25, t_start=7, ipd_rule="cumulative")
     assert (config.method.r0, config.method.t_start, config.method.options.ipd_rule) == (0.25, 7, "cumulative")
+    assert command("--r0", "0.25", "--t-start", "7", "--ipd-rule", "cumulative") == config
     # --mset comes after the flags: it wins
-    assert population_settings(MAZE_ID, method="ipd", r0=0.25, method_overrides=["r0=0.5"]).method.r0 == 0.5
+    assert population(method="ipd", r0=0.25, method_settings={"r0": 0.5}).method.r0 == 0.5
+    assert command("--r0", "0.25", "--mset", "r0=0.5").method.r0 == 0.5
     with pytest.raises(NpscoError, match=r"^--r0: not a setting of method ppo \(it has no settings\)$"):
-        population_settings(MAZE_ID, method="ppo", r0=0.5)
+        population(method="ppo", r0=0.5)
     with pytest.raises(NpscoError, match="^--ipd-rule: not a setting of method wsr"):
-        population_settings(MAZE_ID, method="wsr", ipd_rule="instant")
+        population(method="wsr", ipd_rule="instant")
+    with pytest.raises(NpscoError, match="^--mset wsr_weight: not a setting of method ipd"):
+        command("--mset", "wsr_weight=2")
     with pytest.raises(NpscoError, match="t_start"):
-        population_settings(MAZE_ID, method="ipd", t_start=2.5)  # a typed value of the wrong type is refused too
+        population(method="ipd", t_start=2.5)  # a typed value of the wrong type is refused too

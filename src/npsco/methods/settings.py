@@ -116,6 +116,11 @@ class MethodConfig:
     def with_settings(self, assignments: list[str] | tuple[str, ...], flag: str = "--mset") -> MethodConfig:
         """A copy with `key=value` texts applied in order (later ones win), each parsed to its setting's type; a key
         that the method does not read is refused, naming the method's settings."""
+        return self._with(self.parse_settings(assignments, flag))
+
+    def parse_settings(self, assignments: list[str] | tuple[str, ...], flag: str = "--mset") -> dict[str, Any]:
+        """`key=value` texts as name -> value, each parsed to its setting's type (a key given again: the later value);
+        a key that the method does not read is refused, naming the method's settings."""
         values: dict[str, Any] = {}
         for item in assignments:
             key, sep, raw = item.partition("=")
@@ -123,7 +128,7 @@ class MethodConfig:
             if not sep:
                 raise NpscoError(f"{flag} expects key=value, got {item!r}")
             values[key] = parse_value(key, raw, self._type_of(key, flag))
-        return self._with(values)
+        return values
 
     def with_values(self, values: dict[str, Any], where: str = "method") -> MethodConfig:
         """A copy with `values` (name -> value, as a TOML or JSON file holds them) applied, each checked against its
