@@ -15,6 +15,7 @@ from torch import nn
 from torch.distributions import Normal
 
 from npsco.policy import OBS_NORM_EPS, Policy
+from npsco.ppo._rollout_kernels import observe
 
 LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -47,6 +48,12 @@ class RunningMeanStd:
         m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
         self.var = m2 / total
         self.count = total
+
+    def observe(self, raw: np.ndarray, out: np.ndarray) -> None:
+        """`update(raw)`, then out[:] = `normalize(raw)`, in one compiled call (the rollout's step, where numpy's
+        per-call overhead outweighs the work): raw (N, D) float32 observations and `out` (N, D) float32, both
+        C-contiguous. The same bits as the two calls."""
+        self.count = observe(raw, self.mean, self.var, self.count, OBS_NORM_EPS, self.clip, self.enabled, out)
 
     def normalize(self, obs: np.ndarray) -> np.ndarray:
         """Raw observations -> normalised, clipped float32 observations (identity cast when disabled)."""

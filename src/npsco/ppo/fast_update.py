@@ -22,6 +22,7 @@ import torch
 from threadpoolctl import ThreadpoolController
 from torch import nn
 
+from npsco.ppo._update_kernels import adam_step, advance_steps
 from npsco.ppo.agent import ActorCritic
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.numpy_nets import (
@@ -182,7 +183,9 @@ class NumpyLearner:
         self.grad = np.zeros(n, np.float32)
         self.exp_avg = np.empty(n, np.float32)
         self.exp_avg_sq = np.empty(n, np.float32)
-        self.tmp = np.empty(n, np.float32)
+        self._step_size, self._bc2_sqrt = np.empty(1, np.float32), np.empty(1, np.float32)  # Adam's, when uniform
+        self._adam_constants: tuple[tuple[float, float, float], tuple[np.float32, ...]] | None = None
+        """(beta1, beta2, eps) and their float32 forms for `adam_step` (b1, 1 - b1, b2, 1 - b2, eps)."""
         self.steps = np.empty(len(self.params), np.float64)
         views = [self._view(buf) for buf in (self.flat, self.grad)]
         k = 2 * len(actor)
@@ -315,39 +318,42 @@ class NumpyLearner:
         """Clip the global norm of the gradients of `params[first:]` and take Adam's step on them (the others are
         left alone, as torch's optimiser leaves the parameters without a gradient)."""
         start = int(self.offsets[first])
-        g, tmp, m, v = self.grad[start:], self.tmp[start:], self.exp_avg[start:], self.exp_avg_sq[start:]
+        g = self.grad[start:]
         steps = self.steps[first:]
         group = self.optimizer.param_groups[0]
         lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], float(group["eps"])
+        if self._adam_constants is None or self._adam_constants[0] != (beta1, beta2, eps):
+            f32 = np.float32
+            as_f32 = (f32(beta1), f32(1 - beta1), f32(beta2), f32(1 - beta2), f32(eps))
+            self._adam_constants = (beta1, beta2, eps), as_f32
+        b1, one_minus_b1, b2, one_minus_b2, eps32 = self._adam_constants[1]
         norm = math.sqrt(float(np.dot(g, g)))
         coef = self.cfg.max_grad_norm / (norm + 1e-6)
-        if coef < 1.0:
-            g *= np.float32(coef)
-        # Adam (torch.optim.Adam, no weight decay): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-        # p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-        m *= np.float32(beta1)
-        np.multiply(g, np.float32(1 - beta1), out=tmp)
-        m += tmp
-        v *= np.float32(beta2)
-        np.multiply(g, g, out=tmp)
-        tmp *= np.float32(1 - beta2)
-        v += tmp
-        steps += 1
-        step_size: np.float32 | np.ndarray  # float32, one value per parameter or one per element
-        bc2_sqrt: float | np.ndarray
-        if np.all(steps == steps[0]):
+        step_size, bc2_sqrt = self._step_size, self._bc2_sqrt  # float32, one value or one per element
+        if advance_steps(steps):  # += 1; all parameters stepped as many times
             t = steps[0]
-            step_size, bc2_sqrt = np.float32(lr / (1 - beta1**t)), math.sqrt(1 - beta2**t)
+            step_size[0], bc2_sqrt[0] = lr / (1 - beta1**t), math.sqrt(1 - beta2**t)
         else:  # parameters stepped a different number of times (a method stepped only some of them)
             counts = np.diff(self.offsets)[first:]
             step_size = np.repeat(lr / (1 - beta1**steps), counts).astype(np.float32)
             bc2_sqrt = np.repeat(np.sqrt(1 - beta2**steps), counts).astype(np.float32)
-        np.sqrt(v, out=tmp)
-        tmp /= bc2_sqrt
-        tmp += np.float32(eps)
-        np.divide(m, tmp, out=tmp)
-        tmp *= step_size
-        self.flat[start:] -= tmp
+        # Adam (torch.optim.Adam, no weight decay): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+        # p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), after g *= coef when coef < 1
+        adam_step(
+            g,
+            self.flat[start:],
+            self.exp_avg[start:],
+            self.exp_avg_sq[start:],
+            np.float32(coef),
+            coef < 1.0,
+            b1,
+            one_minus_b1,
+            b2,
+            one_minus_b2,
+            step_size,
+            bc2_sqrt,
+            eps32,
+        )
 
     def run_epochs(
         self, batch: Batch, step: NumpyStep, advantages: Sequence[str] = ("task",), first: int = 0

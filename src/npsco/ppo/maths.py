@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from npsco.ppo._rollout_kernels import gae
+
 
 def compute_gae(
     rewards: np.ndarray,
@@ -26,15 +28,8 @@ def compute_gae(
 
     Returns (advantages, returns = advantages + values).
     """
-    T = rewards.shape[0]
-    advantages = np.zeros_like(rewards, dtype=np.float32)
-    not_terminated = 1.0 - terminated.astype(np.float32)
-    not_done = 1.0 - done.astype(np.float32)
-    deltas = rewards + gamma * not_terminated * next_values - values
-    last = np.zeros(rewards.shape[1:], dtype=np.float32)
-    for t in reversed(range(T)):
-        last = deltas[t] + gamma * gae_lambda * not_done[t] * last
-        advantages[t] = last
+    advantages = np.empty(rewards.shape, np.float32)
+    gae(rewards, values, next_values, terminated, done, gamma, gae_lambda, advantages)  # compiled: the recursion
     return advantages, advantages + values
 
 

@@ -5,6 +5,9 @@ policy's log-probability and its gradient, and PPO's clipped surrogate and value
 Every gradient follows torch's conventions where the maths has a kink (`torch.max` splits a tie's gradient in halves;
 `clamp` passes the gradient at its bounds), so that the fast updates equal the torch ones up to float32 rounding
 (tests/unit/test_fast_update.py, tests/unit/test_fast_methods.py check them against autograd).
+
+The elementwise work runs in compiled kernels (`npsco.ppo._update_kernels`: the same operations in the same dtypes as
+numpy's, so the same bits); the matrix products, exp and tanh stay with numpy. Inputs are float32.
 """
 
 from __future__ import annotations
@@ -15,17 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npsco.ppo._update_kernels import gaussian_entropy as entropy_sum
+from npsco.ppo._update_kernels import gaussian_logprob, logprob_grads, standardized_actions, surrogate, tanh_backward
+from npsco.ppo._update_kernels import normalized as normalized_kernel
+from npsco.ppo._update_kernels import value_loss as value_loss_kernel
 from npsco.ppo.agent import LOG_SQRT_2PI
 
 Layers = list[tuple[np.ndarray, np.ndarray]]
 """An MLP's (W, b) per layer: numpy views of its parameters, of their gradients, or of a direction in their space."""
 
 _add = np.add.reduce  # (ndarray.mean/sum go through slow Python wrappers; these arrays are tiny)
-
-
-def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
-    """np.clip(x, low, high), the same values, without np.clip's slow Python wrapper."""
-    return np.minimum(np.maximum(x, low), high)
 
 
 # ----------------------------------------------------------------------------------------------- flat vectors
@@ -61,15 +63,15 @@ def mlp_forward(layers: Layers, x: np.ndarray) -> list[np.ndarray]:
 
 
 def mlp_backward(layers: Layers, grads: Layers, acts: list[np.ndarray], g: np.ndarray) -> None:
-    """Write d loss / d (W, b) of every layer into `grads`, given g = d loss / d output and the forward activations."""
-    for i in range(len(layers) - 1, -1, -1):
-        gw, gb = grads[i]
-        np.matmul(g.T, acts[i], out=gw)
-        np.add.reduce(g, axis=0, out=gb)
-        if i:
+    """Write d loss / d (W, b) of every layer into `grads`, given g = d loss / d output (float32) and the forward
+    activations."""
+    last = len(layers) - 1
+    np.add.reduce(g, axis=0, out=grads[last][1])
+    for i in range(last, -1, -1):
+        np.matmul(g.T, acts[i], out=grads[i][0])
+        if i:  # through the tanh: g = (g W) (1 - h^2), and the bias gradient of the layer below, in one call
             g = np.matmul(g, layers[i][0])
-            h = acts[i]
-            g *= 1.0 - h * h
+            tanh_backward(g, acts[i], grads[i - 1][1])
 
 
 def mlp_jvp(layers: Layers, tangents: Layers, acts: list[np.ndarray]) -> np.ndarray:
@@ -114,21 +116,19 @@ def gaussian_pass(layers: Layers, log_std: np.ndarray, obs: np.ndarray, actions:
     """The policy of `layers` and `log_std` (A,) at `obs` (B, obs_dim), and log pi(actions | obs)."""
     acts = mlp_forward(layers, obs)
     inv_std = np.exp(-log_std)
-    z = (actions - acts[-1]) * inv_std
-    logprob = -0.5 * np.einsum("ba,ba->b", z, z) - (log_std.sum() + np.float32(LOG_SQRT_2PI * log_std.size))
+    z = standardized_actions(actions, acts[-1], inv_std)
+    logprob = gaussian_logprob(np.einsum("ba,ba->b", z, z), log_std, np.float32(LOG_SQRT_2PI * log_std.size))
     return GaussianPass(acts, z, inv_std, logprob)
 
 
 def logprob_backward(policy: GaussianPass, g_logprob: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """d loss / d mean (B, A) and d loss / d log_std (A,), given g_logprob = d loss / d logprob (B,)."""
-    g_mean = (g_logprob[:, None] * policy.z) * policy.inv_std
-    g_log_std = _add(g_logprob[:, None] * (policy.z * policy.z - 1.0), axis=0)
-    return g_mean, g_log_std
+    """d loss / d mean (B, A) and d loss / d log_std (A,), given g_logprob = d loss / d logprob (B,) float32."""
+    return logprob_grads(g_logprob, policy.z, policy.inv_std)
 
 
 def gaussian_entropy(log_std: np.ndarray) -> np.floating:
     """The policy's entropy (the same at every state), summed over action dims; its gradient on log_std is 1."""
-    return (0.5 + LOG_SQRT_2PI + log_std).sum()
+    return np.float32(entropy_sum(log_std, np.float32(0.5 + LOG_SQRT_2PI)))
 
 
 def gaussian_kl(mean_p: np.ndarray, log_std_p: np.ndarray, mean_q: np.ndarray, log_std_q: np.ndarray) -> np.ndarray:
@@ -140,10 +140,9 @@ def gaussian_kl(mean_p: np.ndarray, log_std_p: np.ndarray, mean_q: np.ndarray, l
 
 # ------------------------------------------------------------------------------------------------ PPO's losses
 def normalized(adv: np.ndarray) -> np.ndarray:
-    """Zero mean, unit std with torch's unbiased std (the minibatch normalisation of PPO's implementation details)."""
-    n = adv.shape[0]
-    centred = adv - _add(adv) * np.float32(1.0 / n)
-    return centred / (np.sqrt(_add(centred * centred) / np.float32(n - 1)) + np.float32(1e-8))
+    """Zero mean, unit std with torch's unbiased std (the minibatch normalisation of PPO's implementation details), of
+    float32 `adv` (a compiled kernel)."""
+    return normalized_kernel(adv)
 
 
 @dataclass
@@ -161,20 +160,13 @@ class Surrogate:
 
 
 def clipped_surrogate(logprob: np.ndarray, old_logprob: np.ndarray, adv: np.ndarray, clip: float) -> Surrogate:
-    """The clipped surrogate of the advantages `adv` (as given: normalise them first if so configured)."""
+    """The clipped surrogate of the advantages `adv` (as given: normalise them first if so configured); float32
+    inputs. The gradient follows torch: torch.max gives a tie half to each side, clamp passes it inside [lo, hi]."""
     n = logprob.shape[0]
-    inv_b = np.float32(1.0 / n)
     log_ratio = logprob - old_logprob
-    ratio = np.exp(log_ratio)
-    unclipped_term, clipped_term = -adv * ratio, -adv * _clip(ratio, 1 - clip, 1 + clip)
-    loss = _add(np.maximum(unclipped_term, clipped_term)) * inv_b
-    # d loss / d ratio: torch.max gives a tie half to each side, clamp passes the gradient inside [lo, hi]
-    w_unclipped = np.where(unclipped_term > clipped_term, 1.0, np.where(unclipped_term == clipped_term, 0.5, 0.0))
-    in_range = (ratio >= 1 - clip) & (ratio <= 1 + clip)
-    g_ratio = (adv * -inv_b) * (w_unclipped + (1.0 - w_unclipped) * in_range)
-    approx_kl = _add((ratio - 1) - log_ratio) * inv_b
-    clipfrac = np.count_nonzero(np.abs(ratio - 1.0) > clip) / n
-    return Surrogate(loss, (g_ratio * ratio).astype(np.float32), approx_kl, clipfrac)
+    g_logprob = np.empty(n, np.float32)
+    loss, approx_kl, clipped = surrogate(np.exp(log_ratio), log_ratio, adv, clip, g_logprob)
+    return Surrogate(np.float32(loss), g_logprob, np.float32(approx_kl), clipped / n)
 
 
 def value_loss_and_grad(
@@ -182,18 +174,6 @@ def value_loss_and_grad(
 ) -> tuple[float, np.ndarray]:
     """PPO's value loss of the critic's outputs `v` (B,), 0.5 x the mean squared error to the returns (with
     `clip_vloss`, the larger of it and the error of `v` clipped to `old` +- `clip`), and d (coef x loss) / d v as a
-    (B, 1) float32 column (the critic's output gradient)."""
-    n = v.shape[0]
-    err = v - returns
-    unclipped = err * err
-    if clip_vloss:
-        cerr = old + _clip(v - old, -clip, clip) - returns
-        clipped_sq = cerr * cerr
-        loss = 0.5 * float(_add(np.maximum(unclipped, clipped_sq))) / n
-        w = np.where(unclipped > clipped_sq, 1.0, np.where(unclipped == clipped_sq, 0.5, 0.0))
-        d = v - old
-        g_v = w * err + (1.0 - w) * cerr * ((d >= -clip) & (d <= clip))
-    else:
-        loss = 0.5 * float(_add(unclipped)) / n
-        g_v = err
-    return loss, (g_v * (coef / n)).astype(np.float32)[:, None]
+    (B, 1) float32 column (the critic's output gradient); float32 inputs (a compiled kernel)."""
+    loss, g_v = value_loss_kernel(v, old, returns, clip, clip_vloss, coef)
+    return float(loss), g_v

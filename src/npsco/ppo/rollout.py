@@ -8,12 +8,13 @@ A rollout has one or more reward streams: `task`, and the extra streams a method
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import torch
+
+from npsco.ppo._rollout_kernels import scale_rewards
 
 
 @dataclass
@@ -104,29 +105,49 @@ class MeanActionTerm(Protocol):
 
 
 class RewardScaler:
-    """Divides rewards by the running std of each env's discounted return (Gymnasium's NormalizeReward), then clips."""
+    """Divides rewards by the running std of each env's discounted return (Gymnasium's NormalizeReward), then clips.
+
+    One compiled call per step (`npsco.ppo._rollout_kernels.scale_rewards`), with the bits of numpy's version."""
 
     def __init__(self, num_envs: int, gamma: float, clip: float, enabled: bool = True):
         self.enabled, self.gamma, self.clip = enabled, gamma, clip
         self.returns = np.zeros(num_envs, np.float64)
-        self.mean, self.var, self.count = 0.0, 1.0, 1e-4
+        self._stats = np.array([0.0, 1.0, 1e-4])  # the running mean, variance and count of the returns
 
-    def __call__(self, rewards: np.ndarray, done: np.ndarray) -> np.ndarray:
+    @property
+    def mean(self) -> float:
+        """Running mean of the discounted returns."""
+        return float(self._stats[0])
+
+    @mean.setter
+    def mean(self, value: float) -> None:
+        self._stats[0] = value
+
+    @property
+    def var(self) -> float:
+        """Running variance of the discounted returns."""
+        return float(self._stats[1])
+
+    @var.setter
+    def var(self, value: float) -> None:
+        self._stats[1] = value
+
+    @property
+    def count(self) -> float:
+        """Weight of the running statistics (the number of returns folded in, from 1e-4)."""
+        return float(self._stats[2])
+
+    @count.setter
+    def count(self, value: float) -> None:
+        self._stats[2] = value
+
+    def __call__(self, rewards: np.ndarray, done: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The scaled rewards (N,) float32 of `rewards` (N,) float64 (written into `out` when given); `done` (N,)
+        ends the running returns of those envs."""
+        if out is None:
+            out = np.empty(rewards.shape, np.float32)
         if not self.enabled:
-            return rewards.astype(np.float32)
-        self.returns = self.returns * self.gamma + rewards
-        n = self.returns.size
-        if n > 1:  # numpy's mean and var as they compute them, without their Python wrappers (this runs every step)
-            bm = float(np.add.reduce(self.returns)) / n
-            centred = self.returns - bm
-            bv = float(np.add.reduce(centred * centred)) / n
-        else:
-            bm, bv = float(self.returns[0]), 0.0
-        delta, total = bm - self.mean, self.count + n
-        self.mean += delta * n / total
-        self.var = (self.var * self.count + bv * n + delta**2 * self.count * n / total) / total
-        self.count = total
-        if done.any():
-            self.returns[done] = 0.0
-        scaled = rewards / math.sqrt(self.var + 1e-8)
-        return np.minimum(np.maximum(scaled, -self.clip), self.clip).astype(np.float32)  # np.clip, minus its wrapper
+            out[:] = rewards
+            return out
+        scale_rewards(rewards, done, self.returns, self._stats, self.gamma, self.clip, 2.0, out)
+        return out

@@ -34,6 +34,7 @@ from npsco.limits import check_network
 from npsco.logger import MetricsLogger, Tracking
 from npsco.paths import check_tree
 from npsco.policy import Policy, mlp_forward, space_metadata
+from npsco.ppo._rollout_kernels import record_ends, sample_action, tally
 from npsco.ppo.agent import LOG_SQRT_2PI, ActorCritic
 from npsco.ppo.config import PPOConfig
 from npsco.ppo.hooks import Hooks, RolloutSteps, StepInfo, StepOutcome, TrainingSetup
@@ -245,23 +246,20 @@ class Trainer:
         no_outcome = StepOutcome()
         act_low, act_high = self.act_low, self.act_high
         means = np.empty((T, N, agent.action_dim), np.float32)  # the policy's mean actions: log-probs after the loop
+        # the rollout's action noise, drawn at once: the same numbers, in the same order, as one draw per step
+        noise = self.rng.standard_normal((T, N, agent.action_dim), dtype=np.float32)
+        env_actions = np.empty((T, N, agent.action_dim), np.float32)  # the actions clipped to the bounds
         for t in range(T):
-            raw_obs = self.next_obs
-            agent.obs_rms.update(raw_obs)
-            obs = agent.obs_rms.normalize(raw_obs)
+            raw_obs, obs = self.next_obs, buf.obs[t]
+            agent.obs_rms.observe(raw_obs, obs)  # the normaliser's update, then obs = the normalised raw_obs
             # the policy runs in numpy during the rollout: cheaper than torch for these small MLPs
             mean = mlp_forward(actor, obs)
-            action = (mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32)).astype(np.float32)
-            means[t] = mean
-            buf.obs[t], buf.actions[t] = obs, action
-
-            env_action = np.minimum(np.maximum(action, act_low), act_high)  # np.clip, minus its Python wrapper
+            sample_action(mean, std, noise, act_low, act_high, t, means, buf.actions, env_actions)
+            env_action = env_actions[t]
             next_obs, reward, terminated, truncated, infos = self.envs.step(env_action)
             next_obs = next_obs.astype(np.float32)
             reward = np.asarray(reward, np.float64)
-            self.episode_step += 1
-            self.episode_return += reward
-            env_done = terminated | truncated
+            tally(reward, self.episode_return, self.episode_step)  # episode_step += 1, episode_return += reward
 
             out = no_outcome
             if on_step is not None:
@@ -280,13 +278,14 @@ class Trainer:
                     )
                     or no_outcome
                 )
-            if out.terminate is not None and (forced := out.terminate & ~env_done).any():
+            if out.terminate is not None and (forced := out.terminate & ~(terminated | truncated)).any():
                 # IPD: end these episodes now, as a true termination (no bootstrap), and start new ones.
                 reset_obs, _ = self.envs.reset(options={"reset_mask": forced})
                 next_obs[forced] = reset_obs[forced]
                 terminated = terminated | forced
                 summary.forced_ends += int(forced.sum())
-            done = terminated | truncated
+            done = buf.done[t]  # buf.terminated[t] = terminated, done = terminated | truncated
+            any_truncated, any_done = record_ends(terminated, truncated, buf.terminated[t], done)
 
             if steps is None:
                 train_reward = out.train_reward if out.train_reward is not None else reward
@@ -297,13 +296,11 @@ class Trainer:
                 steps.obs[t], steps.action[t] = raw_obs, env_action
                 steps.reward[t], steps.terminated[t], steps.done[t] = reward, terminated, done
                 steps.episode_step[t] = self.episode_step
-            buf.terminated[t], buf.done[t] = terminated, done
 
-            if truncated.any():  # bootstrap from the value of the final observation on time-limit truncation
+            if any_truncated:  # bootstrap from the value of the final observation on time-limit truncation
                 fo = agent.obs_rms.normalize(final_observations(infos, truncated, next_obs)[truncated])
                 for s in self.streams:
                     buf.next_values[s][t, truncated] = mlp_forward(critics[s], fo)[:, 0]
-            any_done = done.any()
             if any_done:
                 for i in np.flatnonzero(done):
                     summary.returns.append(float(self.episode_return[i]))
