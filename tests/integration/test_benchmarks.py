@@ -613,6 +613,18 @@ def test_step_split_ab_pairs_two_checkouts_and_reports_their_ratio(load_script, 
     assert "| npsco/FourRewardMaze-v0 |" in out.with_suffix(".md").read_text()
 
 
+# --------------------------------------------------------------------------------------------- device_grid_rescale.py
+def test_device_grid_rescale_reads_the_records_critical_paths(load_script, tmp_path):
+    rs = load_script("benchmarks/device_grid_rescale.py")
+    paths = rs.critical_paths(rs.RECORD)
+    walker = paths["Walker2d-v5"]
+    assert walker["method"] == "ctnb" and walker["reference"] == pytest.approx(35.693)
+    assert walker["chain"] == pytest.approx(52.173 + 39.772 + 42.678 + 36.482 + 38.033)
+    assert rs.main(["--out", str(tmp_path / "r")]) == 0
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["wall_1m_min"] == pytest.approx(record["critical_1m_min"] * record["wall_factor"])
+
+
 # ------------------------------------------------------------------------------------- novel_everywhere/measure.py
 def test_novel_everywhere_counts_first_and_kept_candidates(load_script, tmp_path):
     me = load_script("benchmarks/novel_everywhere/measure.py")

@@ -1,0 +1,118 @@
+"""The 16-core record of the paper grid (100k steps per policy), re-scaled by a measured per-process speed-up.
+
+    python benchmarks/device_grid_rescale.py --out benchmarks/results/throughput/device_grid_rescaled
+
+Reads the record (`device_grid_check_2026-11-27/`: every population's manifest, with each policy's wall seconds at
+16-way load), the A/B measurement of PPO's CPU time per env step before and after (`step_split_ab.json`: env step plus
+npsco's own parts, medians over repeats) and each method's speed relative to PPO before and after
+(`throughput_methods_402ef1c.json`, `throughput_methods.json`). Per task, the critical path is the slowest reference
+plus the longest chain of novel policies (one after another); a PPO second becomes 1 / speed-up seconds, and a method's
+second is further scaled by its ratio before / after. Scaled by 10 to 1M steps per policy, and the wall time by the
+record's wall / critical-path factor. An estimate: the speed-up is the 2-core machine's, applied to the 16-core one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks/results/throughput"
+RECORD = RESULTS / "device_grid_check_2026-11-27"
+SCALE = 10
+"""The record's 100k steps per policy to the paper's 1M."""
+
+
+def critical_paths(record: Path) -> dict[str, dict]:
+    """Per task: the slowest reference's seconds, and the longest chain's method and seconds (from the manifests)."""
+    out: dict[str, dict] = {}
+    for path in sorted(record.glob("manifest_*.json")):
+        task, method = path.stem.removeprefix("manifest_").rsplit("_", 1)
+        members = json.loads(path.read_text())["members"]
+        row = out.setdefault(task, {"reference": 0.0, "chain": 0.0, "method": None})
+        if method == "ppo":
+            row["reference"] = max(m["wall_seconds"] for m in members if m["role"] == "reference")
+            continue
+        chains: dict[str, float] = {}
+        for m in members:
+            if m["role"] == "novel":
+                chains[m["chain"]] = chains.get(m["chain"], 0.0) + m["wall_seconds"]
+        longest = max(chains.values(), default=0.0)
+        if longest > row["chain"]:
+            row["chain"], row["method"] = longest, method
+    return out
+
+
+def ppo_speedup(ab: dict, task: str) -> float:
+    """PPO's CPU time per env step before / after (env step plus npsco's own parts, medians over repeats)."""
+    parts = ab["tasks"][task]["parts_median_us"]
+    return sum(parts["before"].values()) / sum(parts["after"].values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True, help="results path without suffix (.md and .json)")
+    args = ap.parse_args(argv)
+    ab = json.loads((RESULTS / "step_split_ab.json").read_text())
+    before = json.loads((RESULTS / "throughput_methods_402ef1c.json").read_text())["methods"]
+    after = json.loads((RESULTS / "throughput_methods.json").read_text())["methods"]
+    summary = json.loads((RECORD / "summary.json").read_text())
+    paths = critical_paths(RECORD)
+    longest_then = max(p["reference"] + p["chain"] for p in paths.values())
+    wall_factor = summary["sweep"]["wall_seconds"] / longest_then
+    rows = {}
+    for task, p in paths.items():
+        s = ppo_speedup(ab, task)
+        method_scale = before[p["method"]]["ratio_to_ppo"] / after[p["method"]]["ratio_to_ppo"]
+        now = p["reference"] / s + p["chain"] / s * method_scale
+        rows[task] = {
+            **p,
+            "ppo_speedup": s,
+            "method_scale": method_scale,
+            "then_s": p["reference"] + p["chain"],
+            "now_s": now,
+            "now_1m_min": now * SCALE / 60,
+        }
+    critical = max(r["now_1m_min"] for r in rows.values())
+    lines = [
+        "# The paper grid on 16 cores, re-scaled by the measured per-process speed-up",
+        "",
+        "`python benchmarks/device_grid_rescale.py --out benchmarks/results/throughput/device_grid_rescaled`",
+        "",
+        f"From the 16-core record (`device_grid_check_2026-11-27/`: {summary['sweep']['wall_seconds']} s wall at 100k "
+        f"steps per policy, {wall_factor:.2f} x its longest critical path), PPO's speed-up per task "
+        f"(`step_split_ab.md`, commits {ab['revisions']['before']} -> {ab['revisions']['after']}) and the chain "
+        "method's ratio to PPO before and after (`throughput_methods_402ef1c.md`, `throughput_methods.md`).",
+        "",
+        "| task | slowest reference (s) | longest chain (s) | its method | PPO speed-up | method factor | "
+        "critical path then (s) | now (s) | now at 1M steps (min) |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for task, r in rows.items():
+        lines.append(
+            f"| {task} | {r['reference']:.1f} | {r['chain']:.1f} | {r['method']} | {r['ppo_speedup']:.2f} | "
+            f"{r['method_scale']:.2f} | {r['then_s']:.1f} | {r['now_s']:.1f} | {r['now_1m_min']:.1f} |"
+        )
+    lines += [
+        "",
+        f"Longest critical path at 1M steps: **{critical:.1f} minutes**; with the record's wall / critical-path factor "
+        f"({wall_factor:.2f}) the projected wall time is **{critical * wall_factor:.1f} minutes** on 16 cores "
+        f"(the record itself: {summary['sweep']['wall_seconds'] * SCALE / 60:.1f}). An estimate: the speed-up was "
+        "measured on the 2-core machine, one process at a time, and is applied to policies that ran 16 at once.",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    args.out.with_suffix(".md").write_text(text)
+    record = {
+        "tasks": rows,
+        "wall_factor": wall_factor,
+        "critical_1m_min": critical,
+        "wall_1m_min": critical * wall_factor,
+    }
+    args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
