@@ -752,6 +752,7 @@ def test_multipliers_reads_the_end_of_each_novel_policys_training(load_script, t
     (run / "manifest.json").write_text(json.dumps({"env_id": "Hopper-v5", "members": members}))
     rows = [
         {
+            "global_step": 2048 * (i + 1),
             "lagrangian/novelty_weight": 1 / (1 + i),
             "lagrangian/return_multiplier": float(i),
             "charts/episodic_return": 100.0 * i,
