@@ -27,6 +27,7 @@ from npsco.limits import MAX_EPISODES, MAX_FRAME_SIDE, MAX_FRAMES, MAX_RENDER_PI
 from npsco.logger import Tracking
 from npsco.manifest import policy_files, population_dirs
 from npsco.options import PopulationOptions, TrainOptions
+from npsco.paths import output_file
 from npsco.selection import RETURN_RATIO
 from npsco.task_ids import trust_task
 from npsco.tasks import MAZE_ID, default_distance_episodes
@@ -343,6 +344,8 @@ def cmd_threshold(args: argparse.Namespace) -> int:
     from npsco.novelty.threshold import default_threshold  # lazy: gymnasium
     from npsco.policy import load_policy  # lazy: gymnasium
 
+    if args.out:
+        output_file(args.out)  # before anything is computed (npsco.paths)
     for item in args.policies:
         trust_configured_task(item)
     paths, names = policy_files(args.policies)

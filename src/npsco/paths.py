@@ -92,6 +92,16 @@ def output_folder(path: str | os.PathLike, flag: str = "--out") -> Path:
     return out
 
 
+def output_file(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """A file a command writes (`npsco threshold --out`), checked before anything is computed: not a folder, and its
+    folder an `output_folder` (inside a run, reached through real folders only)."""
+    target = Path(path)
+    if target.is_dir():
+        raise NpscoError(f"{flag} {path}: is a folder; give the path of a file to write")
+    output_folder(target.parent if str(target.parent) else Path("."), flag)
+    return target
+
+
 def recorded(target: str | os.PathLike, run: str | os.PathLike) -> str:
     """How the run folder `run` records the path of `target` (another run, or a folder in one): relative to `run`
     when `target` lies in the folder that holds `run` (a sweep's runs, `runs/refs` beside `runs/ipd`), so that the two

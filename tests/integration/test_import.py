@@ -397,3 +397,14 @@ def test_an_import_never_overwrites_a_policy_or_a_run_without_a_word(pendulum_zi
     (other / "notes.txt").write_text("mine")
     refused(capsys, [str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(other), "--force"], "is not empty")
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
+def test_an_import_into_a_folder_with_a_link_below_it_is_refused_before_it_writes(pendulum_zip, tmp_path, capsys):
+    out = tmp_path / "pend"
+    assert main(["import", str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(out)]) == 0
+    (tmp_path / "outside").mkdir()
+    os.symlink(tmp_path / "outside", out / "extra")  # an earlier import's folder, with a link placed below it
+    before = (out / "policy.safetensors").read_bytes()
+    capsys.readouterr()
+    refused(capsys, [str(pendulum_zip), "--env", "Pendulum-v1", "--out", str(out), "--force"], "symbolic link")
+    assert (out / "policy.safetensors").read_bytes() == before and not list((tmp_path / "outside").iterdir())

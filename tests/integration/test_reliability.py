@@ -359,6 +359,12 @@ CASES = [
         unchanged="outside",
     ),
     Case(
+        "`npsco threshold --out` a file below a folder of the run that is a symbolic link",
+        "threshold DIR/report_pop --out DIR/report_pop/report/threshold.json",
+        "report_pop/report is a symbolic link inside",
+        unchanged="outside",
+    ),
+    Case(
         "a done reference whose path leaves the run (evaluate)",
         "evaluate DIR/up_pop",
         "its path '../maze' is not where this run's config.json says it borrows",

@@ -14,6 +14,7 @@ import pytest
 
 from npsco.cli import main
 from npsco.errors import NpscoError
+from npsco.paths import output_file
 from npsco.ppo.trainer import Trainer
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "npsco"
@@ -325,3 +326,15 @@ def test_a_borrowed_reference_must_be_where_config_json_borrows_it_from(planned_
     (out / "manifest.json").write_text(json.dumps(data))
     assert main(["threshold", str(out), "--episodes", "2"]) == 2
     assert f"is not where this run's config.json says it borrows its references from ({refs}" in one_line_error(capsys)
+
+
+def test_an_output_file_is_no_folder_and_its_folder_is_checked(tmp_path):
+    assert output_file(tmp_path / "th.json") == tmp_path / "th.json"
+    with pytest.raises(NpscoError, match="is a folder; give the path of a file"):
+        output_file(tmp_path)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.json").write_text("{}")
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "run" / "link")
+    with pytest.raises(NpscoError, match="symbolic link inside"):
+        output_file(tmp_path / "run" / "link" / "th.json")
