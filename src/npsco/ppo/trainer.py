@@ -289,7 +289,7 @@ class Trainer:
 
             if steps is None:
                 train_reward = out.train_reward if out.train_reward is not None else reward
-                buf.rewards["task"][t] = self.reward_scaler(np.asarray(train_reward, np.float64), done)
+                self.reward_scaler(np.asarray(train_reward, np.float64), done, out=buf.rewards["task"][t])
                 for s in hooks.streams:
                     buf.rewards[s][t] = out.streams[s]
             else:  # what shape_rollout sees of this step
