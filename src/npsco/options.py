@@ -21,7 +21,7 @@ import os
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from npsco.compat import current_method_settings, removed_ppo_setting
 from npsco.errors import NpscoError
@@ -89,8 +89,24 @@ def option(
     return field(default=default, metadata=metadata)
 
 
+class CommandOptions:
+    """What every command's options do: built from a parsed command line or a Python call (each value checked), and
+    turned back into the command line (`from_args`, `from_call`, `to_argv` below)."""
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Self:
+        return from_args(cls, args)
+
+    @classmethod
+    def from_call(cls, values: Mapping[str, Any]) -> Self:
+        return from_call(cls, values)
+
+    def to_argv(self) -> list[str]:
+        return to_argv(self)
+
+
 @dataclass
-class TrainOptions:
+class TrainOptions(CommandOptions):
     """The options of `npsco train` and `npsco.train`."""
 
     env: str = option(MAZE_ID, f"Gymnasium env id (default {MAZE_ID})", shown=True)
@@ -116,24 +132,13 @@ class TrainOptions:
     env_backend: str | None = option(None, ENV_BACKEND_HELP, choices=ENV_BACKENDS)
     """The vector-env backend (None: the preset's, `auto`)."""
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> TrainOptions:
-        return from_args(cls, args)
-
-    @classmethod
-    def from_call(cls, values: Mapping[str, Any]) -> TrainOptions:
-        return from_call(cls, values)
-
-    def to_argv(self) -> list[str]:
-        return to_argv(self)
-
     def config(self) -> PPOConfig:
         """The run's PPO settings, checked (the task is made once)."""
         return ppo_config(self)
 
 
 @dataclass
-class PopulationOptions:
+class PopulationOptions(CommandOptions):
     """The options of `npsco population` and `npsco.train_population`; a sweep's grid gives one per population."""
 
     env: str = option(MAZE_ID, f"Gymnasium env id (default {MAZE_ID})", shown=True)
@@ -277,17 +282,6 @@ class PopulationOptions:
     )
     """Episodes per reference for the default threshold (None: the task's)."""
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> PopulationOptions:
-        return from_args(cls, args)
-
-    @classmethod
-    def from_call(cls, values: Mapping[str, Any]) -> PopulationOptions:
-        return from_call(cls, values)
-
-    def to_argv(self) -> list[str]:
-        return to_argv(self)
-
     def config(self) -> PopulationConfig:
         """The population's configuration, checked (the task is made once)."""
         return self.population_config(ppo_config(self))
@@ -351,7 +345,7 @@ class PopulationOptions:
         return cls.from_call(values)
 
 
-Options = TypeVar("Options", TrainOptions, PopulationOptions)
+Options = TypeVar("Options", bound=CommandOptions)
 
 
 # ------------------------------------------------------------------------------------------------- the fields
@@ -460,7 +454,7 @@ def from_call(cls: type[Options], values: Mapping[str, Any]) -> Options:
 
 
 # ------------------------------------------------------------------------------------------- the command line
-def to_argv(options: TrainOptions | PopulationOptions) -> list[str]:
+def to_argv(options: CommandOptions) -> list[str]:
     """The command line of `options` (after `npsco COMMAND`): each option that differs from its default (and those
     always shown), in order, those of the run (`--out`, `--workers`) last; `from_args` reads it back as the same
     options."""
