@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
 from npsco.errors import NpscoError
+from npsco.forward import RELU, TANH, actor_means
 from npsco.io import NotFiniteNumber, atomic_write_bytes, check_nesting, loads_finite, read_bytes
 from npsco.layout import MANIFEST_FILE, NOVEL_FOLDER, POLICY_FILE, reference_path
 from npsco.limits import MAX_CHECKPOINT_BYTES, MAX_CHECKPOINT_HEADER_BYTES, MAX_EPISODE_STEPS, check_at_most
@@ -56,6 +57,34 @@ def squash(u: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     return low + (0.5 * (np.tanh(u) + 1.0) * (high - low))
 
 
+@dataclass(frozen=True)
+class _Packed:
+    """A policy's arrays as `npsco.forward.actor_means` reads them."""
+
+    norm: np.ndarray
+    """(2, D) float64: the observation mean and sqrt(var + eps); (0, D) without normalisation."""
+    weights: tuple[np.ndarray, ...]
+    """Per layer W^T, (in, out) float32, C-contiguous."""
+    biases: tuple[np.ndarray, ...]
+    bounds: np.ndarray
+    """(2, A) float32: the action bounds."""
+
+    @staticmethod
+    def of(policy: Policy) -> _Packed:
+        d = policy.obs_dim
+        norm = (
+            np.stack([policy.obs_mean.astype(np.float64), np.sqrt(policy.obs_var.astype(np.float64) + OBS_NORM_EPS)])
+            if policy.norm_obs
+            else np.zeros((0, d))
+        )
+        return _Packed(
+            norm=np.ascontiguousarray(norm.reshape(-1, d)),
+            weights=tuple(np.ascontiguousarray(w.T, np.float32) for w, _ in policy.weights),
+            biases=tuple(np.ascontiguousarray(b, np.float32) for _, b in policy.weights),
+            bounds=np.ascontiguousarray(np.stack([policy.action_low, policy.action_high]), np.float32),
+        )
+
+
 @dataclass
 class Policy:
     """A frozen policy: numpy weights, its observation normaliser and action bounds. Cheap to call, safe to share.
@@ -78,6 +107,7 @@ class Policy:
     """Hidden-layer activation: `tanh` (npsco, PPO) or `relu` (e.g. SB3's SAC and TD3, RL Zoo models)."""
     output: str = "linear"
     """`linear`: the last layer gives the Gaussian's mean; `tanh`: it is squashed into the action bounds (`squash`)."""
+    _packed_arrays: tuple[tuple, _Packed] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def deterministic_only(self) -> bool:
@@ -123,14 +153,53 @@ class Policy:
 
     def raw_mean(self, obs: np.ndarray) -> np.ndarray:
         """The Gaussian's mean before clipping to the action bounds (squashed into them for a `tanh` output)."""
-        mean = mlp_forward(self.weights, self.normalize(obs), self.activation)
-        if self.output == "tanh":
-            mean = squash(mean, self.action_low, self.action_high)
-        return mean.astype(np.float32)
+        return self._forward(obs, clip_to_bounds=False)
 
     def mean_action(self, obs: np.ndarray) -> np.ndarray:
-        """The deterministic action that is executed: the mean clipped to the action bounds."""
-        return np.clip(self.raw_mean(obs), self.action_low, self.action_high)
+        """The deterministic action that is executed: the mean clipped to the action bounds.
+
+        Each observation's action is computed alone (`npsco.forward.actor_means`): the same bits for one observation
+        as for the same one inside a batch of any size."""
+        return self._forward(obs, clip_to_bounds=True)
+
+    def _forward(self, obs: np.ndarray, clip_to_bounds: bool) -> np.ndarray:
+        obs = np.asarray(obs)
+        if obs.ndim not in (1, 2) or obs.shape[-1] != self.obs_dim:
+            raise ValueError(
+                f"observations of shape {obs.shape}: the policy takes ({self.obs_dim},) or (N, {self.obs_dim})"
+            )
+        rows = np.ascontiguousarray(obs.reshape(-1, self.obs_dim), np.float64)
+        packed = self._packed()
+        out = np.empty((rows.shape[0], self.action_dim), np.float32)
+        actor_means(
+            rows,
+            packed.norm,
+            float(self.obs_clip),
+            packed.weights,
+            packed.biases,
+            TANH if self.activation == "tanh" else RELU,
+            packed.bounds,
+            self.output == "tanh",
+            clip_to_bounds,
+            out,
+        )
+        return out[0] if obs.ndim == 1 else out
+
+    def _packed(self) -> _Packed:
+        """The arrays `actor_means` reads, made again whenever a field was replaced (assign a new array, or use
+        `dataclasses.replace`; an array changed in place is not seen: a Policy is a snapshot)."""
+        key = (
+            tuple((id(w), id(b)) for w, b in self.weights),
+            id(self.obs_mean),
+            id(self.obs_var),
+            self.obs_clip,
+            self.norm_obs,
+            id(self.action_low),
+            id(self.action_high),
+        )
+        if self._packed_arrays is None or self._packed_arrays[0] != key:
+            self._packed_arrays = (key, _Packed.of(self))
+        return self._packed_arrays[1]
 
     def act(self, obs: np.ndarray, deterministic: bool = False, rng: np.random.Generator | None = None) -> np.ndarray:
         """An action to execute: the clipped mean, or a clipped Gaussian sample (pass `rng` for reproducibility)."""

@@ -347,7 +347,8 @@ class PopulationSnapshot(PopulationMembers):
             nearest = float(measure.distances(measure.mean_embedding(states)).min())
         else:  # between the actions' distributions, on the candidate's states
             std = policy.action_std if metric == "wasserstein2" else None
-            per_state = ReferenceSet(policies, names).distances(states, policy.mean_action(states), std, metric)
+            everyone = ReferenceSet(policies, names, exact=True)
+            per_state = everyone.distances(states, policy.mean_action(states), std, metric)
             nearest = float(per_state.mean(axis=0).min())
         return dataclasses.replace(
             candidate,

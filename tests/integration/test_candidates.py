@@ -106,7 +106,8 @@ def test_a_candidates_check_runs_on_its_own_episodes_when_given(tmp_path):
         nearest = {}
         for episodes in (3, cand["final_eval"]["episodes"]):
             states = np.concatenate(run_episodes(policy, episodes, seed=FINAL_EVALUATION, record_states=True).states)
-            nearest[episodes] = ReferenceSet(refs).distances(states, policy.mean_action(states)).mean(axis=0).min()
+            per_state = ReferenceSet(refs, exact=True).distances(states, policy.mean_action(states))
+            nearest[episodes] = per_state.mean(axis=0).min()
         assert cand["nearest"] == pytest.approx(nearest[3], rel=1e-9) and nearest[3] != nearest[100]
         assert cand["final_eval"]["episodes"] == 100
 
@@ -151,7 +152,8 @@ def test_a_state_metric_candidate_is_judged_as_npsco_evaluate_judges_it(tmp_path
         policy = load_policy(out / cand["path"] / "policy.safetensors")
         episodes = run_episodes(policy, cand["final_eval"]["episodes"], seed=FINAL_EVALUATION, record_states=True)
         states = np.concatenate(episodes.states)
-        expected = float(ReferenceSet(ref_policies).distances(states, policy.mean_action(states)).mean(axis=0).min())
+        per_state = ReferenceSet(ref_policies, exact=True).distances(states, policy.mean_action(states))
+        expected = float(per_state.mean(axis=0).min())
         assert cand["nearest"] == pytest.approx(expected, rel=1e-9)
         assert cand["meets"] == meets_criteria(cand["final_eval"]["return_mean"], baseline, expected, least)
 

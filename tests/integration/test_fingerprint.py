@@ -51,77 +51,49 @@ from npsco.policy import load_policy
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 EXPECTED_BY_PLATFORM: dict[str, dict[str, dict[str, str]]] = {
-    "GenuineIntel/SkylakeX/AVX512": {
-        "maze-ppo": {
-            "checkpoint": "08f8febb4d5f095f95baea5d293146ad88ceff4c5bcc0be7f112dceeab893b36",
-            "metrics": "542fb6d8a9eb195ddd633d8ea77b905ce88539558f17349f40cff084c2ae5445"
-        },
-        "maze-ipd": {
-            "checkpoint": "6e8a559f37700acf3a854294055ce30f0abf6508df2a157c19f64a300316dd38",
-            "metrics": "98f07693562ccde184c95d3f679b7efdfcb43519444d6dcaf6f6ffb0b6c95989"
-        },
-        "maze-wsr": {
-            "checkpoint": "49d93396381b73095f2b52afcfa938a554f57c88fdad8f92e87fd9ba5c7be067",
-            "metrics": "fcaf2137c314a9972ba45b8fced954cfe6cb20f30982bfc85413310bd0e8791b"
-        },
-        "maze-tnb": {
-            "checkpoint": "d402d54262052ab8e12828313bfe543cfec93911b22034317f9eea57538a4c05",
-            "metrics": "83e43c03ff2c4d748fddfecf70154615339171fd8c619e926f4978dff6cc60ae"
-        },
-        "maze-ctnb": {
-            "checkpoint": "4b459b929ca0850cc8510e89cfcc43dc8336a4856b71bf4c23c2b4c6a49c1153",
-            "metrics": "8f4ac54234cff6bb49ec025edcdae77a40d73a291fcf1203dacccb0a12146f9f"
-        },
-        "maze-cpo": {
-            "checkpoint": "65cd5d4163b1767983955ef8fa734e6fad702e9400d079a8401806ed51b87c15",
-            "metrics": "3cf8a12d83d06f45018cc18b607685052264989a0150605445155ecf29986db6"
-        },
-        "hopper-ppo": {
-            "checkpoint": "75a0a0f465694f57ba92492b7ae5667ce79f5f97d4d2cda7d8e83485f575991c",
-            "metrics": "159c6d8f21e40fd3794ba96780669c040143cd879094eb07bf10a70b46bfc74d"
-        },
-        "hopper-ipd": {
-            "checkpoint": "67a13a55a6e9fa58cc85f69a6bd7aac9e5d2fa95c6d9c6a9e36fcaf692dc583c",
-            "metrics": "d80f1b7dac8bde1e63f22c0b067a3c399b95ec77dfadefb893c4cd684a6ce730"
-        }
-    },
     "AuthenticAMD/SkylakeX/AVX512": {
         "maze-ppo": {
-            "checkpoint": "4bbbde27e5c573d456dc223f8cfd95ed518550b490338c320fcbcf80bd503ff3",
-            "metrics": "584457bacc9d7fff3fb5f5dd32b57a7d41b6eccd2048a267a07be2fd473deeed"
+            "checkpoint": "5fd736db31ad0ce4ab3c115a2073bca69e14221f64af31a70d295b7678471763",
+            "metrics": "b16aeddf51466cd6900c8f77dc646de96e4a2d991ccce762dce652ed58be2e28"
         },
         "maze-ipd": {
-            "checkpoint": "69c38e4266afdac8a795a3b4180237d189bb15ea6e380b9bc3b3b14f3c9e0dac",
-            "metrics": "bbef0bbaafccf9d7bcb3fcf16772f883592872d355456d27202c3029cb2eb555"
+            "checkpoint": "fb2a89640669e9a2d77f9b84395d86c9b8c3303da9370eebbdd05f01f93dd42c",
+            "metrics": "8bfe476b4ee9b7539a4199e65628ffd96c8fa0b1e2eacdcda4839a7a0aa605c8"
         },
         "maze-wsr": {
-            "checkpoint": "479c0535fcafcf62a7808d17a42bd2cba3590f888333272a6680bd0351720bcc",
-            "metrics": "cbba532071b73d012d49461749fdaf8347ef521efb480b591241d3b317826c91"
+            "checkpoint": "75a83ebfa9cc813e278cde1db543ed20ccb9a873d931b3ad1f9f7bdea7ae7be1",
+            "metrics": "8890d72a67f08017ab6173106d8917520ca20b1639c02e483ea8ad097a98d82d"
         },
         "maze-tnb": {
-            "checkpoint": "c2de321706321da257d59511d96ab5cba12066ff65f70466f157f39c73a9198b",
-            "metrics": "46f867e34e76431b351d9ab15acb592d554d64ba572c685704e55a5f7081c140"
+            "checkpoint": "4283a16d7242119061596275145a232001ce624cfa442d66353f8aacdbc184ff",
+            "metrics": "4814d2700ed4166eedbc7dc8511a5479e0c1482214f6be66cebff6548718d0af"
         },
         "maze-ctnb": {
-            "checkpoint": "f18d82c19bc12507e067ec4af3aa06cccbe235854a1e340c755b462262544074",
-            "metrics": "0d76e7add08951c50d89d19ad674f009ad4859cf05bb9fc175f3236154f1fa7f"
+            "checkpoint": "35634dde60449c890811c0f5043d379e75633c06ad54cfe2ba408368cd933de9",
+            "metrics": "7c7b72e0ae6ef723c15dbd7e240b0d1700dbebd30d6e0ffd779627bd8b9b260f"
         },
         "maze-cpo": {
-            "checkpoint": "7ac7ed2c152b010f89b577ab9ac64d57813288cf388a508dac0e22d2a4134bce",
-            "metrics": "9063fda4955b1674b68fbf044d547fe6c99cc83d98e729389dc73e3819e0ea91"
+            "checkpoint": "4d810d34a677785247a8d7690a3bc9e9ba4b681346de3226d412fc90bf291189",
+            "metrics": "a0424b9110622d9f62196d235a501eaf3a95f6b3204e0e4266f534add056d861"
         },
         "hopper-ppo": {
-            "checkpoint": "3ec88412a7b66c95282349ca38f55e72d051e1d69c11ee65fa815e633d8cc00d",
-            "metrics": "30bfda3ff69f419243b60147e42de97ebf2169e69a126e511ae7191e1f639dd8"
+            "checkpoint": "f0eb6c8edd150c1e262ddfaa537c1407ec9c5a52ad3a12f2f83f5b37d3ec0a51",
+            "metrics": "4e81ed2aab4e815f411a4b98c1635bdeee114e7fb812c655533a42681b6f26a0"
         },
         "hopper-ipd": {
-            "checkpoint": "fbf1d2ff1d1346c07c394e2287c19f1f916ef994a20f5a6191efea5e6e7d033c",
-            "metrics": "9a18a24cdaf582099154f4fcb010cca190d4485f3b0760521f481afa0d541df0"
+            "checkpoint": "77f3c96d1ff5b99fb34d8737887a1041743ecba3152b1eb9ebc26718b30e234a",
+            "metrics": "eb8e5f911855763360317329a589e3e9b1578fd34eb8beea333141f83c334146"
         }
     }
 }
 """The constants per CPU (`platform_key()`: the CPU's vendor, OpenBLAS's kernel family, torch's vector instruction
 set): torch's CPU kernels round differently on Intel and AMD processors with the same instruction set."""
+
+STALE: dict[str, str] = {
+    "GenuineIntel/SkylakeX/AVX512": "the rollout's actions computed by the compiled forward pass (npsco.forward)",
+}
+"""CPUs whose constants predate a change meant to alter training, with the change: their constants were dropped, and
+the test is skipped there until they are regenerated on such a CPU (none was at hand when the change was made)."""
 
 
 MAZE_NOVEL = {  # method class, its settings: each reaches a path the defaults do not
@@ -222,6 +194,10 @@ def run_all(tmp: Path) -> dict[str, dict[str, str]]:
 
 def test_training_fingerprint_is_unchanged(tmp_path):
     key = platform_key()
+    if key in STALE:
+        pytest.skip(f"the constants of {key} were recorded before {STALE[key]}: regenerate them on this CPU with "
+                    "`python tests/integration/test_fingerprint.py`, paste them in EXPECTED_BY_PLATFORM and drop the "
+                    "CPU from STALE")
     if key not in EXPECTED_BY_PLATFORM:
         pytest.skip(f"constants recorded on {', '.join(EXPECTED_BY_PLATFORM)}, this CPU is {key}: add its own with "
                     "`python tests/integration/test_fingerprint.py`")

@@ -251,7 +251,7 @@ LAYERS = [
         ),
     ),
     ("envs", ("npsco.envs",)),
-    ("policy", ("npsco.policy",)),
+    ("policy", ("npsco.forward", "npsco.policy")),
     ("episodes", ("npsco.episodes",)),
     ("novelty", ("npsco.novelty",)),
     ("ppo", ("npsco.ppo",)),

@@ -69,8 +69,9 @@ def measure_policy(policy: Policy, episodes: int, seed: int, max_episode_steps: 
 
 def action_distance_matrix(measurements: list[Measurement]) -> np.ndarray:
     """D[i, j] = mean over the states visited by policy i of ||mu_i(s) - mu_j(s)|| (executed, clipped mean actions);
-    one batched `ReferenceSet` call per row. The diagonal is 0; D is not symmetric."""
-    everyone = ReferenceSet([m.policy for m in measurements])
+    one exact `ReferenceSet` call per row (a state's distance does not depend on the states beside it). The diagonal
+    is 0; D is not symmetric."""
+    everyone = ReferenceSet([m.policy for m in measurements], exact=True)
     matrix = np.zeros((len(measurements), len(measurements)))
     for i, m in enumerate(measurements):
         matrix[i] = action_distance_row(everyone, i, m)

@@ -8,12 +8,8 @@ per-call overhead dominates, and `novelty_step` runs the tracker's whole step in
 passes with the same `_tanh`, the distances, the running sums. The timings:
 benchmarks/results/throughput/design_measurements.md.
 
-The tanh: on |x| <= 9, tanh(x) = x P(u) / Q(u) with u = (x / 9)^2, evaluated in float64 and rounded to float32;
-between 9 and 13 ln 2 = 9.011 the input is clamped to 9 (the float32 tanh there is 1 - 2^-24), beyond it the result is
-+-1. P (degree 6) and Q (degree 3) were fitted on 250k points of [0, 9] by linearised least squares, iterated with
-Sanathanan-Koerner (1/Q) and Lawson (largest relative error) reweighting; the rational function's own relative error is
-below 7e-9. Over float32 inputs the result is within 6e-8 of the true tanh and 1 ulp of `np.tanh`, odd and monotone
-(tests/unit/test_kernels.py).
+The tanh is `npsco.forward.tanh`'s rational function (its docstring says how it was fitted), compiled here with
+fastmath: multiply-adds fused, so within 1 ulp of it, not its bits.
 """
 
 from __future__ import annotations
@@ -23,21 +19,13 @@ import math
 import numba
 import numpy as np
 
-_CLAMP = 9.0
-_P = (
-    0.9999999934564697,
-    10.598026604469247,
-    20.364859667016322,
-    5.92768766604112,
-    -0.8705742000159655,
-    0.1840096226605103,
-    -0.023970463446971596,
-)
-_Q = (1.0, 37.598021570323915, 160.71208539007827, 135.31025547681955)
-_P0, _P1, _P2, _P3, _P4, _P5, _P6 = _P
-_Q0, _Q1, _Q2, _Q3 = _Q
+from npsco.forward import TANH_CLAMP as _CLAMP
+from npsco.forward import TANH_ONE as _ONE
+from npsco.forward import TANH_P, TANH_Q
+
+_P0, _P1, _P2, _P3, _P4, _P5, _P6 = TANH_P
+_Q0, _Q1, _Q2, _Q3 = TANH_Q
 _U = 1.0 / (_CLAMP * _CLAMP)
-_ONE = 13.0 * math.log(2.0)  # beyond 9.011, 1 - tanh(x) < 2^-25 (half a float32 step below 1): tanh rounds to 1.0
 
 # fastmath lets LLVM fuse multiply-adds and vectorise the loops (without "nnan"/"ninf": NaN and inf keep their IEEE
 # meaning); error_model="numpy" drops the division-by-zero check that otherwise keeps the division scalar (Q >= 1).

@@ -40,7 +40,16 @@ def deterministic_distance(mean_a: ArrayLike, mean_b: ArrayLike) -> np.ndarray:
     Not squared, not averaged over action dimensions; leading axes broadcast. Returns shape ``broadcast(...)[:-1]``.
     """
     diff = np.asarray(mean_a, dtype=np.float64) - np.asarray(mean_b, dtype=np.float64)
-    return np.linalg.norm(diff, axis=-1)
+    return np.sqrt(sum_of_squares(diff))
+
+
+def sum_of_squares(x: np.ndarray) -> np.ndarray:
+    """sum over the last axis of x^2, added in the order of that axis: each state's sum is the same whatever states
+    are beside it (numpy's reductions choose their order by the array's shape)."""
+    total = x[..., 0] * x[..., 0] if x.shape[-1] else np.zeros(x.shape[:-1])
+    for k in range(1, x.shape[-1]):
+        total = total + x[..., k] * x[..., k]
+    return total
 
 
 def wasserstein2_distance(mean_a: ArrayLike, std_a: ArrayLike, mean_b: ArrayLike, std_b: ArrayLike) -> np.ndarray:
@@ -55,8 +64,7 @@ def wasserstein2_distance(mean_a: ArrayLike, std_a: ArrayLike, mean_b: ArrayLike
     if np.any(std_a < 0) or np.any(std_b < 0):
         raise ValueError("standard deviations must be non-negative")
     mean_diff = np.asarray(mean_a, dtype=np.float64) - np.asarray(mean_b, dtype=np.float64)
-    squared = np.sum(mean_diff**2, axis=-1) + np.sum((std_a - std_b) ** 2, axis=-1)
-    return np.sqrt(squared)
+    return np.sqrt(sum_of_squares(mean_diff) + sum_of_squares(std_a - std_b))
 
 
 def per_state_distance(actions_a: Actions, actions_b: Actions, metric: Metric = "deterministic") -> np.ndarray:

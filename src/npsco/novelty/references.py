@@ -16,7 +16,7 @@ import numpy as np
 
 from npsco.errors import NpscoError
 from npsco.novelty import _kernels
-from npsco.novelty.metrics import ACTION_METRICS
+from npsco.novelty.metrics import ACTION_METRICS, deterministic_distance, wasserstein2_distance
 from npsco.policy import OBS_NORM_EPS, Policy
 
 
@@ -188,10 +188,16 @@ class _CompiledStep:
 
 
 class ReferenceSet:
-    """M frozen policies; `mean_actions(obs)` returns their executed deterministic actions, shape (M, N, A)."""
+    """M frozen policies; `mean_actions(obs)` returns their executed deterministic actions, shape (M, N, A).
 
-    def __init__(self, policies: Sequence[Policy], names: Sequence[str] | None = None):
+    `exact=True` is for measuring (evaluation, a candidate's verdict, the report): each reference acts through its own
+    `Policy.mean_action`, row by row, and the distances are summed in float64 in a fixed order, so that a state's
+    distance is the same whatever other states the call holds. The default, batched path is for a rollout's steps (the
+    training signal), where speed counts and float32 rounding does not."""
+
+    def __init__(self, policies: Sequence[Policy], names: Sequence[str] | None = None, exact: bool = False):
         self.policies = list(policies)
+        self.exact = exact
         self.names = list(names) if names is not None else [f"ref{i}" for i in range(len(self.policies))]
         if len(self.names) != len(self.policies):
             raise ValueError("one name per reference policy")
@@ -226,6 +232,8 @@ class ReferenceSet:
 
     def mean_actions(self, obs: np.ndarray) -> np.ndarray:
         """(M, N, A) clipped mean actions of every reference at raw observations `obs` (N, obs_dim)."""
+        if self.exact:
+            return np.stack([p.mean_action(obs) for p in self.policies])
         return self._mean_actions_t(np.asarray(obs, np.float32)).transpose(0, 2, 1)
 
     def _mean_actions_t(self, obs: np.ndarray) -> np.ndarray:
@@ -244,17 +252,26 @@ class ReferenceSet:
 
         `deterministic`: ||a - mu_j(s)||_2 (paper App. C). `wasserstein2`: sqrt(||a - mu_j||^2 + ||std - std_j||^2),
         the closed-form W2 between diagonal Gaussians (paper Sec. 3.1); needs the new policy's `std` (A,).
-        The result is the transpose of a C-contiguous (M, N) array.
+        The result is the transpose of a C-contiguous (M, N) float32 array; with `exact`, (N, M) float64.
         """
         _check_metric(metric, std)
+        if self.exact:  # (N, M), float64
+            theirs = np.stack([p.mean_action(obs) for p in self.policies], axis=1)
+            mine = np.asarray(action)[:, None, :]
+            if metric == "wasserstein2":
+                assert self.std is not None and std is not None  # (at least one reference; checked by _check_metric)
+                return wasserstein2_distance(theirs, self.std[None], mine, np.asarray(std)[None, None])
+            return deterministic_distance(theirs, mine)
         return self._distances(self._mean_actions_t(np.asarray(obs, np.float32)), action, std, metric)
 
     def actions_and_distances(
         self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None, metric: str = "deterministic"
     ) -> tuple[np.ndarray, np.ndarray]:
         """The references' mean actions (M, N, A) at `obs` and `distances(obs, action, std, metric)`, from one
-        forward pass of the references."""
+        forward pass of the references (two with `exact`)."""
         _check_metric(metric, std)
+        if self.exact:
+            return self.mean_actions(obs), self.distances(obs, action, std, metric)
         actions_t = self._mean_actions_t(np.asarray(obs, np.float32))
         return actions_t.transpose(0, 2, 1), self._distances(actions_t.copy(), action, std, metric)
 

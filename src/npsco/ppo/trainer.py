@@ -28,6 +28,7 @@ from npsco.envs import state as env_state
 from npsco.envs.make import check_task_spaces, final_observations, make_vector_env
 from npsco.episodes import run_episodes
 from npsco.errors import NpscoError
+from npsco.forward import TANH, actor_means
 from npsco.io import remove_inside
 from npsco.layout import CHECKPOINTS_FOLDER, INTERRUPTED_FILE, LAST_FILE, LAST_GOOD_FILE, POLICY_FILE
 from npsco.limits import check_network
@@ -43,6 +44,9 @@ from npsco.ppo.maths import compute_gae, explained_variance
 from npsco.ppo.rollout import Batch, RewardScaler, RolloutBuffer
 from npsco.ppo.state import AdamMoments, TrainingState, read_state, state_path, write_state
 from npsco.seeds import training_evaluation_seed
+
+NO_NORMALISATION = np.zeros((0, 0))
+"""`actor_means`'s normaliser for observations the rollout has already normalised."""
 
 
 @dataclass
@@ -95,6 +99,7 @@ class Trainer:
             raise
         self.obs_space, self.action_space = obs_space, act_space
         self.act_low, self.act_high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
+        self.bounds = np.stack([self.act_low, self.act_high])  # as `actor_means` reads them (unused: no squash)
         try:  # with the task's sizes (validate knew the hidden layers only), before the networks are allocated
             check_network("actor_hidden", cfg.actor_hidden, int(np.prod(obs_space.shape)), act_space.shape[0])
             check_network("critic_hidden", cfg.critic_hidden, int(np.prod(obs_space.shape)), 1)
@@ -249,11 +254,17 @@ class Trainer:
         # the rollout's action noise, drawn at once: the same numbers, in the same order, as one draw per step
         noise = self.rng.standard_normal((T, N, agent.action_dim), dtype=np.float32)
         env_actions = np.empty((T, N, agent.action_dim), np.float32)  # the actions clipped to the bounds
+        # the actor's layers as the compiled forward pass reads them (W^T), once per rollout: the weights change only
+        # in the update
+        weights_t = tuple(np.ascontiguousarray(w.T) for w, _ in actor)
+        biases = tuple(b for _, b in actor)
         for t in range(T):
             raw_obs, obs = self.next_obs, buf.obs[t]
             agent.obs_rms.observe(raw_obs, obs)  # the normaliser's update, then obs = the normalised raw_obs
-            # the policy runs in numpy during the rollout: cheaper than torch for these small MLPs
-            mean = mlp_forward(actor, obs)
+            # the policy's mean action, compiled as `Policy.mean_action` computes it (row by row: the same bits as
+            # the saved policy at these normalised observations), then the sampled action
+            mean = means[t]
+            actor_means(obs, NO_NORMALISATION, 0.0, weights_t, biases, TANH, self.bounds, False, False, mean)
             sample_action(mean, std, noise, act_low, act_high, t, means, buf.actions, env_actions)
             env_action = env_actions[t]
             next_obs, reward, terminated, truncated, infos = self.envs.step(env_action)

@@ -83,7 +83,7 @@ def task_distances(
         log(f"  distances between the {len(mine)} policies of {task}: measuring {len(missing)} of them")
         cache = {} if cache is None else cache
         policies = [load_policy(c) for c in checkpoints]
-        everyone = ReferenceSet(policies)
+        everyone = ReferenceSet(policies, exact=True)
         settings = {d["run"]: (d["settings"]["episodes"], d["settings"]["seed"]) for d in docs}
         for i in missing:
             episodes, seed = settings[mine[i]["run"]]
