@@ -82,7 +82,12 @@ def old_default_hints(stored: dict[str, Any], current: dict[str, Any]) -> str:
     """For a population run's recorded `config.json` (`stored`) that differs from today's configuration (`current`),
     a hint per changed default that explains the difference: `" (an earlier npsco's default ...: add ... to resume a
     run made with it)"`, or "" when none does."""
-    hints = []
+    hints: list[str] = []
+    methods = [
+        (c.get("method") or {}).get("method") if isinstance(c.get("method"), dict) else None for c in (stored, current)
+    ]
+    if methods[0] != methods[1]:  # a run of another method: its defaults are not this method's
+        return ""
     for key, old, what, flag in OLD_DEFAULTS:
         section, _, name = key.rpartition(".")
         was = (stored.get(section) or {}) if section else stored

@@ -161,7 +161,12 @@ def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -
     if current.get("refs_from") or current.get("ref_checkpoints"):
         stored, current = {**stored, "refs": None}, {**current, "refs": None}
     stored, current = _with_resolved_paths(stored), _with_resolved_paths(current)
-    return differences(stored, current, defaults)
+    found = differences(stored, current, defaults)
+    was = (stored.get("method") or {}).get("method") if isinstance(stored.get("method"), dict) else None
+    if was is not None and was != method:  # another method: its settings differ as a consequence, say the cause
+        first = f"method: {was!r} in the run, {method!r} now (--method {was} resumes it)"
+        return [first, *(d for d in found if not d.startswith("method."))]
+    return found
 
 
 def _with_resolved_paths(config: dict[str, Any]) -> dict[str, Any]:

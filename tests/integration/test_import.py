@@ -310,6 +310,17 @@ def test_refuses_discrete_actions(tmp_path, capsys):
     refused(capsys, [str(tmp_path / "cartpole.zip"), "--env", "CartPole-v1"], "Discrete actions are not supported")
 
 
+def test_a_zip_that_is_neither_an_sb3_model_nor_a_torch_file_is_said_so(tmp_path, capsys):
+    with zipfile.ZipFile(tmp_path / "photos.zip", "w") as z:
+        z.writestr("photo.txt", "not a model")
+    err = refused(
+        capsys,
+        [str(tmp_path / "photos.zip"), "--env", "Pendulum-v1"],
+        "a zip archive of photo.txt: neither an SB3 model (data, policy.pth) nor a torch.save file (data.pkl)",
+    )
+    assert "enforce fail" not in err
+
+
 def test_refuses_image_observations_and_cnn_extractors(pendulum_zip, tmp_path, capsys):
     with zipfile.ZipFile(pendulum_zip) as z:
         data, weights = json.loads(z.read("data")), z.read("policy.pth")

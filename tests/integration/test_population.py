@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_info
 
 import npsco.population
 from npsco.cli import main
+from npsco.compat import old_default_hints
 from npsco.errors import NpscoError
 from npsco.fields import apply_overrides
 from npsco.io import atomic_write_json
@@ -380,6 +381,20 @@ def test_same_configuration_compares_settings_and_fills_only_defaults():
     assert configuration_differences(older, current) == ["method.metric: not recorded in the run, 'wasserstein2' now"]
 
 
+def test_a_run_of_another_method_is_named_first_with_no_hint_from_the_other_methods_defaults():
+    # a return-constrained Lagrangian run resumed with the default method: the cause, not the 9 settings it implies,
+    # and no "--r0-scale 1" hint (that is an earlier IPD default, not this run's story)
+    method = MethodConfig.of("lagrangian", lagrangian_constrain="return", return_alpha=0.9)
+    stored = json.loads(json.dumps(PopulationConfig(ppo=preset(MAZE_ID), method=method, r0_scales=(1.0,)).to_dict()))
+    current = json.loads(json.dumps(PopulationConfig(ppo=preset(MAZE_ID), method=MethodConfig.of("ipd")).to_dict()))
+    found = configuration_differences(stored, current)
+    assert found[0] == "method: 'lagrangian' in the run, 'ipd' now (--method lagrangian resumes it)"
+    assert not any(d.startswith("method.") for d in found)
+    assert old_default_hints(stored, current) == ""
+    same_method = {**current, "r0_scales": [1.0]}  # the same method with the earlier default: the hint stays
+    assert "--r0-scale 1" in old_default_hints(same_method, current)
+
+
 def test_reference_paths_are_compared_resolved_and_shown_whole(tmp_path, monkeypatch):
     """`--refs-from runs/x` resumes a run that recorded the same folder as an absolute path; another folder is named
     in full, not by its length."""
@@ -663,3 +678,20 @@ def test_each_job_knows_the_rest_of_its_chain_so_the_scheduler_starts_the_longes
         assert (second.label, second.after) == ("ipd/k1", steps)
     finally:
         pop.close()
+
+
+def test_evaluate_prints_each_novel_policys_return_nearest_distance_and_verdict(run, tmp_path, capsys):
+    # what the README promises `npsco evaluate RUN` prints: per novel policy, its return, nearest / r0 and meets
+    out = tmp_path / "copy"
+    shutil.copytree(run[0], out)
+    assert main(["evaluate", str(out), "--episodes", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if "nearest / r0" in line)
+    assert lines[header].split()[:4] == ["policy", "task", "return", "/"] and "meets" in lines[header]
+    novel = [m["name"] for m in manifest(out)["members"] if m["role"] == "novel"]
+    rows = lines[header + 1 : header + 1 + len(novel)]
+    assert [row.split()[0] for row in rows] == novel
+    evaluation = json.loads((out / "evaluation" / "evaluation.json").read_text())
+    for row, policy in zip(rows, [p for p in evaluation["policies"] if p["role"] == "novel"], strict=True):
+        assert row.split()[2] == f"{policy['return_mean']:.1f}" and row.split()[5] in ("yes", "no", "-")
+        assert row.split()[5] == {True: "yes", False: "no", None: "-"}[policy["meets"]]

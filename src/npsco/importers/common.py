@@ -85,8 +85,15 @@ def read_zip_member(archive: zipfile.ZipFile, name: str, source: str, limit: int
 def not_torch_file(data: bytes) -> str | None:
     """What a file is, in words, when it cannot be a `torch.save` file (a zip archive, or a pickle before PyTorch
     1.6): `a text file`, `a safetensors file ...`; None when it can be one."""
-    if data[:1] == b"\x80" or zipfile.is_zipfile(io.BytesIO(data)):  # pickle protocol >= 2 starts with 0x80
+    if data[:1] == b"\x80":  # pickle protocol >= 2 starts with 0x80
         return None
+    if zipfile.is_zipfile(io.BytesIO(data)):  # torch.save's zip holds FOLDER/data.pkl; an SB3 model, data + policy.pth
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = archive.namelist()
+        if any(n.count("/") == 1 and n.endswith("/data.pkl") for n in names):
+            return None
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "") if names else "nothing"
+        return f"a zip archive of {shown}: neither an SB3 model (data, policy.pth) nor a torch.save file (data.pkl)"
     if not data:
         return "an empty file"
     header = int.from_bytes(data[:8], "little")
