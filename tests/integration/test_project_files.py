@@ -1,6 +1,6 @@
 """The repository stands on its own and its numbers are traceable: every link of README.md and docs/ reaches a file of
-the repository, every results file they name exists and says the command that made it, no file mentions a file outside
-the repository, and every declared dependency is used."""
+the repository, every results file they name exists and says the command that made it, every test they cite exists,
+no file mentions a file outside the repository, and every declared dependency is used."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 RESULTS = re.compile(r"benchmarks/results/[\w./-]+\.(?:md|json|csv)")
+CITED_TEST = re.compile(r"((?:tests/[\w/]+/)?test_\w+\.py)(?:::(\w+))?")
+"""A test a page cites: `test_x.py`, `tests/unit/test_x.py`, with `::test_name` or not."""
 COMMAND = re.compile(r"python benchmarks/[\w/]+\.py|npsco (?:train|population|evaluate|experiment|sweep|report)")
 
 
@@ -52,6 +54,35 @@ def test_every_results_file_a_page_names_exists_and_names_its_command(page):
         if p.suffix == ".md" and not COMMAND.search(p.read_text(encoding="utf-8"))
     )
     assert not silent, f"results files that do not say the command that made them: {silent}"
+
+
+def cited_tests(text: str) -> list[str]:
+    """The tests `text` cites that do not exist: a file under tests/ (a bare name found in any of its folders), and the
+    function `::name` in it (a test of that name, or a function it parametrizes)."""
+    missing = []
+    for file, name in CITED_TEST.findall(text):
+        paths = [REPO / file] if "/" in file else sorted((REPO / "tests").rglob(file))
+        paths = [path for path in paths if path.exists()]
+        if not paths:
+            missing.append(file)
+        elif name and not any(re.search(rf"^(?:async )?def {name}\(", p.read_text(), re.M) for p in paths):
+            missing.append(f"{file}::{name}")
+    return missing
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_test_a_page_cites_exists(page):
+    missing = cited_tests(page.read_text(encoding="utf-8"))
+    assert not missing, f"{page.name} cites tests that do not exist: {missing}"
+
+
+def test_the_test_check_finds_a_missing_file_and_a_missing_function():
+    found = "`test_forward.py::test_the_bits_are_pinned_on_every_processor`, `tests/unit/test_policy.py`"
+    assert cited_tests(found) == []
+    assert cited_tests("`test_nothing_here.py`, `test_forward.py::test_that_does_not_exist`") == [
+        "test_nothing_here.py",
+        "test_forward.py::test_that_does_not_exist",
+    ]
 
 
 def test_the_link_check_finds_a_missing_results_file(tmp_path):

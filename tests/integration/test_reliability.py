@@ -17,6 +17,7 @@ import math
 import os
 import pickle
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -859,6 +860,34 @@ def test_ctrl_c_saves_the_policy_in_training_and_exits_130_without_a_traceback(t
     assert not (out / "policy.safetensors").exists()  # the run did not finish
     rows = read_metrics(out / "metrics.jsonl")
     assert rows and rows[-1]["global_step"] >= steps
+
+
+def test_ctrl_c_of_a_population_says_the_command_that_resumes_it(tmp_path):
+    out = tmp_path / "pop"
+    command = ["population", "--refs", "2", "--novel", "1", "--steps", "100000000", "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "npsco.cli", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=CHILD_ENV,
+        preexec_fn=interruptible,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not read_metrics_if_any(out / "refs" / "ref0" / "metrics.jsonl"):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no metrics row within 180 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert f"npsco population: interrupted; run the same command again to resume: npsco {shlex.join(command)}" in stderr
 
 
 def read_metrics_if_any(path: Path) -> list:
