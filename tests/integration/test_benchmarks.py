@@ -765,3 +765,45 @@ def test_multipliers_reads_the_end_of_each_novel_policys_training(load_script, t
     assert row["rollout_return"] == pytest.approx(100.0 * np.mean(range(10, 30)))  # the last 20 iterations
     assert row["novelty_weight"] == pytest.approx(np.mean([1 / (1 + i) for i in range(10, 30)]))
     assert "| Hopper-v5 | lagr-ret-s1 | lagrangian/k0 |" in mu.table([row]) and "| 29.0 |" in mu.table([row])
+
+
+# --------------------------------------------------------------------------------------------- rowwise_remeasure.py
+def test_rowwise_remeasure_counts_changed_returns_and_flipped_verdicts(load_script, tmp_path):
+    rr = load_script("benchmarks/rowwise_remeasure.py")
+    header = "task,group,return_mean,checkpoint\n"
+    (tmp_path / "old.csv").write_text(header + "T,ppo,100.0,a\nT,ppo,200.0,b\nT,ipd,50.0,c\n")
+    (tmp_path / "new.csv").write_text(header + "T,ppo,100.0,a\nT,ppo,220.0,b\nT,ipd,50.0,c\n")
+
+    def rows(meets: list[bool], nearest: list[float]) -> dict:
+        return {
+            "rows": [
+                {
+                    "run": "r",
+                    "name": f"k{i}",
+                    "task": "T",
+                    "setting": "s",
+                    "seed": i,
+                    "meets": m,
+                    "return_ratio": 1.0,
+                    "nearest_ratio": n,
+                }
+                for i, (m, n) in enumerate(zip(meets, nearest, strict=True))
+            ]
+        }
+
+    (tmp_path / "old.json").write_text(json.dumps(rows([True, False], [1.2, 0.99])))
+    (tmp_path / "new.json").write_text(json.dumps(rows([True, True], [1.2, 1.01])))
+    out = tmp_path / "compare"
+    args = ["--report", "campaign", str(tmp_path / "old.csv"), str(tmp_path / "new.csv")]
+    args += ["--measure", "study", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "--out", str(out)]
+    assert rr.main(args) == 0
+    text = out.with_suffix(".md").read_text()
+    assert "| T | ppo | 2 | 150.0 | 160.0 | +20.0 (+10.0%) | 1 |" in text
+    assert "| T | ipd | 1 | 50.0 | 50.0 | +0.0 (+0.0%) | 0 |" in text
+    assert "Over the 3 policies: 1 returns changed" in text
+    assert "| T | 2 | 1 | 2 | +0.000 | +0.020 |" in text
+    assert "- T s k1 (seed 1): return / median 1.000 -> 1.000, nearest / r0 0.990 -> 1.010: misses -> meets" in text
+    assert json.loads(out.with_suffix(".json").read_text())["sections"][1]["flips"] == 1
+    (tmp_path / "fewer.json").write_text(json.dumps(rows([True], [1.2])))
+    with pytest.raises(SystemExit, match="do not hold the same policies"):
+        rr.main(["--measure", "x", str(tmp_path / "old.json"), str(tmp_path / "fewer.json"), "--out", str(out)])

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from npsco.episodes import run_episodes
 from npsco.forward import tanh
 from npsco.novelty.references import ReferenceSet
+from npsco.novelty.threshold import visited_episodes
 from npsco.policy import Policy, load_policy, mlp_forward, space_metadata, squash
 
 ROOT = Path(__file__).resolve().parents[2]
-WALKER = ROOT / "benchmarks/results/novel_everywhere/dev/Walker2d-v5/lagr-state-s62000/novel/lagrangian/k2"
+WALKER = ROOT / "benchmarks/results/novel_everywhere/confirm/Walker2d-v5/lagr-state-s70000/novel/lagrangian/k2"
 
 
 def random_policy(
@@ -131,14 +132,15 @@ def test_observations_of_the_wrong_shape_are_refused():
 
 
 def test_an_episode_returns_the_same_alone_in_a_batch_and_in_a_plain_gymnasium_loop():
-    # Walker2d amplifies 1e-7 differences in the actions into different returns: a batched BLAS product gave episode 0
-    # of this policy 4452.6 alone and 4307.1 beside two others
+    # the case: the confirmation's Walker2d lagr-state k2, episode 0 of seed 0, whole (1,000 steps); batched
+    # BLAS products gave it 4452.6 alone and 4307.1 beside two other episodes
     policy = load_policy(WALKER)
-    alone = run_episodes(policy, 1, seed=0, max_episode_steps=300)
-    beside = run_episodes(policy, 3, seed=0, max_episode_steps=300)
+    alone = run_episodes(policy, 1, seed=0)
+    beside = run_episodes(policy, 3, seed=0)
     assert alone.returns[0] == beside.returns[0] and alone.lengths[0] == beside.lengths[0]
+    assert [run_episodes(policy, 1, seed=i).returns[0] for i in (1, 2)] == beside.returns[1:].tolist()
 
-    env = gym.make("Walker2d-v5", max_episode_steps=300)
+    env = gym.make("Walker2d-v5")
     obs, _ = env.reset(seed=0)
     total, done = 0.0, False
     while not done:
@@ -147,6 +149,16 @@ def test_an_episode_returns_the_same_alone_in_a_batch_and_in_a_plain_gymnasium_l
         done = terminated or truncated
     env.close()
     assert total == beside.returns[0]
+
+
+def test_a_thresholds_episodes_visit_the_same_states_alone_and_side_by_side():
+    # r0 and a distance average per-state distances over the states of deterministic episodes: those states are the
+    # same whether an episode runs alone or beside others, and so is each state's distance (the test below)
+    policy = load_policy(WALKER)
+    together = visited_episodes(policy, 3, seed=5, max_episode_steps=200)
+    for i, states in enumerate(together):
+        (alone,) = visited_episodes(policy, 1, seed=5 + i, max_episode_steps=200)
+        assert np.array_equal(alone, states)
 
 
 def test_an_exact_reference_set_gives_a_state_the_same_distance_alone_and_in_a_batch():
