@@ -7,7 +7,7 @@ Per seed S: a population on the maze preset with seed S (references S, S + 1; th
 references and 1 novel policy of the method at 1 x r0_default, as the test trains it; then 100 deterministic episodes
 from random starts (seed 12345): the share that reaches a goal, and the nearest mean-action distance to a reference
 over r0. It uses only the API the test uses, so any checkout's Python can run it
-(`CHECKOUT/.venv/bin/python benchmarks/maze_learning_seeds.py ...`), and it says which npsco it ran.
+(`CHECKOUT/.venv/bin/python benchmarks/maze_learning_seeds.py ...`), and it records the commit of the npsco it ran.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -77,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         start = time.time()
         rows.append({**one_seed(seed, args.method, settings), "seconds": round(time.time() - start, 1)})
         print(json.dumps(rows[-1]), flush=True)
+    checkout = Path(npsco.__file__).resolve().parents[2]
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True)
     doc = {
-        "npsco": str(Path(npsco.__file__).resolve().parents[2]),
+        "commit": head.stdout.strip() or None,
         "method": args.method,
         "settings": settings,
         "rows": rows,

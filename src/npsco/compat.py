@@ -86,7 +86,7 @@ def old_default_hints(stored: dict[str, Any], current: dict[str, Any]) -> str:
     methods = [
         (c.get("method") or {}).get("method") if isinstance(c.get("method"), dict) else None for c in (stored, current)
     ]
-    if methods[0] != methods[1]:  # a run of another method: its defaults are not this method's
+    if None not in methods and methods[0] != methods[1]:  # a run of another method: its defaults are not this one's
         return ""
     for key, old, what, flag in OLD_DEFAULTS:
         section, _, name = key.rpartition(".")

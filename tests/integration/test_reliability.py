@@ -812,25 +812,10 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_saves_the_policy_in_training_and_exits_130_without_a_traceback(tmp_path):
-    out = tmp_path / "run"
+def interrupt_once(command: list[str], metrics: Path) -> tuple[int, str, str]:
+    """Run `npsco COMMAND` in a child, send it SIGINT once `metrics` has a row; (exit code, stdout, stderr)."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "npsco.cli",
-            "train",
-            "--steps",
-            "100000000",
-            "--set",
-            "eval_every=1",
-            "--set",
-            "eval_episodes=2",
-            "--no-progress",
-            "--no-tensorboard",
-            "--out",
-            str(out),
-        ],
+        [sys.executable, "-m", "npsco.cli", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -839,7 +824,7 @@ def test_ctrl_c_saves_the_policy_in_training_and_exits_130_without_a_traceback(t
     )
     try:
         deadline = time.monotonic() + 180
-        while not read_metrics_if_any(out / "metrics.jsonl"):
+        while not read_metrics_if_any(metrics):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no metrics row within 180 s"
             time.sleep(0.05)
@@ -849,7 +834,14 @@ def test_ctrl_c_saves_the_policy_in_training_and_exits_130_without_a_traceback(t
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130, (stdout, stderr)
+    return proc.returncode, stdout, stderr
+
+
+def test_ctrl_c_saves_the_policy_in_training_and_exits_130_without_a_traceback(tmp_path):
+    out = tmp_path / "run"
+    command = ["train", "--steps", "100000000", "--set", "eval_every=1", "--set", "eval_episodes=2", "--no-progress"]
+    code, stdout, stderr = interrupt_once([*command, "--no-tensorboard", "--out", str(out)], out / "metrics.jsonl")
+    assert code == 130, (stdout, stderr)
     saved = out / "checkpoints" / "interrupted.safetensors"
     assert f"interrupted: the policy in training is saved at {saved}" in stdout
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
@@ -865,27 +857,8 @@ def test_ctrl_c_saves_the_policy_in_training_and_exits_130_without_a_traceback(t
 def test_ctrl_c_of_a_population_says_the_command_that_resumes_it(tmp_path):
     out = tmp_path / "pop"
     command = ["population", "--refs", "2", "--novel", "1", "--steps", "100000000", "--no-progress", "--out", str(out)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "npsco.cli", *command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=CHILD_ENV,
-        preexec_fn=interruptible,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while not read_metrics_if_any(out / "refs" / "ref0" / "metrics.jsonl"):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no metrics row within 180 s"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 130, (stdout, stderr)
+    code, stdout, stderr = interrupt_once(command, out / "refs" / "ref0" / "metrics.jsonl")
+    assert code == 130, (stdout, stderr)
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     assert f"npsco population: interrupted; run the same command again to resume: npsco {shlex.join(command)}" in stderr
 
