@@ -107,16 +107,19 @@ def test_rollout_values_are_each_states_critic_value(tiny_maze):
         (25, 29, 2),  # 60,000 MuJoCo steps: 14 evaluations instead of 1
         (25, 100, 10),
         (25, 10, 1),
-        (3, 3, 3),  # fewer iterations than EVAL_POINTS: eval_every as it is
+        (3, 3, 1),  # fewer iterations than EVAL_POINTS: a point per iteration
+        (25, 9, 1),  # 18,432 MuJoCo steps: 9 points, not 1
+        (25, 1, 1),
         (0, 100, 0),  # no periodic evaluation
+        (0, 3, 0),
     ],
 )
 def test_the_evaluation_period_shrinks_so_that_a_curve_has_at_least_10_points(eval_every, iterations, period):
     from npsco.ppo.config import EVAL_POINTS, eval_period
 
     assert eval_period(eval_every, iterations) == period
-    if period and iterations >= EVAL_POINTS:
-        assert iterations // period >= EVAL_POINTS
+    if period:
+        assert iterations // period >= min(EVAL_POINTS, iterations)
 
 
 def test_a_short_budget_evaluates_10_times_and_trains_the_same_bits(tiny_maze):

@@ -23,11 +23,12 @@ EVAL_POINTS = 10
 
 def eval_period(eval_every: int, iterations: int) -> int:
     """The iterations between two periodic evaluations of a run of `iterations`: `eval_every`, or fewer so that the
-    run evaluates at least `EVAL_POINTS` times (`iterations // EVAL_POINTS`); a run of fewer iterations keeps
-    `eval_every`. 0: no periodic evaluation. A 1M-step MuJoCo run (488 iterations) keeps the default 25."""
-    if eval_every <= 0 or iterations < EVAL_POINTS:
-        return max(eval_every, 0)
-    return min(eval_every, iterations // EVAL_POINTS)
+    run evaluates at least `EVAL_POINTS` times (`iterations // EVAL_POINTS`); a run of fewer iterations than that
+    evaluates after every one (its curve has a point per iteration). 0: no periodic evaluation. A 1M-step MuJoCo run
+    (488 iterations) keeps the default 25."""
+    if eval_every <= 0:
+        return 0
+    return min(eval_every, max(1, iterations // EVAL_POINTS))
 
 
 @dataclass
@@ -93,7 +94,7 @@ class PPOConfig:
     eval_every: int = 25
     """Deterministic evaluation every this many iterations at most (and at the end): a run of fewer than
     `EVAL_POINTS` x `eval_every` iterations evaluates more often, so that its training curve has at least
-    `EVAL_POINTS` points (`eval_period`); 0 disables periodic evaluation."""
+    `EVAL_POINTS` points, or one per iteration when it has fewer (`eval_period`); 0 disables periodic evaluation."""
     eval_episodes: int = 10
     """Episodes per periodic evaluation."""
     torch_threads: int = 1
