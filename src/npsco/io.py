@@ -162,6 +162,10 @@ def _open_regular(path: str | os.PathLike) -> io.BufferedReader:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         raise NpscoError(f"{path}: file not found") from None
+    except OSError as e:
+        if e.errno != errno.ENXIO:  # ENXIO: a socket (or a device without its driver) cannot be opened at all
+            raise
+        raise NpscoError(f"{path}: {_kind(os.stat(path).st_mode)}, not a regular file; refused") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)

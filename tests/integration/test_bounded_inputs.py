@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import resource
+import socket
 import subprocess
 import sys
 import time
@@ -144,9 +145,12 @@ def test_read_bytes_and_read_json_refuse_what_is_not_a_regular_file_of_a_sane_si
     from npsco.io import read_bytes, read_json
 
     os.mkfifo(tmp_path / "fifo")
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(tmp_path / "sock"))
     (tmp_path / "big.json").write_text("[" + "0," * 100 + "0]")
     for path, message in [
         (tmp_path / "fifo", "a FIFO, not a regular file"),
+        (tmp_path / "sock", "a socket, not a regular file"),
         (Path("/dev/zero"), "a character device, not a regular file"),
         (tmp_path, "a folder, not a regular file"),
         (tmp_path / "missing", "file not found"),
@@ -158,6 +162,7 @@ def test_read_bytes_and_read_json_refuse_what_is_not_a_regular_file_of_a_sane_si
     (tmp_path / "nan.json").write_text('{"r0_default": NaN}')
     with pytest.raises(NpscoError, match="NaN is not a JSON number"):
         read_json(tmp_path / "nan.json")
+    listening.close()
 
 
 # ------------------------------------------------------------------------------------------------------- nesting

@@ -129,17 +129,32 @@ def test_a_read_only_folder_is_one_line_naming_the_file(command, evaluated, tmp_
     assert sorted(p for p in ro.rglob("*")) == before  # nothing written
 
 
-def test_a_full_disk_names_the_file_whose_write_failed(tmp_path, monkeypatch, capsys):
-    """The write of an open file (and its fsync) names no file: npsco names the one it was writing."""
+@pytest.mark.parametrize("command", ["train", "population", "evaluate RUN", "evaluate CHECKPOINT", "report"])
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT], ids=["full", "quota"])
+def test_a_full_disk_names_the_file_whose_write_failed(command, code, evaluated, tmp_path, monkeypatch, capsys):
+    """The write of an open file (and its fsync) names no file: npsco names the one it was writing, in every command
+    that writes (a quota reached is a full disk for the user)."""
 
     def full(fd):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as write(2) on a full disk: no file name
+        raise OSError(code, os.strerror(code))  # as write(2) on a full disk: no file name
 
-    monkeypatch.setattr(npsco.io.os, "fsync", full)
     out = tmp_path / "out"
-    err = one_line(capsys, ["population", *TINY, "--out", str(out)])
-    assert f"the disk is full while writing {out / 'config.json'}: every file npsco wrote before is whole" in err
-    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]  # no temporary file left
+    argv, first = {
+        "train": (["train", *TINY, "--out", str(out)], out / "config.json"),
+        "population": (["population", *TINY, "--out", str(out)], out / "config.json"),
+        "evaluate RUN": (["evaluate", str(evaluated), "--episodes", "2"], evaluated / "evaluation"),
+        "evaluate CHECKPOINT": (
+            ["evaluate", str(evaluated / "refs" / "ref0"), "--episodes", "2"],
+            evaluated / "refs" / "ref0" / "policy.eval.json",
+        ),
+        "report": (["report", str(evaluated), "--episodes", "2", "--no-videos", "--out", str(out)], None),
+    }[command]
+    monkeypatch.setattr(npsco.io.os, "fsync", full)
+    err = one_line(capsys, argv)
+    assert "the disk is full while writing " in err and ": every file npsco wrote before is whole" in err, err
+    if first is not None:
+        assert f"while writing {first}" in err, err
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]  # no temporary file left
 
 
 def run_limited(argv: list[str], limit: int, cwd: Path) -> subprocess.CompletedProcess:

@@ -294,6 +294,53 @@ def test_a_population_member_with_a_link_below_it_is_refused_before_it_trains(
     assert snapshot(victim) == before
 
 
+@pytest.mark.parametrize("reader", ["threshold", "--refs-from", "evaluate", "report"])
+def test_every_reader_refuses_a_run_with_a_link_below_a_member_before_it_reads(
+    reader, planned_run, victim, tmp_path, capsys
+):
+    """A reference's `tensorboard/` a link out of the run: `threshold RUN`, a population borrowing from RUN, `evaluate`
+    and `report` refuse in one line naming the link, before anything is read or written there."""
+    out = tmp_path / "run"
+    planned_run(out)
+    os.symlink(victim, out / "refs" / "ref0" / "tensorboard")
+    argv = {
+        "threshold": ["threshold", str(out), "--episodes", "2"],
+        "--refs-from": ["population", "--refs-from", str(out), "--novel", "1", "--out", str(tmp_path / "new")],
+        "evaluate": ["evaluate", str(out), "--episodes", "2"],
+        "report": ["report", str(out), "--episodes", "2", "--no-videos", "--out", str(tmp_path / "report")],
+    }[reader]
+    before = snapshot(victim)
+    assert main(argv) == 2
+    assert f"{out / 'refs' / 'ref0' / 'tensorboard'}: a symbolic link inside {out}" in one_line_error(capsys)
+    assert snapshot(victim) == before and not (tmp_path / "new").exists() and not (tmp_path / "report").exists()
+
+
+def test_a_sweep_with_a_link_below_a_run_is_refused_before_it_reads(victim, tmp_path, capsys):
+    """A finished sweep whose reference run holds a link out of the sweep: its resume and its report refuse in one
+    line naming the link."""
+    from npsco.tasks import task_name
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        'name = "tiny"\ntasks = ["npsco/FourRewardMaze-v0"]\nmethods = ["ppo", "ipd"]\nrefs = 2\nnovel = 1\n'
+        "steps = 1024\neval_episodes = 2\nthreshold_episodes = 2\n[ppo]\neval_every = 0\n"
+    )
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(grid), "--out", str(out)]) == 0
+    capsys.readouterr()
+    link = out / task_name("npsco/FourRewardMaze-v0") / "ppo" / "refs" / "ref0" / "tensorboard"
+    shutil.rmtree(link, ignore_errors=True)
+    os.symlink(victim, link)
+    before = snapshot(victim)
+    for argv in (
+        ["sweep", str(grid), "--out", str(out)],
+        ["report", str(out), "--no-videos", "--out", str(tmp_path / "r")],
+    ):
+        assert main(argv) == 2
+        assert f"{link}: a symbolic link inside" in one_line_error(capsys)
+    assert snapshot(victim) == before and not (tmp_path / "r").exists()
+
+
 def test_an_output_folder_inside_a_run_is_reached_through_no_link(planned_run, victim, tmp_path):
     """`npsco report OTHER --out RUN/report` with RUN/report a link: refused (`npsco.paths.output_folder`), though the
     run it lies in is not one the command reads."""
