@@ -76,8 +76,9 @@ def run_episodes(
 
     Actions are the clipped mean (deterministic) or clipped Gaussian samples drawn from a generator seeded with `seed`
     (for each group after the first, `seed` + its first episode). `start` fixes the maze's start position: one (x, y)
-    for every episode, or one per episode. With `record_states`, at most `max_states` states are kept in all (the
-    later episodes' states are cut short or left empty once they are reached; None: every state).
+    for every episode, or one per episode. With `record_states`, at most `max_states` states are kept in all: those of
+    the first episodes, whole, then the next one's first states (the later episodes' are left empty; None: every
+    state).
     """
     env_id = env_id or policy.metadata["env_id"]
     per_episode = start is not None and np.ndim(start) == 2  # one start for each episode: split between the groups
@@ -139,6 +140,7 @@ def _run_group(
     goals = np.full(episodes, -1, np.int64) if env_id == MAZE_ID else None
     trajectories: list[list[np.ndarray]] = [[] for _ in range(episodes)]
     kept = 0  # states recorded so far
+    last = episodes - 1  # past `max_states`, states go from the last episode that holds any (the first ones are kept)
     last_obs = np.zeros((episodes, obs.shape[1]), np.float32)
     # an episode that is over is not stepped again (the same returns: its rows of the policy's batch are unused)
     step = envs.step_some if isinstance(envs, LeanSyncVectorEnv) else lambda action, _running: envs.step(action)
@@ -147,9 +149,15 @@ def _run_group(
             action = policy.act(obs, deterministic=deterministic, rng=rng)
             if record_states:
                 for i in np.flatnonzero(running):
-                    if max_states is None or kept < max_states:
-                        trajectories[i].append(obs[i].astype(np.float32))
-                        kept += 1
+                    if max_states is not None and kept >= max_states and i >= last:
+                        continue  # (an episode at or after the one being cut keeps nothing more)
+                    trajectories[i].append(obs[i].astype(np.float32))
+                    kept += 1
+                    while max_states is not None and kept > max_states:  # drop the latest episode's newest state
+                        while not trajectories[last]:
+                            last -= 1
+                        trajectories[last].pop()
+                        kept -= 1
             obs, reward, terminated, truncated, infos = step(action, running)
             returns[running] += reward[running]
             lengths[running] += 1

@@ -87,6 +87,41 @@ def test_an_sb3_zip_bomb_is_refused_by_its_declared_size_before_it_is_unpacked(s
     assert not (tmp_path / "out").exists()
 
 
+def declared_bomb(path: Path, members: dict[str, bytes], big: str) -> Path:
+    """A small zip whose central directory declares member `big` 4 GiB unpacked (a zip bomb by its header)."""
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    raw = bytearray(path.read_bytes())
+    entry = raw.find(b"PK\x01\x02")
+    while entry != -1:  # each central directory header: name length at +28, name at +46, unpacked size at +24
+        length = int.from_bytes(raw[entry + 28 : entry + 30], "little")
+        if raw[entry + 46 : entry + 46 + length].decode() == big:
+            raw[entry + 24 : entry + 28] = (2**32 - 16).to_bytes(4, "little")
+        entry = raw.find(b"PK\x01\x02", entry + 4)
+    path.write_bytes(bytes(raw))
+    with zipfile.ZipFile(path) as z:
+        assert z.getinfo(big).file_size > MAX_IMPORT_BYTES
+    return path
+
+
+def test_a_cleanrl_checkpoint_and_npz_statistics_are_refused_by_their_declared_size(tmp_path, capsys):
+    """The other zip archives npsco imports: a torch.save file (a CleanRL checkpoint) and `.npz` statistics, each
+    refused by the sizes its header declares, before anything is unpacked."""
+    from npsco.importers.cleanrl import read_obs_norm
+
+    pt = declared_bomb(tmp_path / "agent.pt", {"archive/data.pkl": b"x", "archive/data/0": b"0" * 64}, "archive/data/0")
+    one_line(
+        capsys,
+        ["import", str(pt), "--env", "Hopper-v5", "--out", str(tmp_path / "out")],
+        "archive/data/0 unpacks to 4,294,967,280 bytes, past npsco's limit",
+    )
+    assert not (tmp_path / "out").exists()
+    npz = declared_bomb(tmp_path / "stats.npz", {"mean.npy": b"0" * 64, "var.npy": b"0" * 64}, "var.npy")
+    with pytest.raises(NpscoError, match="var.npy unpacks to 4,294,967,280 bytes, past npsco's limit"):
+        read_obs_norm(npz)
+
+
 def test_a_zip_member_larger_than_its_header_says_is_cut_at_the_limit(tmp_path):
     from npsco.importers.common import read_zip_member
 
@@ -319,6 +354,21 @@ def test_evaluate_runs_many_episodes_in_groups_in_bounded_memory(constant_policy
     assert peaks[1200] < peaks[128] + 150 * 1024, peaks
 
 
+def test_a_policys_distances_are_measured_on_at_most_the_cap_of_states_and_its_return_on_every_episode(
+    maze_policies, monkeypatch
+):
+    """`evaluate RUN` measures distances and descriptors on at most `MAX_MEASURED_STATES` visited states per policy
+    (those of the first episodes), its return on every episode (the cap lowered to 50 here: 100,000 in use)."""
+    import npsco.evaluation.measure as measure
+
+    monkeypatch.setattr(measure, "MAX_MEASURED_STATES", 50)
+    policy = maze_policies.const((1.0, 0.0))
+    measured = measure.measure_policy(policy, 6, seed=0, max_episode_steps=20)
+    assert len(measured.states) == 50 and len(measured.episodes.returns) == 6
+    full = measure.run_episodes(policy, 6, seed=0, max_episode_steps=20, record_states=True)
+    assert np.array_equal(measured.states, np.concatenate(full.states)[:50])  # the first episodes' states
+
+
 def test_episodes_in_groups_are_those_run_side_by_side(maze_policies, monkeypatch):
     """Episode i is seeded seed + i in any group; a group's first episodes are those of a run of that group alone."""
     from npsco import episodes as module
@@ -364,6 +414,20 @@ def test_every_message_is_one_line_of_a_bounded_length():
     assert len(str(e)) == MAX_MESSAGE_CHARS and "\n" not in str(e)
     assert str(e).startswith("bad value: xxx") and str(e).endswith("more characters cut)")
     assert str(NpscoError("short\n\tmessage")) == "short message"
+
+
+@pytest.mark.parametrize("field", ["threshold", "wall_seconds", "return_mean"])
+def test_a_members_number_too_large_for_a_float_is_refused_too(field, planned_run, tmp_path, capsys):
+    """The issue's other 1e400 fields, of a finished reference: refused by a reader and by the resume, not only kept
+    from a traceback."""
+    out = tmp_path / "run"
+    argv = planned_run(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    member = manifest["members"][0]
+    (member["final_eval"] if field == "return_mean" else member)[field] = "__BIG__"
+    (out / "manifest.json").write_text(json.dumps(manifest).replace('"__BIG__"', "1e400"))
+    for command in (["evaluate", str(out)], argv):
+        one_line(capsys, command, "manifest.json: the number 1e400 is too large (it would be read as infinity)")
 
 
 def test_a_manifest_number_too_large_for_a_float_is_refused_by_readers_and_resume(planned_run, tmp_path, capsys):
