@@ -623,6 +623,8 @@ class PopulationLog:
 
     def __init__(self, pop: Population):
         self.pop = pop
+        self.found_policy: set[str] = set()
+        """The jobs whose folder held a policy trained to its end when they started (kept, or trained again)."""
 
     def event(self, kind: str, job: Job, detail: str = "") -> None:
         pop, log = self.pop, self.pop.log
@@ -660,9 +662,10 @@ class PopulationLog:
             if saved.exists():
                 log(f"    resuming from the training state saved at step {read_state(saved).global_step:,}")
             elif (pop.out / path / POLICY_FILE).exists():
+                self.found_policy.add(job.label)
                 log(
                     "    its folder holds a policy an earlier attempt trained to its end: kept if it is this policy "
-                    "(task, seed, whole budget, settings), not trained again; else trained again from step 0"
+                    "(task, seed, whole budget, settings), else trained again from step 0"
                 )
             elif (pop.out / path).exists():
                 log(
@@ -672,8 +675,15 @@ class PopulationLog:
         elif "#c" in job.label:
             log(f"    {detail}")
         else:
-            final = pop.member(job.label).final_eval
+            member = pop.member(job.label)
+            final = member.final_eval
             assert final is not None  # a trained member is evaluated
+            if job.label in self.found_policy:  # what became of the policy its folder held (wall time: trained here)
+                log(
+                    "    it was this policy: kept, not trained again"
+                    if member.wall_seconds is None
+                    else "    it was not this policy: trained again from step 0"
+                )
             line = f"    return {final['return_mean']:.2f} +- {final['return_std']:.2f}"
             if "goals" in final:
                 line += "  goals: " + ", ".join(f"{k} {v}" for k, v in final["goals"].items() if v)

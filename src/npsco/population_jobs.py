@@ -243,7 +243,7 @@ class PopulationSnapshot(PopulationMembers):
         run_dir = check_tree(inside(self.out, layout_path(member, candidate)), known=True)
         method = None if member.role == "reference" else self.method_for(member)
         cfg = dataclasses.replace(self.config.ppo, seed=member.seed)
-        finished = self.finished_policy(run_dir, cfg, member, candidate)
+        finished = finished_policy(run_dir, cfg, self.config, member, candidate)
         if finished is not None:  # trained to its end before: a kill in its final evaluation, or a lost manifest entry
             return self.finish(member, finished, run_dir, cfg, None)
         resume = state_path(run_dir).exists()
@@ -293,30 +293,6 @@ class PopulationSnapshot(PopulationMembers):
         member.wall_seconds = None if t0 is None else round(time.perf_counter() - t0, 3)
         member.status = "done"
         return member
-
-    def finished_policy(self, run_dir: Path, cfg: PPOConfig, member: Member, candidate: int) -> Policy | None:
-        """The policy an earlier attempt trained to its end in `run_dir` (its `policy.safetensors`, with a metrics
-        file, for this task and seed, its whole budget, recorded as this member in its `config.json`), else None.
-        Such a policy is taken as it is: training it again would delete a finished policy (a kill during its final
-        evaluation, or a manifest that lost its entry, left its member not `done`)."""
-        path, record = run_dir / POLICY_FILE, run_dir / CONFIG_FILE
-        if not (path.is_file() and record.is_file() and (run_dir / METRICS_FILE).is_file()):
-            return None
-        try:
-            policy = load_policy(path)
-            recorded = read_json(record)
-            if isinstance(recorded, dict) and "ppo" in recorded:  # an earlier npsco's record, as this one writes it
-                recorded = {**recorded, "ppo": current_ppo_settings(recorded["ppo"])}
-        except (NpscoError, OSError, ValueError):
-            return None  # not a whole policy of this run: trained again
-        meta = policy.metadata
-        same = (
-            meta.get("env_id") == cfg.env_id
-            and meta.get("seed") == cfg.seed
-            and (meta.get("training") or {}).get("global_step") == cfg.policy_steps
-            and recorded == json.loads(json.dumps(member_record(cfg, self.config, member, candidate)))
-        )
-        return policy if same else None
 
     def train_candidate(
         self, member: Member, index: int, progress: bool = False, tracking: Tracking | None = None
@@ -411,6 +387,33 @@ class PopulationSnapshot(PopulationMembers):
         th = self.reference_threshold()
         atomic_write_json(self.out / THRESHOLD_FILE, th.to_dict())
         return th.r0
+
+
+def finished_policy(
+    run_dir: Path, cfg: PPOConfig, config: PopulationConfig, member: Member, candidate: int
+) -> Policy | None:
+    """The policy an earlier attempt trained to its end in `run_dir` (its `policy.safetensors`, with a metrics file,
+    for this task and seed, its whole budget, recorded as this member in its `config.json`), else None. Such a policy
+    is taken as it is: training it again would delete a finished policy (a kill during its final evaluation, or a
+    manifest that lost its entry, left its member not `done`)."""
+    path, record = run_dir / POLICY_FILE, run_dir / CONFIG_FILE
+    if not (path.is_file() and record.is_file() and (run_dir / METRICS_FILE).is_file()):
+        return None
+    try:
+        policy = load_policy(path)
+        recorded = read_json(record)
+        if isinstance(recorded, dict) and "ppo" in recorded:  # an earlier npsco's record, as this one writes it
+            recorded = {**recorded, "ppo": current_ppo_settings(recorded["ppo"])}
+    except (NpscoError, OSError, ValueError):
+        return None  # not a whole policy of this run: trained again
+    meta = policy.metadata
+    same = (
+        meta.get("env_id") == cfg.env_id
+        and meta.get("seed") == cfg.seed
+        and (meta.get("training") or {}).get("global_step") == cfg.policy_steps
+        and recorded == json.loads(json.dumps(member_record(cfg, config, member, candidate)))
+    )
+    return policy if same else None
 
 
 def member_record(cfg: PPOConfig, config: PopulationConfig, member: Member, candidate: int = 0) -> dict[str, Any]:

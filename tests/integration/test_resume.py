@@ -278,10 +278,40 @@ def test_a_damaged_manifest_never_costs_a_finished_policy(damage, tmp_path, caps
     manifest.write_text(json.dumps(data))
     capsys.readouterr()
     assert main(args) == 0
-    assert "trained to its end: kept if it is this policy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert (
+        "trained to its end: kept if it is this policy" in out and "it was this policy: kept, not trained again" in out
+    )
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in files} == before  # not one rewritten
 
     def comparable(members):
         return [{k: v for k, v in m.items() if k != "wall_seconds"} for m in members]
 
     assert comparable(json.loads(manifest.read_text())["members"]) == comparable(intact["members"])
+
+
+def test_a_policy_on_disk_that_is_not_its_members_is_trained_again(tmp_path, capsys):
+    """The other side of keeping a finished policy: one whose config.json records another member (here, the novel
+    policy's record edited to another seed) is not taken as this member's; it is trained again, and said so."""
+    from npsco.cli import main
+
+    args = ["population", "--env", MAZE_ID, "--method", "ipd", "--refs", "2", "--novel", "1", "--steps", "2048"]
+    args += ["--set", "eval_every=0", "--no-progress", "--out", str(tmp_path / "pop")]
+    assert main(args) == 0
+    manifest = tmp_path / "pop" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    novel = data["members"][-1]
+    novel.update(status="training", final_eval=None)
+    manifest.write_text(json.dumps(data))
+    run = tmp_path / "pop" / novel["path"]
+    record = json.loads((run / "config.json").read_text())
+    record["ppo"]["seed"] += 1
+    (run / "config.json").write_text(json.dumps(record))
+    stamp = (run / "policy.safetensors").stat().st_mtime_ns
+    capsys.readouterr()
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "it was not this policy: trained again from step 0" in out, out
+    assert (run / "policy.safetensors").stat().st_mtime_ns != stamp  # trained again
+    assert json.loads((run / "config.json").read_text())["ppo"]["seed"] == record["ppo"]["seed"] - 1
+    assert json.loads(manifest.read_text())["members"][-1]["status"] == "done"
