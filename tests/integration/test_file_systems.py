@@ -250,3 +250,34 @@ def test_tensorboards_thread_error_is_raised_where_the_logger_writes_naming_the_
     assert seen == []  # the writer thread printed nothing
     threading.excepthook(threading.ExceptHookArgs([ValueError, ValueError("other"), None, None]))
     assert [type(e) for e in seen] == [ValueError]  # any other thread error goes on as before
+
+
+def test_a_metrics_file_that_cannot_be_written_ends_the_training_without_a_policy(tmp_path, monkeypatch, capsys):
+    """metrics.jsonl's write fails once the disk fills after its first rows: one line naming it, exit code 2, and no
+    policy.safetensors (a run whose metrics were not all written does not end as complete)."""
+    import npsco.logger
+
+    class FillsUp:
+        """metrics.jsonl as opened by the logger, whose third write finds the disk full (as write(2): no file name)."""
+
+        def __init__(self, handle):
+            self.handle, self.rows = handle, 0
+
+        def write(self, text: str) -> int:
+            self.rows += 1
+            if self.rows > 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return self.handle.write(text)
+
+        def flush(self) -> None:
+            self.handle.flush()
+
+        def close(self) -> None:
+            self.handle.close()
+
+    opened = lambda *a, **k: FillsUp(builtins.open(*a, **k))  # noqa: E731, SIM115  (the logger closes it)
+    monkeypatch.setattr(npsco.logger, "open", opened, raising=False)
+    out = tmp_path / "run"
+    err = one_line(capsys, ["train", *TINY, "--set", "num_envs=1", "--no-tensorboard", "--out", str(out)])
+    assert f"the disk is full while writing {out / 'metrics.jsonl'}" in err, err
+    assert not (out / "policy.safetensors").exists()

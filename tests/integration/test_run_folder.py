@@ -68,6 +68,8 @@ def one_line_error(capsys) -> str:
     [
         ("ref1", {"path": "../victim", "status": "training"}),
         ("ref1", {"path": "VICTIM", "status": "pending"}),  # an absolute path
+        ("ref1", {"path": "../victim", "status": "done"}),  # a finished reference, read by the resume
+        ("ref1", {"path": "VICTIM", "status": "done"}),
         ("ipd/k0", {"path": "../victim", "status": "training"}),
         ("ipd/k0", {"path": "VICTIM", "status": "pending"}),
         ("ref1", {"path": "", "status": "training"}),  # the whole run
@@ -84,7 +86,7 @@ def test_a_member_path_that_is_not_the_layouts_is_refused_and_nothing_is_deleted
     out = tmp_path / "run"
     argv = planned_run(out)
     fields = {k: str(victim) if v == "VICTIM" else v for k, v in fields.items()}
-    if name == "ref1" and fields.get("status"):  # a reference to train: the run must not hold it done
+    if name == "ref1" and fields.get("status") in ("training", "pending"):  # to train: the run must not hold it done
         (out / "refs" / "ref1" / "policy.safetensors").unlink()
     edit_member(out, name, **fields)
     before, run_before = snapshot(victim), snapshot(out)
@@ -339,6 +341,20 @@ def test_a_sweep_with_a_link_below_a_run_is_refused_before_it_reads(victim, tmp_
         assert main(argv) == 2
         assert f"{link}: a symbolic link inside" in one_line_error(capsys)
     assert snapshot(victim) == before and not (tmp_path / "r").exists()
+
+
+def test_a_run_folder_reached_through_a_link_is_read_and_resumed(planned_run, tmp_path, capsys, no_training):
+    """`runs/` on another disk, reached through a link: the run itself may lie behind links (only what is below it
+    may not); evaluate reads it, and the resume gets past every path check to training."""
+    real = tmp_path / "disk" / "runs"
+    real.mkdir(parents=True)
+    os.symlink(real, tmp_path / "runs")
+    out = tmp_path / "runs" / "run"
+    argv = planned_run(out)
+    assert main(["evaluate", str(out), "--episodes", "2"]) == 0
+    assert (real / "run" / "evaluation" / "evaluation.json").exists()
+    with pytest.raises(AssertionError, match="started training"):  # every check passed: it would train now
+        main(argv)
 
 
 def test_an_output_folder_inside_a_run_is_reached_through_no_link(planned_run, victim, tmp_path):

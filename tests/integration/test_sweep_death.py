@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import time
+import traceback
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -101,6 +102,22 @@ def test_a_worker_that_raises_ends_the_sweep_in_one_line(job, message, tmp_path,
     assert err.startswith(("npsco sweep: error: ref0: ", "npsco sweep: error: ref1: ")), err
     assert time.monotonic() - start < 120
     assert json.loads((tmp_path / "sweep" / "sweep.json").read_text())["status"] == "failed"
+
+
+def test_debug_shows_the_workers_traceback(tmp_path, monkeypatch):
+    """`npsco --debug sweep`: the error is raised, not cut to a line, and its chain holds the worker's own traceback
+    (the function that raised in the worker process)."""
+    grid = tmp_path / "short.toml"
+    grid.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in SHORT.items()))
+    monkeypatch.setattr(npsco.population, "train_member_job", fail_with_oserror)
+    with pytest.raises(Exception) as info:
+        main(["--debug", "sweep", str(grid), "--workers", "2", "--out", str(tmp_path / "sweep")])
+    chain, error = [], info.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    shown = "\n".join("".join(traceback.format_exception(e)) for e in chain)
+    assert "fail_with_oserror" in shown and "Input/output error" in shown, shown
 
 
 def test_the_scheduler_turns_any_job_error_into_one_line_naming_the_job(tmp_path):
