@@ -315,3 +315,32 @@ def test_a_policy_on_disk_that_is_not_its_members_is_trained_again(tmp_path, cap
     assert (run / "policy.safetensors").stat().st_mtime_ns != stamp  # trained again
     assert json.loads((run / "config.json").read_text())["ppo"]["seed"] == record["ppo"]["seed"] - 1
     assert json.loads(manifest.read_text())["members"][-1]["status"] == "done"
+
+
+def test_a_resumed_runs_progress_bar_counts_only_the_steps_it_trained(tmp_path, monkeypatch):
+    """The bar's SPS after a resume was the run's whole step count over this process's seconds (`SPS=35416` one
+    iteration after resuming at 90%): it counts this process's steps now, so it is of the order of a fresh run's."""
+    import npsco.ppo.trainer as trainer_module
+
+    shown: list[float] = []
+    real = trainer_module.tqdm
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def set_postfix(self, post=None, refresh=True, **kwargs):
+            shown.append(float(post["SPS"]))
+            return super().set_postfix(post, refresh=refresh, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "tqdm", Recording)
+    cfg = dataclasses.replace(preset(MAZE_ID), total_timesteps=10 * 1024, num_steps=64, eval_every=0, seed=3)
+
+    def stop(trainer: Trainer, metrics: dict) -> None:
+        if trainer.iteration == 9:
+            trainer.stop_requested = True
+
+    Trainer(cfg, None, tmp_path / "run", tensorboard=False).train(progress=True, on_iteration=stop)
+    # the bar shows steps over seconds since the start: the seconds of iteration k are k B / SPS_k
+    seconds = [(k + 1) * cfg.batch_size / sps for k, sps in enumerate(shown)]
+    fresh = float(np.median([cfg.batch_size / (b - a) for a, b in zip(seconds[1:], seconds[2:], strict=False)]))
+    shown.clear()
+    Trainer(cfg, None, tmp_path / "run", tensorboard=False, resume=True).train(progress=True)
+    assert len(shown) == 1 and shown[0] < 3 * fresh, (shown, fresh)  # counting all 10 iterations would be ~10x
