@@ -255,25 +255,31 @@ class ReferenceSet:
         The result is the transpose of a C-contiguous (M, N) float32 array; with `exact`, (N, M) float64.
         """
         _check_metric(metric, std)
-        if self.exact:  # (N, M), float64
-            theirs = np.stack([p.mean_action(obs) for p in self.policies], axis=1)
-            mine = np.asarray(action)[:, None, :]
-            if metric == "wasserstein2":
-                assert self.std is not None and std is not None  # (at least one reference; checked by _check_metric)
-                return wasserstein2_distance(theirs, self.std[None], mine, np.asarray(std)[None, None])
-            return deterministic_distance(theirs, mine)
+        if self.exact:
+            return self._exact_distances(self.mean_actions(obs), action, std, metric)
         return self._distances(self._mean_actions_t(np.asarray(obs, np.float32)), action, std, metric)
 
     def actions_and_distances(
         self, obs: np.ndarray, action: np.ndarray, std: np.ndarray | None = None, metric: str = "deterministic"
     ) -> tuple[np.ndarray, np.ndarray]:
         """The references' mean actions (M, N, A) at `obs` and `distances(obs, action, std, metric)`, from one
-        forward pass of the references (two with `exact`)."""
+        forward pass of the references."""
         _check_metric(metric, std)
         if self.exact:
-            return self.mean_actions(obs), self.distances(obs, action, std, metric)
+            actions = self.mean_actions(obs)
+            return actions, self._exact_distances(actions, action, std, metric)
         actions_t = self._mean_actions_t(np.asarray(obs, np.float32))
         return actions_t.transpose(0, 2, 1), self._distances(actions_t.copy(), action, std, metric)
+
+    def _exact_distances(
+        self, theirs: np.ndarray, action: np.ndarray, std: np.ndarray | None, metric: str
+    ) -> np.ndarray:
+        """`distances` with `exact`, from the references' (M, N, A) mean actions: (N, M) float64, summed in order."""
+        theirs, mine = theirs.transpose(1, 0, 2), np.asarray(action)[:, None, :]
+        if metric == "wasserstein2":
+            assert self.std is not None and std is not None  # (at least one reference; checked by _check_metric)
+            return wasserstein2_distance(theirs, self.std[None], mine, np.asarray(std)[None, None])
+        return deterministic_distance(theirs, mine)
 
     def _distances(self, diff: np.ndarray, action: np.ndarray, std: np.ndarray | None, metric: str) -> np.ndarray:
         """`distances` from the references' (M, A, N) mean actions `diff`, a fresh array it works in."""
