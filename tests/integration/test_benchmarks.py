@@ -596,6 +596,23 @@ def test_step_split_parts_add_up_to_the_iterations_time(load_script, tmp_path):
     assert "| npsco/FourRewardMaze-v0 |" in out.with_suffix(".md").read_text()
 
 
+def test_step_split_repeats_report_each_parts_median_and_the_own_costs_ci(load_script, tmp_path):
+    ss = load_script("benchmarks/step_split.py")
+    assert ss.own_cost({"env step": 9.0, "rollout, less the env step": 2.0, "advantages": 0.5, "update": 1.5}) == 4.0
+    assert ss.bootstrap_median_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    out, task = tmp_path / "split", "npsco/FourRewardMaze-v0"
+    assert ss.main(["--env", task, "--iterations", "1", "--warmup", "1", "--repeats", "3", "--out", str(out)]) == 0
+    record = json.loads(out.with_suffix(".json").read_text())
+    runs, row = record["runs"][task], record["us_per_step"][task]
+    assert record["repeats"] == 3 and len(runs) == 3
+    for part in (*ss.PARTS, "total"):
+        assert row[part] == pytest.approx(float(np.median([run[part] for run in runs])))
+    line = next(line for line in out.with_suffix(".md").read_text().splitlines() if line.startswith(f"| {task} |"))
+    assert line.count("|") == 10 and ", ".join(f"{ss.own_cost(run):.1f}" for run in runs) in line
+    with pytest.raises(SystemExit):
+        ss.main(["--env", task, "--repeats", "0", "--out", str(out)])
+
+
 # ------------------------------------------------------------------------------------------------- step_split_ab.py
 def test_step_split_ab_pairs_two_checkouts_and_reports_their_ratio(load_script, tmp_path):
     ab = load_script("benchmarks/step_split_ab.py")
