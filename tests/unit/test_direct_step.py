@@ -9,8 +9,10 @@ import mujoco
 import numpy as np
 import pytest
 from gymnasium.error import ResetNeeded
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from npsco.envs.direct_step import TESTED_GYMNASIUM, direct_step, gymnasium_release
+from npsco.envs.direct_step import TESTED_GYMNASIUM, _numpy_outcome, _outcome, direct_step, gymnasium_release
 from npsco.envs.make import make_env
 
 UNTESTED = (
@@ -156,3 +158,83 @@ def test_hopper_state_range_ends_episodes_as_gymnasium() -> None:
             envs[0].reset()
             envs[1].reset()
     assert ends > 3
+
+
+_EDGE_FLOATS = st.one_of(
+    st.floats(-12.0, 12.0, width=64),
+    st.sampled_from(
+        [0.0, -0.0, 10.0, -10.0, 0.7, 0.8, 2.0, 100.0, -100.0, 0.2, -0.2, 1.0, -1.0, np.nan, np.inf, -np.inf]
+    ),
+)
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_compiled_outcome_matches_numpys_bit_for_bit(env_id, dtype, data):
+    """The compiled outcome (observation, reward, health) equals the numpy one on any simulator state and action: NaN
+    and infinite values, the health ranges' own bounds, -0.0, the velocity clip's +-10; and a task's options (weights,
+    negative healthy reward, no termination)."""
+    env = make_env(env_id)
+    env.reset(seed=0)
+    task = env.unwrapped
+    if data.draw(st.booleans(), "options"):
+        task._forward_reward_weight = data.draw(_EDGE_FLOATS, "forward weight")  # type: ignore[attr-defined]
+        task._ctrl_cost_weight = data.draw(_EDGE_FLOATS, "ctrl weight")  # type: ignore[attr-defined]
+        if env_id != "HalfCheetah-v5":
+            task._healthy_reward = data.draw(_EDGE_FLOATS, "healthy reward")  # type: ignore[attr-defined]
+            task._terminate_when_unhealthy = data.draw(st.booleans(), "terminate")  # type: ignore[attr-defined]
+    qpos, qvel = task.data.qpos, task.data.qvel  # type: ignore[attr-defined]
+    qpos[:] = data.draw(st.lists(_EDGE_FLOATS, min_size=qpos.size, max_size=qpos.size), "qpos")
+    qvel[:] = data.draw(st.lists(_EDGE_FLOATS, min_size=qvel.size, max_size=qvel.size), "qvel")
+    nu = env.action_space.shape[0]
+    action = np.array(data.draw(st.lists(_EDGE_FLOATS, min_size=nu, max_size=nu), "action"), dtype)
+    x_before = data.draw(_EDGE_FLOATS, "x before")
+    with np.errstate(all="ignore"):
+        compiled = _outcome(task)(np.float64(x_before), action)
+        numpy = _numpy_outcome(task)(np.float64(x_before), action)
+    assert compiled[0].dtype == numpy[0].dtype == np.float64
+    assert compiled[0].tobytes() == numpy[0].tobytes()
+    reward, expected = np.float64(compiled[1]), np.float64(numpy[1])
+    # a NaN made by arithmetic (inf - inf, 0 x inf) has no defined sign: the compiled code and numpy's scalars differ
+    assert reward.tobytes() == expected.tobytes() or (np.isnan(reward) and np.isnan(expected))
+    assert bool(compiled[2]) == bool(numpy[2])
+
+
+def test_an_integer_action_takes_the_numpy_outcome():
+    env = make_env("Hopper-v5")
+    env.reset(seed=0)
+    task = env.unwrapped
+    action = np.array([1, -1, 0])
+    x_before = np.float64(task.data.qpos[0] - 0.01)  # type: ignore[attr-defined]
+    compiled, numpy = _outcome(task)(x_before, action), _numpy_outcome(task)(x_before, action)
+    assert compiled[0].tobytes() == numpy[0].tobytes() and compiled[1:] == numpy[1:]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    ("where", "value", "healthy"),
+    [
+        ("z", 0.7, False),  # each health range is open: its bounds are unhealthy
+        ("z", 0.70001, True),
+        ("angle", 0.2, False),
+        ("angle", -0.19999, True),
+        ("joint", -100.0, False),
+        ("joint", 99.999, True),
+        ("velocity", 100.0, False),
+        ("velocity", -99.999, True),
+        ("velocity", np.nan, False),
+    ],
+)
+def test_compiled_outcome_follows_hoppers_health_ranges_at_their_bounds(dtype, where, value, healthy):
+    env = make_env("Hopper-v5")
+    env.reset(seed=0)
+    task = env.unwrapped
+    qpos, qvel = task.data.qpos, task.data.qvel  # type: ignore[attr-defined]
+    qpos[:], qvel[:] = [0.0, 1.25, 0.0, 0.1, -0.1, 0.2], [0.5, -0.5, 1.0, 2.0, -3.0, 4.0]  # a healthy state
+    {"z": qpos[1:2], "angle": qpos[2:3], "joint": qpos[4:5], "velocity": qvel[3:4]}[where][0] = value
+    action, x_before = np.array([0.3, -0.2, 0.1], dtype), np.float64(-0.01)
+    compiled, numpy = _outcome(task)(x_before, action), _numpy_outcome(task)(x_before, action)
+    assert compiled[0].tobytes() == numpy[0].tobytes() and compiled[1] == numpy[1]
+    assert compiled[2] == numpy[2] == (not healthy)

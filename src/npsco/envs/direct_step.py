@@ -22,6 +22,22 @@ from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
 from gymnasium.envs.mujoco.walker2d_v5 import Walker2dEnv
 from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
 
+from npsco.envs._direct_kernels import (
+    ANGLE_MAX,
+    ANGLE_MIN,
+    CTRL,
+    DT,
+    FORWARD,
+    HEALTHY,
+    MAX_ACTION_SIZE,
+    STATE_MAX,
+    STATE_MIN,
+    Z_MAX,
+    Z_MIN,
+    cheetah_outcome,
+    walker_outcome,
+)
+
 TESTED_GYMNASIUM = ((1, 4),)
 """The Gymnasium releases (major, minor) whose v5 steps and wrappers the direct step is checked against."""
 
@@ -67,7 +83,7 @@ def direct_step(env: gym.Env) -> Step | None:
     outcome = _outcome(task)
     model, data = task.model, task.data
     qpos, ctrl = data.qpos, data.ctrl
-    frame_skip, dt, nu = task.frame_skip, task.dt, task.model.nu
+    frame_skip, nu = task.frame_skip, task.model.nu
     fallback = gymnasium_step(env)
     time_limit: Any = limit  # its step counter is typed Optional: None until a reset, which OrderEnforcing checks
     mj_step, mj_rne = mujoco.mj_step, mujoco.mj_rnePostConstraint
@@ -81,8 +97,7 @@ def direct_step(env: gym.Env) -> Step | None:
         ctrl[:] = action  # MujocoEnv.do_simulation
         mj_step(model, data, nstep=frame_skip)
         mj_rne(model, data)
-        x_velocity = (qpos[0] - x_before) / dt
-        obs, reward, terminated = outcome(x_velocity, action)
+        obs, reward, terminated = outcome(x_before, action)
         time_limit._elapsed_steps += 1  # TimeLimit
         return obs, reward, terminated, time_limit._elapsed_steps >= time_limit._max_episode_steps
 
@@ -90,15 +105,56 @@ def direct_step(env: gym.Env) -> Step | None:
 
 
 def _outcome(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> Callable[[float, np.ndarray], tuple]:
-    """(x velocity, action) -> (observation, reward, terminated) of `task` after its simulator steps: the task's
-    `_get_obs`, `_get_rew` and `is_healthy`, each computed once, in Gymnasium's order of operations."""
+    """(x position before the simulator steps, action) -> (observation, reward, terminated) of `task` after its
+    simulator steps: the task's `_get_obs`, `_get_rew` and `is_healthy`, each computed once, in Gymnasium's order of
+    operations. A float32 or float64 action (or a list of floats) goes through the compiled kernel of
+    `npsco.envs._direct_kernels`; any other, through the same operations in numpy (`_numpy_outcome`)."""
+    numpy_outcome = _numpy_outcome(task)
     qpos, qvel = task.data.qpos, task.data.qvel
+    if task.model.nu > MAX_ACTION_SIZE:  # (not one of the three tasks' actions) the control cost's sum is pairwise
+        return numpy_outcome
+    params = np.zeros(STATE_MAX + 1)
+    params[[DT, FORWARD, CTRL]] = task.dt, task._forward_reward_weight, task._ctrl_cost_weight
+    asarray, compiled_dtypes = np.asarray, "fd"
+
+    if isinstance(task, HalfCheetahEnv):
+
+        def cheetah(x_before: float, action: np.ndarray) -> tuple:
+            a = asarray(action)
+            if a.dtype.char not in compiled_dtypes:
+                return numpy_outcome(x_before, action)
+            obs, reward = cheetah_outcome(qpos, qvel, x_before, a, params)
+            return obs, reward, False
+
+        return cheetah
+
+    params[HEALTHY] = task._healthy_reward
+    params[[Z_MIN, Z_MAX]] = task._healthy_z_range
+    params[[ANGLE_MIN, ANGLE_MAX]] = task._healthy_angle_range
+    check_state = isinstance(task, HopperEnv)
+    if check_state:
+        params[[STATE_MIN, STATE_MAX]] = task._healthy_state_range
+    stop_when_unhealthy = bool(task._terminate_when_unhealthy)
+
+    def walker(x_before: float, action: np.ndarray) -> tuple:
+        a = asarray(action)
+        if a.dtype.char not in compiled_dtypes:
+            return numpy_outcome(x_before, action)
+        return walker_outcome(qpos, qvel, x_before, a, params, check_state, stop_when_unhealthy)
+
+    return walker
+
+
+def _numpy_outcome(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> Callable[[float, np.ndarray], tuple]:
+    """`_outcome` in numpy: Gymnasium's operations as it writes them, without the properties' repeated work."""
+    qpos, qvel, dt = task.data.qpos, task.data.qvel, task.dt
     forward_weight, ctrl_weight = task._forward_reward_weight, task._ctrl_cost_weight
     concat, square, total, low, high = np.concatenate, np.square, np.sum, np.maximum, np.minimum
 
     if isinstance(task, HalfCheetahEnv):
 
-        def cheetah(x_velocity: float, action: np.ndarray) -> tuple:
+        def cheetah(x_before: float, action: np.ndarray) -> tuple:
+            x_velocity = (qpos[0] - x_before) / dt
             reward = forward_weight * x_velocity - ctrl_weight * total(square(action))
             return concat((qpos[1:], qvel)), reward, False
 
@@ -108,7 +164,8 @@ def _outcome(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> Callable[[float,
     (z_min, z_max), (angle_min, angle_max) = task._healthy_z_range, task._healthy_angle_range
     state_min, state_max = task._healthy_state_range if isinstance(task, HopperEnv) else (None, None)
 
-    def walker(x_velocity: float, action: np.ndarray) -> tuple:
+    def walker(x_before: float, action: np.ndarray) -> tuple:
+        x_velocity = (qpos[0] - x_before) / dt
         z, angle = qpos[1], qpos[2]
         healthy = bool(z_min < z < z_max and angle_min < angle < angle_max)
         if healthy and state_min is not None:  # Hopper: also every joint position and velocity but x and z in range
