@@ -45,13 +45,34 @@ def test_lean_steps_as_sync_through_ends_and_masked_resets():
         )
         if done.any():
             np.testing.assert_array_equal(out_l[4]["_final_obs"], out_s[4]["_final_obs"])
-        if t % 17 == 5:  # end env 1's episode now, as IPD does
-            mask = np.array([False, True, False])
-            np.testing.assert_array_equal(
-                lean.reset(options={"reset_mask": mask.copy()})[0], sync.reset(options={"reset_mask": mask.copy()})[0]
-            )
+        if t % 17 == 5:  # end envs' episodes now, as IPD does
+            mask = np.array([False, True, t % 2 == 0])
+            options_l, options_s = {"reset_mask": mask.copy(), "x": 1}, {"reset_mask": mask.copy(), "x": 1}
+            (obs_l, info_l), (obs_s, info_s) = lean.reset(options=options_l), sync.reset(options=options_s)
+            np.testing.assert_array_equal(obs_l, obs_s)
+            assert obs_l.dtype == obs_s.dtype and obs_l is not lean._observations  # a copy, as Gymnasium's
+            assert info_l.keys() == info_s.keys() and options_l == options_s == {"x": 1}
+            for key in info_s:
+                np.testing.assert_array_equal(info_l[key], info_s[key])
     assert terminations > 0 and truncations > 0  # both kinds of end were compared
     assert capture(lean) == capture(sync)  # a training state saved on one restores on the other
+
+
+def test_resets_the_lean_one_does_not_take_are_gymnasiums():
+    lean, sync = _pair(2, 1000)
+    lean.reset(seed=0)
+    sync.reset(seed=0)
+    for bad in (np.array([False, False]), np.array([1, 0]), np.array([True])):  # Gymnasium's own errors
+        with pytest.raises((ValueError, TypeError)) as lean_error:
+            lean.reset(options={"reset_mask": bad})
+        with pytest.raises((ValueError, TypeError)) as sync_error:
+            sync.reset(options={"reset_mask": bad})
+        assert str(lean_error.value) == str(sync_error.value)
+    mask = np.array([True, False])  # with seeds: Gymnasium's reset, the same observations
+    np.testing.assert_array_equal(
+        lean.reset(seed=[3, None], options={"reset_mask": mask})[0],
+        sync.reset(seed=[3, None], options={"reset_mask": mask})[0],
+    )
 
 
 def test_lean_returns_no_infos_when_no_episode_ends():

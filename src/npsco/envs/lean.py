@@ -35,6 +35,38 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         return self.step_some(actions, None)
 
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """`SyncVectorEnv.reset`. A masked reset without seeds (IPD ending episodes mid-rollout) resets the masked
+        sub-envs by the same calls and writes their observations in place, where Gymnasium re-stacks and deep-copies
+        every sub-env's (half the cost of a one-env reset); any other reset, or a mask Gymnasium would refuse, is
+        Gymnasium's own."""
+        mask = None if options is None else options.get("reset_mask")
+        if not (
+            self._flat
+            and seed is None
+            and isinstance(mask, np.ndarray)
+            and mask.shape == (self.num_envs,)
+            and mask.dtype == np.bool_
+            and mask.any()
+        ):
+            return super().reset(seed=seed, options=options)
+        assert options is not None
+        del options["reset_mask"]  # as Gymnasium: the sub-envs get the options without it
+        self._terminations[mask] = False
+        self._truncations[mask] = False
+        self._autoreset_envs[mask] = False
+        infos: dict[str, Any] = {}
+        for i in np.flatnonzero(mask):
+            obs, info = self.envs[i].reset(seed=None, options=options)
+            if np.shape(obs) != self._obs_shape:  # as Gymnasium's stacking refuses it
+                raise ValueError(f"sub-env {i} returned an observation of shape {np.shape(obs)}, not {self._obs_shape}")
+            self._env_obs[i] = obs
+            self._observations[i] = obs
+            infos = self._add_info(infos, info, i)
+        return self._observations.copy(), infos
+
     def step_some(
         self, actions: Any, active: np.ndarray | None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
