@@ -13,7 +13,9 @@ anneal, the per-iteration hooks, the policy snapshot and the metrics of a traini
 `total` is a little under a real iteration's time per step. With `--repeats N` the tasks are measured N times in turn
 (a new trainer each time), each part is its median over the repeats, and npsco's own cost (the rollout less the env
 step, plus the advantages, plus the update) gets a 95% bootstrap CI of its median: this shared machine's speed drifts
-by tens of percent within an hour.
+by tens of percent within an hour. The column `own / env step` (the median over repeats) divides npsco's own cost by
+the env step of the same run, MuJoCo's unchanged code, which slows down with it on a slower hour: it compares runs
+made at different speeds of the machine.
 
 Writes benchmarks/results/throughput/step_split.{md,json} (or `--out`.{md,json}).
 """
@@ -41,6 +43,12 @@ OWN = PARTS[1:]
 def own_cost(row: dict[str, float]) -> float:
     """npsco's own microseconds per env step of one row."""
     return sum(row[part] for part in OWN)
+
+
+def speed_free(row: dict[str, float]) -> float:
+    """npsco's own cost over the env step of one row: a measure that the machine's speed moves less than either time
+    (MuJoCo's step, unchanged code, slows down with the rest of the process on a slower hour)."""
+    return own_cost(row) / row["env step"]
 
 
 def bootstrap_median_ci(values: list[float], draws: int = 10_000, seed: int = 0) -> tuple[float, float]:
@@ -129,16 +137,16 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "| task | "
         + " | ".join(PARTS)
-        + " | total | own cost |"
+        + " | total | own cost | own / env step |"
         + (" own, 95% CI | own, each repeat |" if args.repeats > 1 else ""),
-        "|---|" + "---:|" * (len(PARTS) + 2) + ("---|---|" if args.repeats > 1 else ""),
+        "|---|" + "---:|" * (len(PARTS) + 3) + ("---|---|" if args.repeats > 1 else ""),
     ]
     for task, row in rows.items():
         own = [own_cost(run) for run in runs[task]]
         line = (
             f"| {task} | "
             + " | ".join(f"{row[p]:.1f}" for p in (*PARTS, "total"))
-            + f" | {statistics.median(own):.1f} |"
+            + f" | {statistics.median(own):.1f} | {statistics.median(speed_free(run) for run in runs[task]):.2f} |"
         )
         if args.repeats > 1:
             lo, hi = bootstrap_median_ci(own)

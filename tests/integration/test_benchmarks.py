@@ -598,7 +598,8 @@ def test_step_split_parts_add_up_to_the_iterations_time(load_script, tmp_path):
 
 def test_step_split_repeats_report_each_parts_median_and_the_own_costs_ci(load_script, tmp_path):
     ss = load_script("benchmarks/step_split.py")
-    assert ss.own_cost({"env step": 9.0, "rollout, less the env step": 2.0, "advantages": 0.5, "update": 1.5}) == 4.0
+    row = {"env step": 8.0, "rollout, less the env step": 2.0, "advantages": 0.5, "update": 1.5}
+    assert ss.own_cost(row) == 4.0 and ss.speed_free(row) == 0.5
     assert ss.bootstrap_median_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
     out, task = tmp_path / "split", "npsco/FourRewardMaze-v0"
     assert ss.main(["--env", task, "--iterations", "1", "--warmup", "1", "--repeats", "3", "--out", str(out)]) == 0
@@ -608,7 +609,7 @@ def test_step_split_repeats_report_each_parts_median_and_the_own_costs_ci(load_s
     for part in (*ss.PARTS, "total"):
         assert row[part] == pytest.approx(float(np.median([run[part] for run in runs])))
     line = next(line for line in out.with_suffix(".md").read_text().splitlines() if line.startswith(f"| {task} |"))
-    assert line.count("|") == 10 and ", ".join(f"{ss.own_cost(run):.1f}" for run in runs) in line
+    assert line.count("|") == 11 and ", ".join(f"{ss.own_cost(run):.1f}" for run in runs) in line
     with pytest.raises(SystemExit):
         ss.main(["--env", task, "--repeats", "0", "--out", str(out)])
 
