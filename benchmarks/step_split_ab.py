@@ -89,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         before = np.array([own_cost(run[task]) for run in runs["before"]])
         after = np.array([own_cost(run[task]) for run in runs["after"]])
         ratio = after / before
+        total_ratio = np.array(
+            [a[task]["total"] / b[task]["total"] for a, b in zip(runs["after"], runs["before"], strict=True)]
+        )
         parts = {
-            name: {p: float(np.median([run[task][p] for run in runs[name]])) for p in (*OWN, "env step")}
+            name: {p: float(np.median([run[task][p] for run in runs[name]])) for p in (*OWN, "env step", "total")}
             for name in runs
         }
         rows[task] = {
@@ -99,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             "ratio": ratio.tolist(),
             "ratio_median": float(np.median(ratio)),
             "ratio_ci95": bootstrap_median_ci(ratio),
+            "total_ratio": total_ratio.tolist(),
+            "total_ratio_median": float(np.median(total_ratio)),
+            "total_ratio_ci95": bootstrap_median_ci(total_ratio),
             "parts_median_us": parts,
         }
     lines = [
@@ -110,19 +116,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {load_start:.1f} before, "
         f"{load_end:.1f} after. Own cost: the rollout less the env step, plus the advantages, plus the update (CPU "
         "microseconds per env step, `step_split.py`); the median over repeats, and the ratio of each repeat's pair "
-        "(median, 95% bootstrap CI of the median).",
+        "(median, 95% bootstrap CI of the median). Total: the whole step, the env step included.",
         "",
         "| task | own cost before | own cost after | after / before | 95% CI | rollout less env (after) "
-        "| update (after) | env step (after) |",
-        "|---|---:|---:|---:|---|---:|---:|---:|",
+        "| update (after) | env step (before) | env step (after) | total after / before | 95% CI |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for task, row in rows.items():
-        after_parts = row["parts_median_us"]["after"]
+        before_parts, after_parts = row["parts_median_us"]["before"], row["parts_median_us"]["after"]
         lo, hi = row["ratio_ci95"]
+        total_lo, total_hi = row["total_ratio_ci95"]
         lines.append(
             f"| {task} | {np.median(row['before_us']):.1f} | {np.median(row['after_us']):.1f} | "
             f"{row['ratio_median']:.2f} | [{lo:.2f}, {hi:.2f}] | {after_parts['rollout, less the env step']:.1f} | "
-            f"{after_parts['update']:.1f} | {after_parts['env step']:.1f} |"
+            f"{after_parts['update']:.1f} | {before_parts['env step']:.1f} | {after_parts['env step']:.1f} | "
+            f"{row['total_ratio_median']:.3f} | [{total_lo:.3f}, {total_hi:.3f}] |"
         )
     text = "\n".join(lines) + "\n"
     print(text)

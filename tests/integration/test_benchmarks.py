@@ -628,6 +628,8 @@ def test_step_split_ab_pairs_two_checkouts_and_reports_their_ratio(load_script, 
     assert ab.main([*argv, "--out", str(out)]) == 0
     task = json.loads(out.with_suffix(".json").read_text())["tasks"]["npsco/FourRewardMaze-v0"]
     assert len(task["ratio"]) == 1 and task["ratio"][0] == task["after_us"][0] / task["before_us"][0]
+    parts = task["parts_median_us"]
+    assert task["total_ratio"][0] == pytest.approx(parts["after"]["total"] / parts["before"]["total"])
     assert "| npsco/FourRewardMaze-v0 |" in out.with_suffix(".md").read_text()
 
 
