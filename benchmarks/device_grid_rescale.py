@@ -1,20 +1,24 @@
 """The 16-core record of the paper grid (100k steps per policy), re-scaled by a measured per-process speed-up.
 
     python benchmarks/device_grid_rescale.py --out benchmarks/results/throughput/device_grid_rescaled
+    python benchmarks/device_grid_rescale.py --ab step_split_ab.json --ab step_split_ab_env.json \
+        --methods throughput_methods.json --out /tmp/rescaled      # two A/B steps of the code, one after the other
 
 Reads the record (`device_grid_check_2026-11-27/`: every population's manifest, with each policy's wall seconds at
 16-way load), the A/B measurement of PPO's CPU time per env step before and after (`step_split_ab.json`: env step plus
 npsco's own parts, medians over repeats) and each method's speed relative to PPO before and after
 (`throughput_methods_402ef1c.json`, `throughput_methods.json`). Per task, the critical path is the slowest reference
 plus the longest chain of novel policies (one after another); a PPO second becomes 1 / speed-up seconds, and a method's
-second is further scaled by its ratio before / after. Scaled by 10 to 1M steps per policy, and the wall time by the
-record's wall / critical-path factor. An estimate: the speed-up is the 2-core machine's, applied to the 16-core one.
+second is further scaled by its ratio before / after. Several A/B records (`--ab`, each a later step of the code
+measured against the one before) multiply their speed-ups. Scaled by 10 to 1M steps per policy, and the wall time by
+the record's wall / critical-path factor. An estimate: the speed-up is the 2-core machine's, applied to the 16-core one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,23 +51,40 @@ def critical_paths(record: Path) -> dict[str, dict]:
 def ppo_speedup(ab: dict, task: str) -> float:
     """PPO's CPU time per env step before / after (env step plus npsco's own parts, medians over repeats)."""
     parts = ab["tasks"][task]["parts_median_us"]
-    return sum(parts["before"].values()) / sum(parts["after"].values())
+    before, after = parts["before"], parts["after"]
+    if "total" in before:
+        return before["total"] / after["total"]
+    return sum(before.values()) / sum(after.values())
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--ab",
+        action="append",
+        help="an A/B record in benchmarks/results/throughput (repeatable, in the code's order; "
+        "default: step_split_ab.json)",
+    )
+    ap.add_argument(
+        "--methods",
+        default="throughput_methods.json",
+        help="the methods' ratios after, in benchmarks/results/throughput",
+    )
     ap.add_argument("--out", type=Path, required=True, help="results path without suffix (.md and .json)")
     args = ap.parse_args(argv)
-    ab = json.loads((RESULTS / "step_split_ab.json").read_text())
+    ab_names = args.ab or ["step_split_ab.json"]
+    abs_ = [json.loads((RESULTS / name).read_text()) for name in ab_names]
     before = json.loads((RESULTS / "throughput_methods_402ef1c.json").read_text())["methods"]
-    after = json.loads((RESULTS / "throughput_methods.json").read_text())["methods"]
+    after = json.loads((RESULTS / args.methods).read_text())["methods"]
     summary = json.loads((RECORD / "summary.json").read_text())
     paths = critical_paths(RECORD)
     longest_then = max(p["reference"] + p["chain"] for p in paths.values())
     wall_factor = summary["sweep"]["wall_seconds"] / longest_then
     rows = {}
     for task, p in paths.items():
-        s = ppo_speedup(ab, task)
+        s = 1.0
+        for ab in abs_:
+            s *= ppo_speedup(ab, task)
         method_scale = before[p["method"]]["ratio_to_ppo"] / after[p["method"]]["ratio_to_ppo"]
         now = p["reference"] / s + p["chain"] / s * method_scale
         rows[task] = {
@@ -75,15 +96,20 @@ def main(argv: list[str] | None = None) -> int:
             "now_1m_min": now * SCALE / 60,
         }
     critical = max(r["now_1m_min"] for r in rows.values())
+    command = " ".join(["python benchmarks/device_grid_rescale.py", *(argv if argv is not None else sys.argv[1:])])
+    steps = ", then ".join(
+        f"`{name.removesuffix('.json')}.md`, commits {ab['revisions']['before']} -> {ab['revisions']['after']}"
+        for name, ab in zip(ab_names, abs_, strict=True)
+    )
     lines = [
         "# The paper grid on 16 cores, re-scaled by the measured per-process speed-up",
         "",
-        "`python benchmarks/device_grid_rescale.py --out benchmarks/results/throughput/device_grid_rescaled`",
+        f"`{command}`",
         "",
         f"From the 16-core record (`device_grid_check_2026-11-27/`: {summary['sweep']['wall_seconds']} s wall at 100k "
-        f"steps per policy, {wall_factor:.2f} x its longest critical path), PPO's speed-up per task "
-        f"(`step_split_ab.md`, commits {ab['revisions']['before']} -> {ab['revisions']['after']}) and the chain "
-        "method's ratio to PPO before and after (`throughput_methods_402ef1c.md`, `throughput_methods.md`).",
+        f"steps per policy, {wall_factor:.2f} x its longest critical path), PPO's speed-up per task ({steps}) and "
+        "the chain method's ratio to PPO before and after (`throughput_methods_402ef1c.md`, "
+        f"`{args.methods.removesuffix('.json')}.md`).",
         "",
         "| task | slowest reference (s) | longest chain (s) | its method | PPO speed-up | method factor | "
         "critical path then (s) | now (s) | now at 1M steps (min) |",
@@ -105,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     args.out.with_suffix(".md").write_text(text)
     record = {
+        "ab": ab_names,
+        "methods": args.methods,
         "tasks": rows,
         "wall_factor": wall_factor,
         "critical_1m_min": critical,

@@ -643,6 +643,12 @@ def test_device_grid_rescale_reads_the_records_critical_paths(load_script, tmp_p
     assert rs.main(["--out", str(tmp_path / "r")]) == 0
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["wall_1m_min"] == pytest.approx(record["critical_1m_min"] * record["wall_factor"])
+    # two A/B steps of the code, one after the other: their speed-ups multiply
+    assert rs.main(["--ab", "step_split_ab.json", "--ab", "step_split_ab.json", "--out", str(tmp_path / "r2")]) == 0
+    twice = json.loads((tmp_path / "r2.json").read_text())
+    for task, row in twice["tasks"].items():
+        assert row["ppo_speedup"] == pytest.approx(record["tasks"][task]["ppo_speedup"] ** 2)
+    assert "step_split_ab.md`, commits" in (tmp_path / "r2.md").read_text()
 
 
 # ------------------------------------------------------------------------------------- novel_everywhere/measure.py
