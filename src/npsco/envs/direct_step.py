@@ -3,7 +3,8 @@
 An env's `step` goes through three wrappers and the task's Python: properties recomputed several times a step, an
 info dict npsco never reads, checks that only the first step needs. `direct_step(env)` returns a function that does
 the same arithmetic in the same order on the same MuJoCo data (so the same bits: observation, reward, terminated,
-truncated) and skips the rest; `LeanSyncVectorEnv` steps with it. Anything else, a task built with other options
+truncated), what follows the simulator steps in one compiled call (`npsco.envs._direct_kernels`), and skips the rest;
+`LeanSyncVectorEnv` steps with it. Anything else, a task built with other options
 (rendering, positions in the observation), or a Gymnasium release outside `TESTED_GYMNASIUM` keeps Gymnasium's own
 step: the direct step copies that release's code and reads its wrappers' private counters, so each new release is
 checked against it (tests/unit/test_direct_step.py) before it is added.

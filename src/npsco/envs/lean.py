@@ -5,7 +5,8 @@ every step: about 20 us per step of one MuJoCo env, a fifth of the env's own cos
 observation of each finished episode (`infos["final_obs"]`, masked by `infos["_final_obs"]`), so this step builds only
 that. Transitions, seeds and resets are Gymnasium's: the same sub-envs, stepped and reset by the same calls, so a run
 trains bit for bit as on `SyncVectorEnv` (tests/unit/test_lean_vector_env.py). Reset, state capture and everything
-else are inherited. `step_some` steps only some sub-envs: an evaluation stops stepping the episodes that are over.
+else are inherited, except a masked reset without seeds, which writes the reset observations in place. `step_some`
+steps only some sub-envs: an evaluation stops stepping the episodes that are over.
 Hopper-v5, Walker2d-v5 and HalfCheetah-v5 step by `direct_step` (same bits, less Python per step). It writes
 `SyncVectorEnv`'s private fields, so `make_vector_env` uses it only on the Gymnasium releases of `TESTED_GYMNASIUM`.
 """
