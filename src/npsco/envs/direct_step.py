@@ -133,7 +133,7 @@ def _outcome(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> Callable[[float,
     params[[Z_MIN, Z_MAX]] = task._healthy_z_range
     params[[ANGLE_MIN, ANGLE_MAX]] = task._healthy_angle_range
     check_state = isinstance(task, HopperEnv)
-    if check_state:
+    if isinstance(task, HopperEnv):
         params[[STATE_MIN, STATE_MAX]] = task._healthy_state_range
     stop_when_unhealthy = bool(task._terminate_when_unhealthy)
 

@@ -59,7 +59,7 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
         self._truncations[mask] = False
         self._autoreset_envs[mask] = False
         infos: dict[str, Any] = {}
-        for i in np.flatnonzero(mask):
+        for i in np.flatnonzero(mask).tolist():
             obs, info = self.envs[i].reset(seed=None, options=options)
             if np.shape(obs) != self._obs_shape:  # as Gymnasium's stacking refuses it
                 raise ValueError(f"sub-env {i} returned an observation of shape {np.shape(obs)}, not {self._obs_shape}")
