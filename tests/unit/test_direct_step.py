@@ -12,7 +12,14 @@ from gymnasium.error import ResetNeeded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npsco.envs.direct_step import TESTED_GYMNASIUM, _numpy_outcome, _outcome, direct_step, gymnasium_release
+from npsco.envs.direct_step import (
+    TESTED_GYMNASIUM,
+    _kernel_params,
+    _numpy_outcome,
+    _outcome,
+    direct_step,
+    gymnasium_release,
+)
 from npsco.envs.make import make_env
 
 UNTESTED = (
@@ -168,38 +175,88 @@ _EDGE_FLOATS = st.one_of(
 )
 
 
+def _same_reward(a: float, b: float) -> bool:
+    """The same float64 bits, or both NaN (a NaN made by arithmetic, inf - inf or 0 x inf, has no defined sign: the
+    compiled code and numpy's scalars differ there)."""
+    a, b = np.float64(a), np.float64(b)
+    return a.tobytes() == b.tobytes() or (np.isnan(a) and np.isnan(b))
+
+
+_NUMBER_TYPES = st.sampled_from([float, np.float64, np.float32])
+"""How a task's weight may be given: the kernels take Python floats, and leave numpy scalars (which promote otherwise
+under numpy 2) to the numpy outcome."""
+
+
 @pytest.mark.parametrize("env_id", ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_compiled_outcome_matches_numpys_bit_for_bit(env_id, dtype, data):
-    """The compiled outcome (observation, reward, health) equals the numpy one on any simulator state and action: NaN
-    and infinite values, the health ranges' own bounds, -0.0, the velocity clip's +-10; and a task's options (weights,
+def test_compiled_outcome_matches_numpys_and_gymnasiums_bit_for_bit(env_id, dtype, data):
+    """The compiled outcome (observation, reward, health) equals the numpy one and Gymnasium's own `_get_obs`,
+    `_get_rew` and `is_healthy` on any simulator state and action: NaN and infinite values, the health ranges' own
+    bounds, -0.0, the velocity clip's +-10; and a task's options (weights given as Python floats or numpy scalars,
     negative healthy reward, no termination)."""
     env = make_env(env_id)
     env.reset(seed=0)
     task = env.unwrapped
     if data.draw(st.booleans(), "options"):
-        task._forward_reward_weight = data.draw(_EDGE_FLOATS, "forward weight")  # type: ignore[attr-defined]
-        task._ctrl_cost_weight = data.draw(_EDGE_FLOATS, "ctrl weight")  # type: ignore[attr-defined]
+        kind = data.draw(_NUMBER_TYPES, "weights' type")
+        task._forward_reward_weight = kind(data.draw(_EDGE_FLOATS, "forward weight"))  # type: ignore[attr-defined]
+        task._ctrl_cost_weight = kind(data.draw(_EDGE_FLOATS, "ctrl weight"))  # type: ignore[attr-defined]
         if env_id != "HalfCheetah-v5":
-            task._healthy_reward = data.draw(_EDGE_FLOATS, "healthy reward")  # type: ignore[attr-defined]
+            task._healthy_reward = kind(data.draw(_EDGE_FLOATS, "healthy reward"))  # type: ignore[attr-defined]
             task._terminate_when_unhealthy = data.draw(st.booleans(), "terminate")  # type: ignore[attr-defined]
     qpos, qvel = task.data.qpos, task.data.qvel  # type: ignore[attr-defined]
     qpos[:] = data.draw(st.lists(_EDGE_FLOATS, min_size=qpos.size, max_size=qpos.size), "qpos")
     qvel[:] = data.draw(st.lists(_EDGE_FLOATS, min_size=qvel.size, max_size=qvel.size), "qvel")
     nu = env.action_space.shape[0]
     action = np.array(data.draw(st.lists(_EDGE_FLOATS, min_size=nu, max_size=nu), "action"), dtype)
-    x_before = data.draw(_EDGE_FLOATS, "x before")
+    x_before = np.float64(data.draw(_EDGE_FLOATS, "x before"))
     with np.errstate(all="ignore"):
-        compiled = _outcome(task)(np.float64(x_before), action)
-        numpy = _numpy_outcome(task)(np.float64(x_before), action)
-    assert compiled[0].dtype == numpy[0].dtype == np.float64
-    assert compiled[0].tobytes() == numpy[0].tobytes()
-    reward, expected = np.float64(compiled[1]), np.float64(numpy[1])
-    # a NaN made by arithmetic (inf - inf, 0 x inf) has no defined sign: the compiled code and numpy's scalars differ
-    assert reward.tobytes() == expected.tobytes() or (np.isnan(reward) and np.isnan(expected))
-    assert bool(compiled[2]) == bool(numpy[2])
+        compiled = _outcome(task)(x_before, action)
+        numpy = _numpy_outcome(task)(x_before, action)
+        gym_obs = task._get_obs()  # type: ignore[attr-defined]
+        gym_reward = task._get_rew((qpos[0] - x_before) / task.dt, action)[0]  # type: ignore[attr-defined]
+        gym_healthy = True if env_id == "HalfCheetah-v5" else task.is_healthy  # type: ignore[attr-defined]
+    assert compiled[0].dtype == numpy[0].dtype == gym_obs.dtype == np.float64
+    assert compiled[0].tobytes() == numpy[0].tobytes() == gym_obs.tobytes()
+    assert _same_reward(compiled[1], numpy[1]) and _same_reward(compiled[1], gym_reward)
+    stops = env_id != "HalfCheetah-v5" and task._terminate_when_unhealthy  # type: ignore[attr-defined]
+    assert bool(compiled[2]) == bool(numpy[2]) == bool(stops and not gym_healthy)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"ctrl_cost_weight": np.float64(1e-3)},  # promotes a float32 control cost to float64
+        {"healthy_reward": np.float32(1.0)},
+        {"healthy_reward": 1},  # an int: no -0.0 where the float gives one
+        {"healthy_state_range": (np.full(10, -100.0), np.full(10, 100.0))},  # per-coordinate bounds
+    ],
+)
+def test_settings_the_kernels_would_round_otherwise_take_the_numpy_outcome(setting):
+    env = gym.make("Hopper-v5", **setting)
+    assert _kernel_params(env.unwrapped) is None  # type: ignore[arg-type]
+    step = direct_step(env)
+    assert step is not None
+    gym_env = gym.make("Hopper-v5", **setting)
+    env.reset(seed=4)
+    gym_env.reset(seed=4)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        action = rng.uniform(-1, 1, 3).astype(np.float32)
+        obs, reward, terminated, _ = step(action)
+        obs_g, reward_g, terminated_g, _, _ = gym_env.step(action)
+        assert obs.tobytes() == obs_g.tobytes() and _same_reward(reward, reward_g) and terminated == terminated_g
+        if terminated:
+            break
+
+
+def test_action_sizes_outside_the_kernels_sum_take_the_numpy_outcome(monkeypatch):
+    task = make_env("Walker2d-v5").unwrapped  # six actions
+    assert _kernel_params(task) is not None  # type: ignore[arg-type]
+    monkeypatch.setattr("npsco.envs.direct_step.MAX_ACTION_SIZE", 5)
+    assert _kernel_params(task) is None  # type: ignore[arg-type]
 
 
 def test_an_integer_action_takes_the_numpy_outcome():

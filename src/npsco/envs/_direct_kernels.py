@@ -2,11 +2,13 @@
 and the health check of Hopper-v5, Walker2d-v5 and HalfCheetah-v5, one call instead of ~20 numpy operations on
 arrays of a few values (their Python costs 4-9 us a step; MuJoCo's simulator steps cost 30-100).
 
-Each kernel repeats Gymnasium 1.4's operations in their dtypes and order (`npsco.envs.direct_step._outcome` is the
-same in numpy, and the tests hold the two and Gymnasium's own step to the same bits): float64 throughout, except the
-control cost, which numpy computes in the action's dtype (`np.sum(np.square(action))`, then a Python float times that
-float32 scalar is a float32 under numpy 2's promotion); sums of fewer than 8 values, which numpy adds one after the
-other. NaNs go where numpy's `maximum`, `minimum` and comparisons send them. No fastmath: no fused multiply-adds.
+Each kernel repeats Gymnasium 1.4's operations in their dtypes and order (`npsco.envs.direct_step._numpy_outcome` is
+the same in numpy; the tests hold the kernels to it and to Gymnasium's own step, bit for bit but for the sign of a NaN
+that arithmetic makes, which IEEE 754 leaves open): float64 throughout, except the control cost, which numpy computes
+in the action's dtype (`np.sum(np.square(action))`, then a Python float times that float32 scalar is a float32 under
+numpy 2's promotion); sums of fewer than 8 values, which numpy adds one after the other. NaNs go where numpy's
+`maximum`, `minimum` and comparisons send them. No fastmath: no fused multiply-adds. `direct_step._kernel_params`
+sends any task whose settings would promote otherwise to the numpy code.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ def walker_outcome(
     check_state: bool,
     stop_when_unhealthy: bool,
 ) -> tuple[np.ndarray, float, bool]:
-    """Hopper-v5 or Walker2d-v5 (with `check_state`: Hopper's test of every joint position and velocity but x and z)
-    after its simulator steps: (observation (qpos[1:], qvel clipped to +-10), reward, terminated)."""
+    """Hopper-v5 or Walker2d-v5 (with `check_state`: Hopper's test of its state vector less x and z, qpos[2:] and all
+    of qvel) after its simulator steps: (observation (qpos[1:], qvel clipped to +-10), reward, terminated)."""
     x_velocity = (qpos[0] - x_before) / params[DT]
     z, angle = qpos[1], qpos[2]
     healthy = params[Z_MIN] < z < params[Z_MAX] and params[ANGLE_MIN] < angle < params[ANGLE_MAX]

@@ -3,11 +3,11 @@
 An env's `step` goes through three wrappers and the task's Python: properties recomputed several times a step, an
 info dict npsco never reads, checks that only the first step needs. `direct_step(env)` returns a function that does
 the same arithmetic in the same order on the same MuJoCo data (so the same bits: observation, reward, terminated,
-truncated), what follows the simulator steps in one compiled call (`npsco.envs._direct_kernels`), and skips the rest;
-`LeanSyncVectorEnv` steps with it. Anything else, a task built with other options
-(rendering, positions in the observation), or a Gymnasium release outside `TESTED_GYMNASIUM` keeps Gymnasium's own
-step: the direct step copies that release's code and reads its wrappers' private counters, so each new release is
-checked against it (tests/unit/test_direct_step.py) before it is added.
+truncated; a NaN reward's sign aside), what follows the simulator steps in one compiled call
+(`npsco.envs._direct_kernels`), and skips the rest; `LeanSyncVectorEnv` steps with it. Anything else, a task built
+with other options (rendering, positions in the observation), or a Gymnasium release outside `TESTED_GYMNASIUM` keeps
+Gymnasium's own step: the direct step copies that release's code and reads its wrappers' private counters, so each
+new release is checked against it (tests/unit/test_direct_step.py) before it is added.
 """
 
 from __future__ import annotations
@@ -105,45 +105,72 @@ def direct_step(env: gym.Env) -> Step | None:
     return step
 
 
+COMPILED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+"""The actions the kernels take (native byte order); any other goes through the numpy outcome."""
+
+
 def _outcome(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> Callable[[float, np.ndarray], tuple]:
     """(x position before the simulator steps, action) -> (observation, reward, terminated) of `task` after its
     simulator steps: the task's `_get_obs`, `_get_rew` and `is_healthy`, each computed once, in Gymnasium's order of
     operations. A float32 or float64 action (or a list of floats) goes through the compiled kernel of
-    `npsco.envs._direct_kernels`; any other, through the same operations in numpy (`_numpy_outcome`)."""
+    `npsco.envs._direct_kernels` where `_kernel_params` allows it; anything else, through the same operations in numpy
+    (`_numpy_outcome`)."""
     numpy_outcome = _numpy_outcome(task)
-    qpos, qvel = task.data.qpos, task.data.qvel
-    if task.model.nu > MAX_ACTION_SIZE:  # (not one of the three tasks' actions) the control cost's sum is pairwise
+    params = _kernel_params(task)
+    if params is None:
         return numpy_outcome
-    params = np.zeros(STATE_MAX + 1)
-    params[[DT, FORWARD, CTRL]] = task.dt, task._forward_reward_weight, task._ctrl_cost_weight
-    asarray, compiled_dtypes = np.asarray, "fd"
+    qpos, qvel = task.data.qpos, task.data.qvel
+    asarray, compiled = np.asarray, COMPILED_DTYPES
 
     if isinstance(task, HalfCheetahEnv):
 
         def cheetah(x_before: float, action: np.ndarray) -> tuple:
             a = asarray(action)
-            if a.dtype.char not in compiled_dtypes:
+            if a.dtype not in compiled:
                 return numpy_outcome(x_before, action)
             obs, reward = cheetah_outcome(qpos, qvel, x_before, a, params)
             return obs, reward, False
 
         return cheetah
 
-    params[HEALTHY] = task._healthy_reward
-    params[[Z_MIN, Z_MAX]] = task._healthy_z_range
-    params[[ANGLE_MIN, ANGLE_MAX]] = task._healthy_angle_range
-    check_state = isinstance(task, HopperEnv)
-    if isinstance(task, HopperEnv):
-        params[[STATE_MIN, STATE_MAX]] = task._healthy_state_range
+    check_state = isinstance(task, HopperEnv)  # Hopper's third health check
     stop_when_unhealthy = bool(task._terminate_when_unhealthy)
 
     def walker(x_before: float, action: np.ndarray) -> tuple:
         a = asarray(action)
-        if a.dtype.char not in compiled_dtypes:
+        if a.dtype not in compiled:
             return numpy_outcome(x_before, action)
         return walker_outcome(qpos, qvel, x_before, a, params, check_state, stop_when_unhealthy)
 
     return walker
+
+
+def _kernel_params(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> np.ndarray | None:
+    """The kernels' `params` (float64) of `task`'s settings, or None where the kernels would not give numpy's bits: a
+    weight or healthy reward that is not a Python float (a numpy scalar, or an int, promotes otherwise), a health range
+    bound that is not a Python number (per-joint arrays included), or an action size outside 1 to `MAX_ACTION_SIZE`."""
+    weights = [task._forward_reward_weight, task._ctrl_cost_weight]
+    bounds: list = []
+    if not isinstance(task, HalfCheetahEnv):
+        weights.append(task._healthy_reward)
+        bounds += [*task._healthy_z_range, *task._healthy_angle_range]
+        if isinstance(task, HopperEnv):
+            bounds += [*task._healthy_state_range]
+    if (
+        not 1 <= task.model.nu <= MAX_ACTION_SIZE
+        or any(type(w) is not float for w in weights)
+        or any(type(b) not in (int, float) for b in bounds)
+    ):
+        return None
+    params = np.zeros(STATE_MAX + 1)
+    params[[DT, FORWARD, CTRL]] = task.dt, task._forward_reward_weight, task._ctrl_cost_weight
+    if not isinstance(task, HalfCheetahEnv):
+        params[HEALTHY] = task._healthy_reward
+        params[[Z_MIN, Z_MAX]] = task._healthy_z_range
+        params[[ANGLE_MIN, ANGLE_MAX]] = task._healthy_angle_range
+    if isinstance(task, HopperEnv):
+        params[[STATE_MIN, STATE_MAX]] = task._healthy_state_range
+    return params
 
 
 def _numpy_outcome(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> Callable[[float, np.ndarray], tuple]:
@@ -169,7 +196,7 @@ def _numpy_outcome(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> Callable[[
         x_velocity = (qpos[0] - x_before) / dt
         z, angle = qpos[1], qpos[2]
         healthy = bool(z_min < z < z_max and angle_min < angle < angle_max)
-        if healthy and state_min is not None:  # Hopper: also every joint position and velocity but x and z in range
+        if healthy and state_min is not None:  # Hopper: also qpos[2:] and every velocity in range
             state = concat((qpos[2:], qvel))
             healthy = bool(((state_min < state) & (state < state_max)).all())
         reward = (forward_weight * x_velocity + healthy * healthy_reward) - ctrl_weight * total(square(action))
