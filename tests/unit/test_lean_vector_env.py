@@ -146,11 +146,37 @@ class _WrongShape(gym.Env):
         return np.zeros((1, 2), np.float32), 0.0, False, False, {}
 
 
+class _WrongShapeOnReset(_WrongShape):
+    """Resets to a (1, 2) observation after its first reset."""
+
+    resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.resets += 1
+        obs, info = super().reset(seed=seed)
+        return (obs if self.resets == 1 else obs[None]), info
+
+
 def test_an_observation_of_another_shape_than_its_space_is_refused_as_gymnasium_does():
     for envs in (LeanSyncVectorEnv([_WrongShape]), gym.vector.SyncVectorEnv([_WrongShape])):
         envs.reset(seed=0)
         with pytest.raises(ValueError):
             envs.step(np.zeros((1, 1), np.float32))
+    for envs in (LeanSyncVectorEnv([_WrongShapeOnReset]), gym.vector.SyncVectorEnv([_WrongShapeOnReset])):
+        envs.reset(seed=0)
+        with pytest.raises(ValueError):  # a masked reset too
+            envs.reset(options={"reset_mask": np.array([True])})
+
+
+def test_a_masked_reset_without_seeds_takes_the_lean_path(monkeypatch):
+    lean, _ = _pair(2, 1000)
+    lean.reset(seed=0)
+    calls = []
+    monkeypatch.setattr(gym.vector.SyncVectorEnv, "reset", lambda self, **kw: calls.append(kw))
+    obs, _ = lean.reset(options={"reset_mask": np.array([False, True])})
+    assert calls == [] and obs.shape == (2, 11)
+    lean.reset(seed=[1, 2], options={"reset_mask": np.array([False, True])})  # seeded: Gymnasium's
+    assert len(calls) == 1
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
