@@ -5,13 +5,15 @@
         --methods throughput_methods.json --out /tmp/rescaled      # two A/B steps of the code, one after the other
 
 Reads the record (`device_grid_check_2026-11-27/`: every population's manifest, with each policy's wall seconds at
-16-way load), the A/B measurement of PPO's CPU time per env step before and after (`step_split_ab.json`: env step plus
-npsco's own parts, medians over repeats) and each method's speed relative to PPO before and after
-(`throughput_methods_402ef1c.json`, `throughput_methods.json`). Per task, the critical path is the slowest reference
-plus the longest chain of novel policies (one after another); a PPO second becomes 1 / speed-up seconds, and a method's
-second is further scaled by its ratio before / after. Several A/B records (`--ab`, each a later step of the code
-measured against the one before) multiply their speed-ups. Scaled by 10 to 1M steps per policy, and the wall time by
-the record's wall / critical-path factor. An estimate: the speed-up is the 2-core machine's, applied to the 16-core one.
+16-way load), the A/B measurements of PPO's CPU time per env step before and after (`step_split_ab.json` by default;
+a record with the whole step's paired ratios, as `step_split_ab.py` writes since 057a39f, gives the speed-up as 1 /
+their median, an older one as the ratio of its medians of the env step plus npsco's own parts) and each method's
+speed relative to PPO before and after (`throughput_methods_402ef1c.json`, `throughput_methods.json`). Per task, the
+critical path is the slowest reference plus the longest chain of novel policies (one after another); a PPO second
+becomes 1 / speed-up seconds, and a method's second is further scaled by its ratio before / after. Several A/B
+records (`--ab`, each a later step of the code measured against the one before) multiply their speed-ups. Scaled by
+10 to 1M steps per policy, and the wall time by the record's wall / critical-path factor. An estimate: the speed-up
+is the 2-core machine's, applied to the 16-core one.
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ def critical_paths(record: Path) -> dict[str, dict]:
 
 
 def ppo_speedup(ab: dict, task: str) -> float:
-    """PPO's CPU time per env step before / after (env step plus npsco's own parts, medians over repeats)."""
-    parts = ab["tasks"][task]["parts_median_us"]
-    before, after = parts["before"], parts["after"]
-    if "total" in before:
-        return before["total"] / after["total"]
-    return sum(before.values()) / sum(after.values())
+    """PPO's speed-up per env step in an A/B record: 1 / the median of the repeats' paired ratios of the whole step
+    (after / before, each pair measured in the same minutes), where the record has them; an older record, without,
+    gives the ratio of the checkouts' medians (env step plus npsco's own parts)."""
+    row = ab["tasks"][task]
+    if "total_ratio_median" in row:
+        return 1.0 / row["total_ratio_median"]
+    parts = row["parts_median_us"]
+    return sum(parts["before"].values()) / sum(parts["after"].values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="results path without suffix (.md and .json)")
     args = ap.parse_args(argv)
     ab_names = args.ab or ["step_split_ab.json"]
-    abs_ = [json.loads((RESULTS / name).read_text()) for name in ab_names]
+    records = [json.loads((RESULTS / name).read_text()) for name in ab_names]
     before = json.loads((RESULTS / "throughput_methods_402ef1c.json").read_text())["methods"]
     after = json.loads((RESULTS / args.methods).read_text())["methods"]
     summary = json.loads((RECORD / "summary.json").read_text())
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = {}
     for task, p in paths.items():
         s = 1.0
-        for ab in abs_:
+        for ab in records:
             s *= ppo_speedup(ab, task)
         method_scale = before[p["method"]]["ratio_to_ppo"] / after[p["method"]]["ratio_to_ppo"]
         now = p["reference"] / s + p["chain"] / s * method_scale
@@ -97,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         }
     critical = max(r["now_1m_min"] for r in rows.values())
     command = " ".join(["python benchmarks/device_grid_rescale.py", *(argv if argv is not None else sys.argv[1:])])
-    steps = ", then ".join(
+    sources = ", then ".join(
         f"`{name.removesuffix('.json')}.md`, commits {ab['revisions']['before']} -> {ab['revisions']['after']}"
-        for name, ab in zip(ab_names, abs_, strict=True)
+        for name, ab in zip(ab_names, records, strict=True)
     )
     lines = [
         "# The paper grid on 16 cores, re-scaled by the measured per-process speed-up",
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         f"`{command}`",
         "",
         f"From the 16-core record (`device_grid_check_2026-11-27/`: {summary['sweep']['wall_seconds']} s wall at 100k "
-        f"steps per policy, {wall_factor:.2f} x its longest critical path), PPO's speed-up per task ({steps}) and "
+        f"steps per policy, {wall_factor:.2f} x its longest critical path), PPO's speed-up per task ({sources}) and "
         "the chain method's ratio to PPO before and after (`throughput_methods_402ef1c.md`, "
         f"`{args.methods.removesuffix('.json')}.md`).",
         "",

@@ -14,8 +14,10 @@ anneal, the per-iteration hooks, the policy snapshot and the metrics of a traini
 (a new trainer each time), each part is its median over the repeats, and npsco's own cost (the rollout less the env
 step, plus the advantages, plus the update) gets a 95% bootstrap CI of its median: this shared machine's speed drifts
 by tens of percent within an hour. The column `own / env step` (the median over repeats) divides npsco's own cost by
-the env step of the same run, MuJoCo's unchanged code, which slows down with it on a slower hour: it compares runs
-made at different speeds of the machine.
+the env step of the same run, which slows down with it on a slower hour: it compares runs of the same env-step code
+made at different speeds of the machine (not across a change of the env step itself, which the env step includes:
+npsco's lean vector step and direct step around MuJoCo's simulator). The parts are each a median, so they need not
+add up to the total's and the own cost's medians.
 
 Writes benchmarks/results/throughput/step_split.{md,json} (or `--out`.{md,json}).
 """
@@ -45,9 +47,9 @@ def own_cost(row: dict[str, float]) -> float:
     return sum(row[part] for part in OWN)
 
 
-def speed_free(row: dict[str, float]) -> float:
-    """npsco's own cost over the env step of one row: a measure that the machine's speed moves less than either time
-    (MuJoCo's step, unchanged code, slows down with the rest of the process on a slower hour)."""
+def own_per_env_step(row: dict[str, float]) -> float:
+    """npsco's own cost over the env step of one row: between runs of the same code, a measure the machine's speed
+    moves less than either time (the env step slows down with npsco's own code on a slower hour)."""
     return own_cost(row) / row["env step"]
 
 
@@ -143,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for task, row in rows.items():
         own = [own_cost(run) for run in runs[task]]
+        per_env_step = statistics.median(own_per_env_step(run) for run in runs[task])
         line = (
             f"| {task} | "
             + " | ".join(f"{row[p]:.1f}" for p in (*PARTS, "total"))
-            + f" | {statistics.median(own):.1f} | {statistics.median(speed_free(run) for run in runs[task]):.2f} |"
+            + f" | {statistics.median(own):.1f} | {per_env_step:.2f} |"
         )
         if args.repeats > 1:
             lo, hi = bootstrap_median_ci(own)

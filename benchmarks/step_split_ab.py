@@ -6,8 +6,9 @@ BEFORE and AFTER are checkouts (each with its `.venv`, e.g. `git worktree add ..
 Each repeat runs `step_split.py` in BEFORE, then in AFTER (the order alternating from one repeat to the next, so a drift
 of the machine falls on both), on the paper's three tasks. npsco's own cost is the rollout less the env step, plus the
 advantages, plus the update (CPU microseconds per env step). Reported per task: each checkout's median over repeats,
-and the ratio AFTER / BEFORE of the repeats' pairs, its median and a 95% bootstrap CI of the median. Run it on an
-idle machine.
+and the ratio AFTER / BEFORE of the repeats' pairs, its median and a 95% bootstrap CI of the median, for the own cost
+and for the whole step (the env step included: a change to npsco's env step moves that one); the env step's median
+before and after. Run it on an idle machine.
 """
 
 from __future__ import annotations

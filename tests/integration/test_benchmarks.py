@@ -599,7 +599,7 @@ def test_step_split_parts_add_up_to_the_iterations_time(load_script, tmp_path):
 def test_step_split_repeats_report_each_parts_median_and_the_own_costs_ci(load_script, tmp_path):
     ss = load_script("benchmarks/step_split.py")
     row = {"env step": 8.0, "rollout, less the env step": 2.0, "advantages": 0.5, "update": 1.5}
-    assert ss.own_cost(row) == 4.0 and ss.speed_free(row) == 0.5
+    assert ss.own_cost(row) == 4.0 and ss.own_per_env_step(row) == 0.5
     assert ss.bootstrap_median_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
     out, task = tmp_path / "split", "npsco/FourRewardMaze-v0"
     assert ss.main(["--env", task, "--iterations", "1", "--warmup", "1", "--repeats", "3", "--out", str(out)]) == 0
@@ -649,6 +649,25 @@ def test_device_grid_rescale_reads_the_records_critical_paths(load_script, tmp_p
     for task, row in twice["tasks"].items():
         assert row["ppo_speedup"] == pytest.approx(record["tasks"][task]["ppo_speedup"] ** 2)
     assert "step_split_ab.md`, commits" in (tmp_path / "r2.md").read_text()
+    # a record with the whole step's paired ratios: the speed-up is 1 / their median, not a ratio of medians
+    env_ab = json.loads((rs.RESULTS / "step_split_ab_env.json").read_text())
+    walker = env_ab["tasks"]["Walker2d-v5"]
+    assert rs.ppo_speedup(env_ab, "Walker2d-v5") == pytest.approx(1 / np.median(walker["total_ratio"]))
+    parts = walker["parts_median_us"]
+    assert rs.ppo_speedup(env_ab, "Walker2d-v5") != pytest.approx(parts["before"]["total"] / parts["after"]["total"])
+    argv = [
+        "--ab",
+        "step_split_ab.json",
+        "--ab",
+        "step_split_ab_env.json",
+        "--methods",
+        "throughput_methods_0265f2a_6proc.json",
+    ]
+    assert rs.main([*argv, "--out", str(tmp_path / "r3")]) == 0
+    chained = json.loads((tmp_path / "r3.json").read_text())
+    assert chained["methods"] == "throughput_methods_0265f2a_6proc.json"
+    speedup = record["tasks"]["Walker2d-v5"]["ppo_speedup"] * rs.ppo_speedup(env_ab, "Walker2d-v5")
+    assert chained["tasks"]["Walker2d-v5"]["ppo_speedup"] == pytest.approx(speedup)
 
 
 # ------------------------------------------------------------------------------------- novel_everywhere/measure.py
