@@ -51,6 +51,7 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
             and mask.shape == (self.num_envs,)
             and mask.dtype == np.bool_
             and mask.any()
+            and all(obs is not None for obs in self._env_obs)  # (before a first reset, Gymnasium's error)
         ):
             return super().reset(seed=seed, options=options)
         assert options is not None
