@@ -42,53 +42,46 @@ def control_cost(action: np.ndarray, weight: float) -> float:
 
 
 @jit
-def cheetah_outcome(
-    qpos: np.ndarray, qvel: np.ndarray, x_before: float, action: np.ndarray, params: np.ndarray
-) -> tuple[np.ndarray, float]:
-    """HalfCheetah-v5 after its simulator steps: (observation (qpos[1:], qvel), reward)."""
-    x_velocity = (qpos[0] - x_before) / params[DT]
-    reward = params[FORWARD] * x_velocity - control_cost(action, params[CTRL])
-    p, v = qpos.size - 1, qvel.size
-    obs = np.empty(p + v)
-    for i in range(p):
-        obs[i] = qpos[i + 1]
-    for i in range(v):
-        obs[p + i] = qvel[i]
-    return obs, reward
-
-
-@jit
-def walker_outcome(
+def task_outcome(
     qpos: np.ndarray,
     qvel: np.ndarray,
     x_before: float,
     action: np.ndarray,
     params: np.ndarray,
+    health: bool,
     check_state: bool,
     stop_when_unhealthy: bool,
 ) -> tuple[np.ndarray, float, bool]:
-    """Hopper-v5 or Walker2d-v5 (with `check_state`: Hopper's test of its state vector less x and z, qpos[2:] and all
-    of qvel) after its simulator steps: (observation (qpos[1:], qvel clipped to +-10), reward, terminated)."""
+    """A task after its simulator steps: (observation, reward, terminated). HalfCheetah-v5 (no `health`): observation
+    (qpos[1:], qvel), reward forward - control cost, never terminated. Hopper-v5 and Walker2d-v5 (`health`): qvel
+    clipped to +-10 in the observation, the healthy reward added before the control cost is taken off, and with
+    `check_state` Hopper's test of its state vector less x and z (qpos[2:] and all of qvel)."""
     x_velocity = (qpos[0] - x_before) / params[DT]
-    z, angle = qpos[1], qpos[2]
-    healthy = params[Z_MIN] < z < params[Z_MAX] and params[ANGLE_MIN] < angle < params[ANGLE_MAX]
-    if healthy and check_state:
-        lo, hi = params[STATE_MIN], params[STATE_MAX]
-        for i in range(2, qpos.size):
-            healthy = healthy and lo < qpos[i] < hi
-        for i in range(qvel.size):
-            healthy = healthy and lo < qvel[i] < hi
-    # Gymnasium's `healthy * healthy_reward`: a bool times a float
-    reward = (params[FORWARD] * x_velocity + np.float64(healthy) * params[HEALTHY]) - control_cost(action, params[CTRL])
+    healthy = True
+    if health:
+        z, angle = qpos[1], qpos[2]
+        healthy = params[Z_MIN] < z < params[Z_MAX] and params[ANGLE_MIN] < angle < params[ANGLE_MAX]
+        if healthy and check_state:
+            lo, hi = params[STATE_MIN], params[STATE_MAX]
+            for i in range(2, qpos.size):
+                healthy = healthy and lo < qpos[i] < hi
+            for i in range(qvel.size):
+                healthy = healthy and lo < qvel[i] < hi
+        # Gymnasium's `healthy * healthy_reward`: a bool times a float
+        gain = params[FORWARD] * x_velocity + np.float64(healthy) * params[HEALTHY]
+    else:
+        gain = params[FORWARD] * x_velocity
+    reward = gain - control_cost(action, params[CTRL])
     p, v = qpos.size - 1, qvel.size
     obs = np.empty(p + v)
     for i in range(p):
         obs[i] = qpos[i + 1]
     for i in range(v):
         x = qvel[i]
-        if x < -10.0:  # np.minimum(np.maximum(qvel, -10), 10): a NaN stays
-            x = -10.0
-        if x > 10.0:
-            x = 10.0
+        if health:  # np.minimum(np.maximum(qvel, -10), 10): a NaN stays
+            if x < -10.0:
+                x = -10.0
+            if x > 10.0:
+                x = 10.0
         obs[p + i] = x
     return obs, reward, (not healthy) and stop_when_unhealthy

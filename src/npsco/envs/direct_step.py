@@ -35,8 +35,7 @@ from npsco.envs._direct_kernels import (
     STATE_MIN,
     Z_MAX,
     Z_MIN,
-    cheetah_outcome,
-    walker_outcome,
+    task_outcome,
 )
 
 TESTED_GYMNASIUM = ((1, 4),)
@@ -121,28 +120,17 @@ def _outcome(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> Callable[[float,
         return numpy_outcome
     qpos, qvel = task.data.qpos, task.data.qvel
     asarray, compiled = np.asarray, COMPILED_DTYPES
+    health = not isinstance(task, HalfCheetahEnv)  # Hopper's and Walker2d's health check
+    check_state = isinstance(task, HopperEnv)  # Hopper's third one
+    stop_when_unhealthy = health and bool(task._terminate_when_unhealthy)  # type: ignore[union-attr]
 
-    if isinstance(task, HalfCheetahEnv):
-
-        def cheetah(x_before: float, action: np.ndarray) -> tuple:
-            a = asarray(action)
-            if a.dtype not in compiled:
-                return numpy_outcome(x_before, action)
-            obs, reward = cheetah_outcome(qpos, qvel, x_before, a, params)
-            return obs, reward, False
-
-        return cheetah
-
-    check_state = isinstance(task, HopperEnv)  # Hopper's third health check
-    stop_when_unhealthy = bool(task._terminate_when_unhealthy)
-
-    def walker(x_before: float, action: np.ndarray) -> tuple:
+    def step_outcome(x_before: float, action: np.ndarray) -> tuple:
         a = asarray(action)
         if a.dtype not in compiled:
             return numpy_outcome(x_before, action)
-        return walker_outcome(qpos, qvel, x_before, a, params, check_state, stop_when_unhealthy)
+        return task_outcome(qpos, qvel, x_before, a, params, health, check_state, stop_when_unhealthy)
 
-    return walker
+    return step_outcome
 
 
 def _kernel_params(task: HopperEnv | Walker2dEnv | HalfCheetahEnv) -> np.ndarray | None:
