@@ -62,12 +62,17 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
         infos: dict[str, Any] = {}
         for i in np.flatnonzero(mask).tolist():
             obs, info = self.envs[i].reset(seed=None, options=options)
-            if np.shape(obs) != self._obs_shape:  # as Gymnasium's stacking refuses it
-                raise ValueError(f"sub-env {i} returned an observation of shape {np.shape(obs)}, not {self._obs_shape}")
-            self._env_obs[i] = obs
-            self._observations[i] = obs
+            self._store_observation(i, obs)
             infos = self._add_info(infos, info, i)
         return self._observations.copy(), infos
+
+    def _store_observation(self, i: int, obs: Any) -> None:
+        """Sub-env i's latest observation, where Gymnasium's masked reset re-stacks it from and in the batch; one of
+        another shape is refused, as Gymnasium's stacking refuses it (no silent broadcast)."""
+        if np.shape(obs) != self._obs_shape:
+            raise ValueError(f"sub-env {i} returned an observation of shape {np.shape(obs)}, not {self._obs_shape}")
+        self._env_obs[i] = obs
+        self._observations[i] = obs
 
     def step_some(
         self, actions: Any, active: np.ndarray | None
@@ -90,10 +95,7 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
                     }
                 infos["final_obs"][i], infos["_final_obs"][i] = obs, True
                 obs, _ = env.reset()
-            if np.shape(obs) != self._obs_shape:  # as Gymnasium's stacking refuses it (no silent broadcast)
-                raise ValueError(f"sub-env {i} returned an observation of shape {np.shape(obs)}, not {self._obs_shape}")
-            self._env_obs[i] = obs  # a masked reset re-stacks every sub-env's latest observation from here
-            self._observations[i] = obs
+            self._store_observation(i, obs)
         self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
         return (
             self._observations.copy(),
