@@ -24,21 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-OWN = ("rollout, less the env step", "advantages", "update")
-"""The parts of `step_split.py` that are npsco's own code (the env step is MuJoCo's and Gymnasium's)."""
+sys.path.insert(0, str(Path(__file__).parent))
+from step_split import OWN, bootstrap_median_ci, own_cost  # noqa: E402  (the sibling script that is measured)
+
 TASKS = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")
-
-
-def own_cost(row: dict[str, float]) -> float:
-    """npsco's own microseconds per env step of one `step_split.py` row."""
-    return sum(row[part] for part in OWN)
-
-
-def bootstrap_median_ci(values: np.ndarray, draws: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile-bootstrap CI of the median of `values`."""
-    rng = np.random.default_rng(seed)
-    medians = np.median(rng.choice(values, size=(draws, len(values)), replace=True), axis=1)
-    return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
 
 
 def run_split(checkout: Path, out: Path, iterations: int, tasks: list[str]) -> dict[str, dict[str, float]]:
