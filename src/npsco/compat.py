@@ -78,14 +78,18 @@ OLD_DEFAULTS: tuple[tuple[str, Any, str, str], ...] = (
 """(setting, its earlier default, what changed, the flag that gives it back) for each changed default."""
 
 
+def recorded_method(config: dict[str, Any]) -> str | None:
+    """The method a population's `config.json` (or today's configuration as one) names, or None where it names none."""
+    section = config.get("method")
+    return section.get("method") if isinstance(section, dict) else None
+
+
 def old_default_hints(stored: dict[str, Any], current: dict[str, Any]) -> str:
     """For a population run's recorded `config.json` (`stored`) that differs from today's configuration (`current`),
     a hint per changed default that explains the difference: `" (an earlier npsco's default ...: add ... to resume a
     run made with it)"`, or "" when none does."""
     hints: list[str] = []
-    methods = [
-        (c.get("method") or {}).get("method") if isinstance(c.get("method"), dict) else None for c in (stored, current)
-    ]
+    methods = recorded_method(stored), recorded_method(current)
     if None not in methods and methods[0] != methods[1]:  # a run of another method: its defaults are not this one's
         return ""
     for key, old, what, flag in OLD_DEFAULTS:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npsco.compat import current_method_settings, current_ppo_settings
+from npsco.compat import current_method_settings, current_ppo_settings, recorded_method
 from npsco.errors import NpscoError
 from npsco.limits import MAX_CANDIDATES
 from npsco.methods import METHODS
@@ -162,7 +162,7 @@ def configuration_differences(stored: dict[str, Any], current: dict[str, Any]) -
         stored, current = {**stored, "refs": None}, {**current, "refs": None}
     stored, current = _with_resolved_paths(stored), _with_resolved_paths(current)
     found = differences(stored, current, defaults)
-    was = (stored.get("method") or {}).get("method") if isinstance(stored.get("method"), dict) else None
+    was = recorded_method(stored)
     if was is not None and was != method:  # another method: its settings differ as a consequence, say the cause
         first = f"method: {was!r} in the run, {method!r} now (--method {was} resumes it)"
         return [first, *(d for d in found if not d.startswith("method."))]
