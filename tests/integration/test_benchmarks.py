@@ -852,3 +852,18 @@ def test_rowwise_remeasure_counts_changed_returns_and_flipped_verdicts(load_scri
     (tmp_path / "fewer.json").write_text(json.dumps(rows([True], [1.2])))
     with pytest.raises(SystemExit, match="do not hold the same policies"):
         rr.main(["--measure", "x", str(tmp_path / "old.json"), str(tmp_path / "fewer.json"), "--out", str(out)])
+
+
+# --------------------------------------------------------------------------------------------- env_step_parts.py
+def test_env_step_parts_times_both_outcomes_and_both_masked_resets(load_script, tmp_path):
+    es = load_script("benchmarks/env_step_parts.py")
+    out = tmp_path / "parts"
+    assert es.main(["--calls", "20", "--repeats", "2", "--out", str(out)]) == 0
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert set(record["outcome_us"]) == set(es.TASKS)
+    for row in record["outcome_us"].values():
+        assert row["numpy"] > 0 and row["compiled"] > 0
+    assert record["masked_reset_us"]["gymnasium"] > 0 and record["masked_reset_us"]["lean"] > 0
+    assert "| Walker2d-v5 |" in out.with_suffix(".md").read_text()
+    with pytest.raises(SystemExit):
+        es.main(["--calls", "0", "--out", str(out)])

@@ -41,7 +41,7 @@ class LeanSyncVectorEnv(gym.vector.SyncVectorEnv):
     ) -> tuple[Any, dict[str, Any]]:
         """`SyncVectorEnv.reset`. A masked reset without seeds (IPD ending episodes mid-rollout) resets the masked
         sub-envs by the same calls and writes their observations in place, where Gymnasium re-stacks and deep-copies
-        every sub-env's (half the cost of a one-env reset); any other reset, or a mask Gymnasium would refuse, is
+        every sub-env's; any other reset, or a mask Gymnasium would refuse, is
         Gymnasium's own."""
         mask = None if options is None else options.get("reset_mask")
         if not (
