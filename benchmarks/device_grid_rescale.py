@@ -3,6 +3,7 @@
     python benchmarks/device_grid_rescale.py --out benchmarks/results/throughput/device_grid_rescaled
     python benchmarks/device_grid_rescale.py --ab step_split_ab.json --ab step_split_ab_env.json \
         --methods throughput_methods.json --out /tmp/rescaled      # two A/B steps of the code, one after the other
+    python benchmarks/device_grid_rescale.py --chain-ab chain_ab.json --out /tmp/rescaled   # the record's code, direct
 
 Reads the record (`device_grid_check_2026-11-27/`: every population's manifest, with each policy's wall seconds at
 16-way load), the A/B measurements of PPO's CPU time per env step before and after (`step_split_ab.json` by default;
@@ -14,6 +15,10 @@ becomes 1 / speed-up seconds, and a method's second is further scaled by its rat
 records (`--ab`, each a later step of the code measured against the one before) multiply their speed-ups. Scaled by
 10 to 1M steps per policy, and the wall time by the record's wall / critical-path factor. An estimate: the speed-up
 is the 2-core machine's, applied to the 16-core one.
+
+With `--chain-ab` (a `chain_ab.py` record of the record's own code against a later one, every method of the grid),
+every policy of the record is re-scaled by its own method's measured speed-up on its task (the references by PPO's),
+and each task's longest chain is taken after that: no chain of A/B steps, no method ratios.
 """
 
 from __future__ import annotations
@@ -61,8 +66,93 @@ def ppo_speedup(ab: dict, task: str) -> float:
     return sum(parts["before"].values()) / sum(parts["after"].values())
 
 
+def rescaled_paths(record: Path, speedups: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """Per task, the critical path after every policy of the record is re-scaled by its method's speed-up on that task
+    (`speedups[task][method]`; the references by PPO's): the slowest reference and the longest chain (its method and
+    seconds), then and now."""
+    out: dict[str, dict] = {}
+    for path in sorted(record.glob("manifest_*.json")):
+        task, method = path.stem.removeprefix("manifest_").rsplit("_", 1)
+        members = json.loads(path.read_text())["members"]
+        row = out.setdefault(task, {"reference": 0.0, "reference_now": 0.0, "chain": 0.0, "chain_now": 0.0})
+        if method == "ppo":
+            row["reference"] = max(m["wall_seconds"] for m in members if m["role"] == "reference")
+            row["reference_now"] = row["reference"] / speedups[task]["ppo"]
+            continue
+        chains: dict[str, float] = {}
+        for m in members:
+            if m["role"] == "novel":
+                chains[m["chain"]] = chains.get(m["chain"], 0.0) + m["wall_seconds"]
+        then = max(chains.values(), default=0.0)
+        row["chain"] = max(row["chain"], then)  # the longest chain then, of any method
+        now = then / speedups[task][method]
+        if now > row["chain_now"]:
+            row["chain_now"], row["method"], row["method_speedup"] = now, method, speedups[task][method]
+    return out
+
+
+def chain_ab_main(args: argparse.Namespace, command: str) -> int:
+    """`--chain-ab`: the record re-scaled policy by policy with the direct A/B's speed-ups."""
+    ab = json.loads((RESULTS / args.chain_ab).read_text())
+    speedups: dict[str, dict[str, float]] = {}
+    for row in ab["rows"]:
+        speedups.setdefault(row["task"], {})[row["method"]] = row["speedup"]
+    summary = json.loads((RECORD / "summary.json").read_text())
+    paths = rescaled_paths(RECORD, speedups)
+    longest_then = max(p["reference"] + p["chain"] for p in paths.values())
+    wall_factor = summary["sweep"]["wall_seconds"] / longest_then
+    for p in paths.values():
+        p["then_s"], p["now_s"] = p["reference"] + p["chain"], p["reference_now"] + p["chain_now"]
+        p["now_1m_min"] = p["now_s"] * SCALE / 60
+    critical = max(p["now_1m_min"] for p in paths.values())
+    revs = ab["revisions"]
+    lines = [
+        "# The paper grid on 16 cores, re-scaled policy by policy from the record's own code",
+        "",
+        f"`{command}`",
+        "",
+        f"From the 16-core record (`device_grid_check_2026-11-27/`: {summary['sweep']['wall_seconds']} s wall at 100k "
+        f"steps per policy, {wall_factor:.2f} x its longest critical path), each policy's wall seconds divided by its "
+        f"method's speed-up on its task, measured directly from the record's code to today's "
+        f"(`{args.chain_ab.removesuffix('.json')}.md`, commits {revs['before']} -> {revs['after']}).",
+        "",
+        "| task | slowest reference then (s) | PPO speed-up | longest chain then (s) | longest chain now: method | "
+        "its speed-up | critical path then (s) | now (s) | now at 1M steps (min) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for task, p in paths.items():
+        lines.append(
+            f"| {task} | {p['reference']:.1f} | {speedups[task]['ppo']:.2f} | {p['chain']:.1f} | {p['method']} | "
+            f"{p['method_speedup']:.2f} | {p['then_s']:.1f} | {p['now_s']:.1f} | {p['now_1m_min']:.1f} |"
+        )
+    lines += [
+        "",
+        f"Longest critical path at 1M steps: **{critical:.1f} minutes**; with the record's wall / critical-path factor "
+        f"({wall_factor:.2f}) the projected wall time is **{critical * wall_factor:.1f} minutes** on 16 cores "
+        f"(the record itself: {summary['sweep']['wall_seconds'] * SCALE / 60:.1f}). An estimate: the speed-ups were "
+        "measured on the 2-core machine, one process at a time, and are applied to policies that ran 16 at once.",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    args.out.with_suffix(".md").write_text(text)
+    record = {
+        "chain_ab": args.chain_ab,
+        "tasks": paths,
+        "wall_factor": wall_factor,
+        "critical_1m_min": critical,
+        "wall_1m_min": critical * wall_factor,
+    }
+    args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--chain-ab",
+        help="a chain_ab.py record in benchmarks/results/throughput (the record's code against a later one); "
+        "replaces --ab and --methods",
+    )
     ap.add_argument(
         "--ab",
         action="append",
@@ -76,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, required=True, help="results path without suffix (.md and .json)")
     args = ap.parse_args(argv)
+    command = " ".join(["python benchmarks/device_grid_rescale.py", *(argv if argv is not None else sys.argv[1:])])
+    if args.chain_ab:
+        if args.ab:
+            ap.error("--chain-ab replaces --ab")
+        return chain_ab_main(args, command)
     ab_names = args.ab or ["step_split_ab.json"]
     records = [json.loads((RESULTS / name).read_text()) for name in ab_names]
     before = json.loads((RESULTS / "throughput_methods_402ef1c.json").read_text())["methods"]
@@ -100,7 +195,6 @@ def main(argv: list[str] | None = None) -> int:
             "now_1m_min": now * SCALE / 60,
         }
     critical = max(r["now_1m_min"] for r in rows.values())
-    command = " ".join(["python benchmarks/device_grid_rescale.py", *(argv if argv is not None else sys.argv[1:])])
     sources = ", then ".join(
         f"`{name.removesuffix('.json')}.md`, commits {ab['revisions']['before']} -> {ab['revisions']['after']}"
         for name, ab in zip(ab_names, records, strict=True)

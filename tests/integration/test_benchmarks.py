@@ -670,6 +670,75 @@ def test_device_grid_rescale_reads_the_records_critical_paths(load_script, tmp_p
     assert chained["tasks"]["Walker2d-v5"]["ppo_speedup"] == pytest.approx(speedup)
 
 
+def test_device_grid_rescale_with_a_direct_ab_rescales_every_policy_by_its_methods_speedup(load_script, tmp_path):
+    rs = load_script("benchmarks/device_grid_rescale.py")
+    methods = ("ppo", "ipd", "wsr", "tnb", "ctnb", "cpo")
+    tasks = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")
+
+    def run(speedups: dict[tuple[str, str], float], name: str) -> dict:
+        rows = [{"task": t, "method": m, "speedup": speedups.get((t, m), 1.0)} for t in tasks for m in methods]
+        ab = tmp_path / f"{name}_ab.json"
+        ab.write_text(json.dumps({"rows": rows, "revisions": {"before": "aaaaaaa", "after": "bbbbbbb"}}))
+        assert rs.main(["--chain-ab", str(ab), "--out", str(tmp_path / name)]) == 0
+        return json.loads((tmp_path / f"{name}.json").read_text())
+
+    then = rs.critical_paths(rs.RECORD)
+    same = run({}, "same")  # no speed-up: the record's own critical paths
+    for task, row in same["tasks"].items():
+        assert row["now_s"] == pytest.approx(then[task]["reference"] + then[task]["chain"])
+        assert row["method"] == then[task]["method"]
+    assert same["wall_1m_min"] == pytest.approx(
+        json.loads((rs.RECORD / "summary.json").read_text())["sweep"]["wall_seconds"] * rs.SCALE / 60
+    )
+    # Walker2d's CTNB chain three times faster: its longest chain is now another method's, at that one's speed
+    faster = run({("Walker2d-v5", "ctnb"): 3.0, ("Walker2d-v5", "ppo"): 2.0}, "faster")
+    walker = faster["tasks"]["Walker2d-v5"]
+    assert walker["method"] != "ctnb" and walker["method_speedup"] == 1.0
+    assert walker["reference_now"] == pytest.approx(then["Walker2d-v5"]["reference"] / 2)
+    manifest = json.loads((rs.RECORD / f"manifest_Walker2d-v5_{walker['method']}.json").read_text())
+    chains: dict[str, float] = {}
+    for m in manifest["members"]:
+        if m["role"] == "novel":
+            chains[m["chain"]] = chains.get(m["chain"], 0.0) + m["wall_seconds"]
+    assert walker["chain_now"] == pytest.approx(max(chains.values()))
+    assert "re-scaled policy by policy" in (tmp_path / "faster.md").read_text()
+    with pytest.raises(SystemExit):
+        rs.main(["--chain-ab", "x.json", "--ab", "step_split_ab.json", "--out", str(tmp_path / "bad")])
+
+
+# -------------------------------------------------------------------------------- method_iterations.py, chain_ab.py
+def test_method_iterations_avoids_the_references_then_the_chain_in_order(load_script, monkeypatch, tmp_path):
+    mi = load_script("benchmarks/method_iterations.py")
+    monkeypatch.chdir(REPO)
+    paths = mi.reference_paths("Hopper-v5", "ipd", 7)  # Hopper's IPD: the 1x-threshold chain
+    assert [p.parent.name for p in paths] == ["ref0", "ref1", "ref2", "ref3", "ref4", "k0", "k1"]
+    assert paths[5].parent.parent.name == "ipd-r0x1"
+    assert mi.reference_paths("Walker2d-v5", "ctnb", 6)[5].parent.parent.name == "ctnb"
+    with pytest.raises(ValueError, match="--refs must be 0 to 10"):
+        mi.reference_paths("Hopper-v5", "ctnb", 11)
+    out = tmp_path / "ctnb.json"
+    argv = ["--env", "Hopper-v5", "--method", "ctnb", "--refs", "6", "--iterations", "1", "--out", str(out)]
+    assert mi.main(argv) == 0
+    record = json.loads(out.read_text())
+    assert record["refs"] == 6 and len(record["iteration_seconds"]) == 1
+    assert record["median"] == record["iteration_seconds"][0] > 0
+
+
+def test_chain_ab_pairs_two_checkouts_per_method(load_script, tmp_path):
+    ab = load_script("benchmarks/chain_ab.py")
+    assert ab.record_r0("Walker2d-v5") == pytest.approx(1.1017833708637323)
+    root = Path(ab.__file__).resolve().parents[1]  # this checkout, measured against itself
+    out = tmp_path / "ab"
+    argv = [str(root), str(root), "--repeats", "1", "--iterations", "1", "--env", "Hopper-v5", "--method", "ppo"]
+    assert ab.main([*argv, "--out", str(out)]) == 0
+    record = json.loads(out.with_suffix(".json").read_text())
+    (row,) = record["rows"]
+    pair = record["seconds"]["Hopper-v5"]["ppo"]
+    assert row["ratio"] == pytest.approx(pair["after"][0] / pair["before"][0])
+    assert row["speedup"] == pytest.approx(1 / row["ratio"])
+    assert "| Hopper-v5 | ppo |" in out.with_suffix(".md").read_text()
+
+
 # ------------------------------------------------------------------------------------- novel_everywhere/measure.py
 def test_novel_everywhere_counts_first_and_kept_candidates(load_script, tmp_path):
     me = load_script("benchmarks/novel_everywhere/measure.py")
