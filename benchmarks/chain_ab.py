@@ -6,10 +6,12 @@
 BEFORE and AFTER are checkouts, each with its `.venv` (`git worktree add ../before REV && bash scripts/setup.sh`
 there). Each repeat runs every (task, method) in BEFORE and in AFTER, the order of the two alternating from one repeat
 to the next, each in a fresh process of that checkout's Python (`method_iterations.py`: CPU seconds of training
-iterations, the median of `--iterations`), with seed r in repeat r: where the two checkouts train different bits, one
-seed would give each its own episodes in every repeat, a fixed difference that no number of repeats averages out. A
-method avoids `--refs` policies of the paper campaign at the threshold of the 16-core record's manifests
-(`device_grid_check_2026-11-27/`, `r0_default`); PPO avoids none.
+iterations, the median of `--iterations`), with seed r in repeat r in both: where the checkouts' training differs bit
+for bit (as it does across 584aa40), one seed would give each checkout a fixed, different set of episodes in every
+repeat, a difference that no number of repeats averages out. Each pair is refused unless each checkout imported its
+own npsco and both ran the same versions of Gymnasium, MuJoCo, numpy, torch and numba. A method avoids `--refs`
+policies of the paper campaign at the threshold of the 16-core record's manifests (`device_grid_check_2026-11-27/`,
+`r0_default`); PPO avoids none.
 
 Per (task, method): each checkout's median over repeats, the paired ratio AFTER / BEFORE (median over repeats and a
 95% bootstrap CI of it) and the speed-up 1 / that median, which `device_grid_rescale.py --chain-ab` applies to the
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,13 +46,25 @@ def record_r0(task: str) -> float:
     return float(json.loads((RECORD / f"manifest_{task}_ipd.json").read_text())["r0_default"])  # every method's
 
 
-def run_once(checkout: Path, task: str, method: str, refs: int, iterations: int, seed: int, out: Path) -> float:
-    """The median CPU seconds of an iteration of `method` on `task`, measured in `checkout` by its own Python."""
+def run_once(checkout: Path, task: str, method: str, refs: int, iterations: int, seed: int, out: Path) -> dict:
+    """`method_iterations.py`'s record of `method` on `task`, measured in `checkout` by its own Python (without a
+    PYTHONPATH of ours, which could make both checkouts import the same npsco)."""
     command = [str(checkout / ".venv/bin/python"), str(WORKER), "--env", task, "--method", method]
     command += ["--refs", str(refs), "--r0", repr(record_r0(task)), "--iterations", str(iterations)]
     command += ["--seed", str(seed), "--out", str(out)]
-    subprocess.run(command, cwd=checkout, check=True, stdout=subprocess.DEVNULL)
-    return float(json.loads(out.read_text())["median"])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run(command, cwd=checkout, env=env, check=True, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
+def check_software(checkouts: dict[str, Path], seen: dict[str, dict[str, str]]) -> None:
+    """Refuse a comparison where a checkout ran another checkout's npsco, or the libraries' versions differ."""
+    for name, checkout in checkouts.items():
+        if not Path(seen[name]["npsco"]).is_relative_to(checkout.resolve()):
+            raise SystemExit(f"{name} ({checkout}) imported npsco from {seen[name]['npsco']}, not its own")
+    libraries = {name: {k: v for k, v in s.items() if k != "npsco"} for name, s in seen.items()}
+    if libraries["before"] != libraries["after"]:
+        raise SystemExit(f"the checkouts run different libraries: {libraries['before']} and {libraries['after']}")
 
 
 def revision(checkout: Path) -> str:
@@ -76,21 +91,25 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{checkout} has no .venv: run scripts/setup.sh there first")
     tasks, methods = args.env or list(TASKS), args.method or list(METHODS)
     revs = {"before": revision(args.before), "after": revision(args.after)}
+    checkouts = {"before": args.before, "after": args.after}
+    runs: list[dict] = []
     seconds: dict[str, dict[str, dict[str, list[float]]]] = {
         t: {m: {"before": [], "after": []} for m in methods} for t in tasks
     }
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
-            order = [("before", args.before), ("after", args.after)]
-            if r % 2:
-                order.reverse()
+            order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
             for task in tasks:
                 for method in methods:
-                    for name, checkout in order:
-                        run = Path(tmp) / "run.json"
-                        s = run_once(checkout, task, method, args.refs, args.iterations, r + 1, run)
-                        seconds[task][method][name].append(s)
+                    seen = {}
+                    for name in order:
+                        out = Path(tmp) / "run.json"
+                        run = run_once(checkouts[name], task, method, args.refs, args.iterations, r + 1, out)
+                        seconds[task][method][name].append(float(run["median"]))
+                        seen[name] = run["software"]
+                        runs.append({"repeat": r + 1, "task": task, "method": method, "checkout": name, **run})
+                    check_software(checkouts, seen)
                     pair = seconds[task][method]
                     print(
                         f"repeat {r + 1}/{args.repeats} {task} {method}: {pair['before'][-1]:.3f} s -> "
@@ -147,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         "refs": args.refs,
         "rows": rows,
         "seconds": seconds,
+        "software": {name: next(r["software"] for r in runs if r["checkout"] == name) for name in checkouts},
+        "runs": runs,
     }
     args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     return 0

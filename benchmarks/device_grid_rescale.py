@@ -68,11 +68,15 @@ def ppo_speedup(ab: dict, task: str) -> float:
 
 def rescaled_paths(record: Path, speedups: dict[str, dict[str, float]]) -> dict[str, dict]:
     """Per task, the critical path after every policy of the record is re-scaled by its method's speed-up on that task
-    (`speedups[task][method]`; the references by PPO's): the slowest reference and the longest chain (its method and
-    seconds), then and now."""
+    (`speedups[task][method]`; the references by PPO's): the slowest reference then and now, the longest chain then
+    (`chain`, of `method_then`) and the longest now (`chain_now`, of `method`, at `method_speedup`)."""
+    manifests = sorted(record.glob("manifest_*.json"))
+    pairs = [path.stem.removeprefix("manifest_").rsplit("_", 1) for path in manifests]
+    missing = sorted(f"{task} {method}" for task, method in pairs if method not in speedups.get(task, {}))
+    if missing:
+        raise SystemExit(f"no speed-up for {', '.join(missing)}: the A/B record must measure every method of the grid")
     out: dict[str, dict] = {}
-    for path in sorted(record.glob("manifest_*.json")):
-        task, method = path.stem.removeprefix("manifest_").rsplit("_", 1)
+    for path, (task, method) in zip(manifests, pairs, strict=True):
         members = json.loads(path.read_text())["members"]
         row = out.setdefault(task, {"reference": 0.0, "reference_now": 0.0, "chain": 0.0, "chain_now": 0.0})
         if method == "ppo":
@@ -84,7 +88,8 @@ def rescaled_paths(record: Path, speedups: dict[str, dict[str, float]]) -> dict[
             if m["role"] == "novel":
                 chains[m["chain"]] = chains.get(m["chain"], 0.0) + m["wall_seconds"]
         then = max(chains.values(), default=0.0)
-        row["chain"] = max(row["chain"], then)  # the longest chain then, of any method
+        if then > row["chain"]:  # the longest chain then, of any method
+            row["chain"], row["method_then"] = then, method
         now = then / speedups[task][method]
         if now > row["chain_now"]:
             row["chain_now"], row["method"], row["method_speedup"] = now, method, speedups[task][method]
@@ -105,6 +110,18 @@ def chain_ab_main(args: argparse.Namespace, command: str) -> int:
         p["then_s"], p["now_s"] = p["reference"] + p["chain"], p["reference_now"] + p["chain_now"]
         p["now_1m_min"] = p["now_s"] * SCALE / 60
     critical = max(p["now_1m_min"] for p in paths.values())
+    # the same with every speed-up at its CI's slow end, then its fast end (the record's ratio CIs, where it has them)
+    band = None
+    if all("ratio_ci" in row for row in ab["rows"]):
+        ends = []
+        for end in (1, 0):  # the ratio's upper bound is the slow end
+            bound: dict[str, dict[str, float]] = {}
+            for row in ab["rows"]:
+                bound.setdefault(row["task"], {})[row["method"]] = 1.0 / row["ratio_ci"][end]
+            ends.append(
+                max(q["reference_now"] + q["chain_now"] for q in rescaled_paths(RECORD, bound).values()) * SCALE / 60
+            )
+        band = ends[1] * wall_factor, ends[0] * wall_factor
     revs = ab["revisions"]
     lines = [
         "# The paper grid on 16 cores, re-scaled policy by policy from the record's own code",
@@ -132,11 +149,18 @@ def chain_ab_main(args: argparse.Namespace, command: str) -> int:
         f"(the record itself: {summary['sweep']['wall_seconds'] * SCALE / 60:.1f}). An estimate: the speed-ups were "
         "measured on the 2-core machine, one process at a time, and are applied to policies that ran 16 at once.",
     ]
+    if band is not None:
+        lines += [
+            "",
+            f"With every speed-up at its 95% CI's fast end, then at its slow end: **{band[0]:.1f} to {band[1]:.1f} "
+            "minutes** of wall time (a band, not a CI of the projection: the ends are taken together).",
+        ]
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.with_suffix(".md").write_text(text)
     record = {
         "chain_ab": args.chain_ab,
+        "wall_1m_min_band": band,
         "tasks": paths,
         "wall_factor": wall_factor,
         "critical_1m_min": critical,
@@ -161,16 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--methods",
-        default="throughput_methods.json",
-        help="the methods' ratios after, in benchmarks/results/throughput",
+        help="the methods' ratios after, in benchmarks/results/throughput (default: throughput_methods.json)",
     )
     ap.add_argument("--out", type=Path, required=True, help="results path without suffix (.md and .json)")
     args = ap.parse_args(argv)
     command = " ".join(["python benchmarks/device_grid_rescale.py", *(argv if argv is not None else sys.argv[1:])])
     if args.chain_ab:
-        if args.ab:
-            ap.error("--chain-ab replaces --ab")
+        if args.ab or args.methods:
+            ap.error("--chain-ab replaces --ab and --methods")
         return chain_ab_main(args, command)
+    args.methods = args.methods or "throughput_methods.json"
     ab_names = args.ab or ["step_split_ab.json"]
     records = [json.loads((RESULTS / name).read_text()) for name in ab_names]
     before = json.loads((RESULTS / "throughput_methods_402ef1c.json").read_text())["methods"]

@@ -6,9 +6,10 @@
 One trainer (the `default` preset, no evaluation, `--seed`), one unmeasured iteration (first-call allocations and
 compilation), then `--iterations` iterations of 2048 steps, each timed in CPU seconds of this process
 (`time.process_time`): the rollout, the advantages, the method's update and its per-iteration metrics, as
-`throughput_methods.py` times them. A method avoids `--refs` policies of the paper campaign
-(`benchmarks/results/paper/sweep/TASK/`): its 5 PPO references, then its chain's novel policies of the same method in
-order (the 1x-threshold chain where there are several). PPO avoids none.
+`throughput_methods.py` times them (not the training loop's logging, policy snapshots and periodic evaluation). The
+record names where npsco was imported from and the libraries' versions. A method avoids `--refs` policies of the paper
+campaign (`benchmarks/results/paper/sweep/TASK/`): its 5 PPO references, then its chain's novel policies of the same
+method in order (the 1x-threshold chain where there are several). PPO avoids none.
 
 It uses only the API that npsco has had since the paper campaign (cfa4614: `preset`, `Trainer`, `make_method`,
 `MethodConfig.of`, `MethodContext`, `ReferenceSet`, `load_policy`), so that it runs in an older checkout too: run it
@@ -70,16 +71,30 @@ def make_trainer(task: str, method: str, refs: int, r0: float, seed: int):  # no
 
 
 def iteration_seconds(trainer, iterations: int) -> list[float]:  # noqa: ANN001
-    """CPU seconds of each of `iterations` training iterations, after one unmeasured."""
+    """CPU seconds of each of `iterations` training iterations, after one unmeasured: the rollout, the advantages, the
+    method's update and its metrics (not the training loop's logging, snapshots and periodic evaluation)."""
     times = []
     for i in range(iterations + 1):
         start = time.process_time()
+        trainer.iteration = i + 1  # as `Trainer.train` counts them, for a method that reads the iteration
+        trainer.hooks.begin_iteration(i + 1)
         buf = trainer.collect_rollout()
         trainer.hooks.update(trainer.learner, trainer.compute_advantages(buf))
         trainer.hooks.iteration_metrics(buf.summary)
         if i:
             times.append(time.process_time() - start)
     return times
+
+
+def software() -> dict[str, str]:
+    """Where npsco was imported from and the versions of the libraries the step runs on: two checkouts compared
+    should differ only in npsco."""
+    from importlib.metadata import version  # noqa: PLC0415
+
+    import npsco  # noqa: PLC0415
+
+    libraries = {name: version(name) for name in ("gymnasium", "mujoco", "numpy", "torch", "numba")}
+    return {"npsco": str(Path(npsco.__file__).resolve().parent), **libraries}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds = iteration_seconds(trainer, args.iterations)
     trainer.envs.close()
     record = {"env": args.env, "method": args.method, "refs": args.refs if args.method != "ppo" else 0}
-    record |= {"r0": args.r0, "seed": args.seed, "iteration_seconds": seconds, "median": statistics.median(seconds)}
+    record |= {"r0": args.r0, "seed": args.seed, "steps_per_iteration": trainer.cfg.batch_size}
+    record |= {"iteration_seconds": seconds, "median": statistics.median(seconds), "software": software()}
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     return 0
 

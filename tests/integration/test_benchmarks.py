@@ -702,8 +702,41 @@ def test_device_grid_rescale_with_a_direct_ab_rescales_every_policy_by_its_metho
             chains[m["chain"]] = chains.get(m["chain"], 0.0) + m["wall_seconds"]
     assert walker["chain_now"] == pytest.approx(max(chains.values()))
     assert "re-scaled policy by policy" in (tmp_path / "faster.md").read_text()
-    with pytest.raises(SystemExit):
-        rs.main(["--chain-ab", "x.json", "--ab", "step_split_ab.json", "--out", str(tmp_path / "bad")])
+    assert faster["wall_factor"] == same["wall_factor"]  # the record's own wall / critical path, whatever the speed-ups
+    assert faster["wall_1m_min"] == pytest.approx(faster["critical_1m_min"] * faster["wall_factor"])
+    # Hopper's IPD: four chains (one per threshold); the longest, 1.5x's, counts, not their sum
+    hopper_ipd = run({("Hopper-v5", m): 10.0 for m in methods if m != "ipd"}, "hopper_ipd")["tasks"]["Hopper-v5"]
+    assert hopper_ipd["method"] == "ipd" and hopper_ipd["chain_now"] == pytest.approx(187.266)
+    assert same["wall_1m_min_band"] is None  # no CIs in these rows
+    # the committed record's band: its CIs' fast end below the projection, the slow end above
+    assert rs.main(["--chain-ab", "chain_ab.json", "--out", str(tmp_path / "direct")]) == 0
+    direct = json.loads((tmp_path / "direct.json").read_text())
+    fast, slow = direct["wall_1m_min_band"]
+    assert fast < direct["wall_1m_min"] < slow
+    for extra in (["--ab", "step_split_ab.json"], ["--methods", "throughput_methods.json"]):
+        with pytest.raises(SystemExit):
+            rs.main(["--chain-ab", "x.json", *extra, "--out", str(tmp_path / "bad")])
+    with pytest.raises(SystemExit, match="no speed-up for Walker2d-v5 cpo"):
+        rs.rescaled_paths(rs.RECORD, {t: {m: 1.0 for m in methods if (t, m) != ("Walker2d-v5", "cpo")} for t in tasks})
+
+
+def test_step_split_runs_judges_the_median_of_the_runs_own_costs(load_script, tmp_path):
+    sr = load_script("benchmarks/step_split_runs.py")
+
+    def record(name: str, own: list[float]) -> str:  # a step_split record whose repeats have these own costs
+        part = {"env step": 90.0, "advantages": 0.0, "update": 30.0}
+        rows = [{**part, "rollout, less the env step": x - 30.0} for x in own]
+        (tmp_path / name).write_text(json.dumps({"runs": {"Hopper-v5": rows}}))
+        return str(tmp_path / name)
+
+    runs = [record("a.json", [45.0, 41.0, 50.0]), record("b.json", [38.0]), record("c.json", [39.0, 36.0])]
+    assert sr.main([*runs, "--out", str(tmp_path / "s")]) == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert [c["Hopper-v5"] for c in summary["own_us"]] == [45.0, 38.0, 37.5]
+    assert summary["median_us"]["Hopper-v5"] == 38.0 and summary["met"] is True
+    assert "| Hopper-v5 | " in (tmp_path / "s.md").read_text() and "45.0 (no)" in (tmp_path / "s.md").read_text()
+    assert sr.main([*runs, "--goal", "37", "--out", str(tmp_path / "t")]) == 0
+    assert json.loads((tmp_path / "t.json").read_text())["met"] is False
 
 
 # -------------------------------------------------------------------------------- method_iterations.py, chain_ab.py
@@ -720,8 +753,53 @@ def test_method_iterations_avoids_the_references_then_the_chain_in_order(load_sc
     argv = ["--env", "Hopper-v5", "--method", "ctnb", "--refs", "6", "--iterations", "1", "--out", str(out)]
     assert mi.main(argv) == 0
     record = json.loads(out.read_text())
-    assert record["refs"] == 6 and len(record["iteration_seconds"]) == 1
+    assert record["refs"] == 6 and len(record["iteration_seconds"]) == 1 and record["steps_per_iteration"] == 2048
     assert record["median"] == record["iteration_seconds"][0] > 0
+    assert Path(record["software"]["npsco"]) == REPO / "src/npsco" and record["software"]["mujoco"]
+
+
+def test_chain_ab_alternates_the_checkouts_with_one_seed_per_repeat_and_pairs_them(load_script, tmp_path, monkeypatch):
+    ab = load_script("benchmarks/chain_ab.py")
+    before, after = tmp_path / "before", tmp_path / "after"
+    for checkout in (before, after):
+        (checkout / ".venv/bin").mkdir(parents=True)
+        (checkout / ".venv/bin/python").touch()
+    calls = []
+
+    def fake_run(checkout, task, method, refs, iterations, seed, out):
+        calls.append((checkout.name, seed))
+        seconds = (2.0 if checkout == before else 1.0) * seed  # after is twice as fast, whatever the seed
+        software = {"npsco": str(checkout / "src/npsco"), "gymnasium": "1.4.0"}
+        return {"median": seconds, "iteration_seconds": [seconds], "seed": seed, "software": software}
+
+    monkeypatch.setattr(ab, "run_once", fake_run)
+    monkeypatch.setattr(ab, "revision", lambda checkout: checkout.name)
+    out = tmp_path / "ab"
+    argv = [str(before), str(after), "--repeats", "3", "--env", "Hopper-v5", "--method", "ppo", "--out", str(out)]
+    assert ab.main(argv) == 0
+    assert calls == [("before", 1), ("after", 1), ("after", 2), ("before", 2), ("before", 3), ("after", 3)]
+    record = json.loads(out.with_suffix(".json").read_text())
+    (row,) = record["rows"]
+    assert row["ratios"] == [0.5, 0.5, 0.5] and row["speedup"] == pytest.approx(2.0)
+    assert [(r["repeat"], r["checkout"], r["seed"]) for r in record["runs"][:2]] == [(1, "before", 1), (1, "after", 1)]
+
+    def other_library(checkout, *args):  # the after checkout on another Gymnasium
+        run = fake_run(checkout, *args)
+        run["software"]["gymnasium"] = "1.3.0" if checkout == after else "1.4.0"
+        return run
+
+    monkeypatch.setattr(ab, "run_once", other_library)
+    with pytest.raises(SystemExit, match="different libraries"):
+        ab.main(argv)
+
+    def same_npsco(checkout, *args):  # both import the before checkout's npsco (a PYTHONPATH, say)
+        run = fake_run(checkout, *args)
+        run["software"]["npsco"] = str(before / "src/npsco")
+        return run
+
+    monkeypatch.setattr(ab, "run_once", same_npsco)
+    with pytest.raises(SystemExit, match="imported npsco from"):
+        ab.main(argv)
 
 
 def test_chain_ab_pairs_two_checkouts_per_method(load_script, tmp_path):
