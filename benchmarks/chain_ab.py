@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from method_iterations import METHODS  # noqa: E402  (the sibling script that is run)
 from step_split import bootstrap_median_ci  # noqa: E402
+from step_split_ab import check_checkouts, revision  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "method_iterations.py"
@@ -67,12 +68,6 @@ def check_software(checkouts: dict[str, Path], seen: dict[str, dict[str, str]]) 
         raise SystemExit(f"the checkouts run different libraries: {libraries['before']} and {libraries['after']}")
 
 
-def revision(checkout: Path) -> str:
-    return subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
-    ).stdout.strip()
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("before", type=Path, help="the checkout measured as the base")
@@ -86,9 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.iterations < 1:
         ap.error("--repeats and --iterations must be >= 1")
-    for checkout in (args.before, args.after):
-        if not (checkout / ".venv/bin/python").exists():
-            ap.error(f"{checkout} has no .venv: run scripts/setup.sh there first")
+    check_checkouts(ap, args.before, args.after)
     tasks, methods = args.env or list(TASKS), args.method or list(METHODS)
     revs = {"before": revision(args.before), "after": revision(args.after)}
     checkouts = {"before": args.before, "after": args.after}

@@ -35,23 +35,31 @@ SCALE = 10
 """The record's 100k steps per policy to the paper's 1M."""
 
 
-def critical_paths(record: Path) -> dict[str, dict]:
-    """Per task: the slowest reference's seconds, and the longest chain's method and seconds (from the manifests)."""
-    out: dict[str, dict] = {}
+def record_times(record: Path) -> dict[str, dict[str, float]]:
+    """Per task and method, the seconds the record's manifests give: PPO's slowest reference, and each other method's
+    longest chain of novel policies (one after another; Hopper's IPD has one chain per threshold)."""
+    out: dict[str, dict[str, float]] = {}
     for path in sorted(record.glob("manifest_*.json")):
         task, method = path.stem.removeprefix("manifest_").rsplit("_", 1)
         members = json.loads(path.read_text())["members"]
-        row = out.setdefault(task, {"reference": 0.0, "chain": 0.0, "method": None})
         if method == "ppo":
-            row["reference"] = max(m["wall_seconds"] for m in members if m["role"] == "reference")
-            continue
-        chains: dict[str, float] = {}
-        for m in members:
-            if m["role"] == "novel":
-                chains[m["chain"]] = chains.get(m["chain"], 0.0) + m["wall_seconds"]
-        longest = max(chains.values(), default=0.0)
-        if longest > row["chain"]:
-            row["chain"], row["method"] = longest, method
+            seconds = max(m["wall_seconds"] for m in members if m["role"] == "reference")
+        else:
+            chains: dict[str, float] = {}
+            for m in members:
+                if m["role"] == "novel":
+                    chains[m["chain"]] = chains.get(m["chain"], 0.0) + m["wall_seconds"]
+            seconds = max(chains.values(), default=0.0)
+        out.setdefault(task, {})[method] = seconds
+    return out
+
+
+def critical_paths(record: Path) -> dict[str, dict]:
+    """Per task: the slowest reference's seconds, and the longest chain's method and seconds (from the manifests)."""
+    out: dict[str, dict] = {}
+    for task, times in record_times(record).items():
+        method = max((m for m in times if m != "ppo"), key=lambda m: times[m], default=None)
+        out[task] = {"reference": times["ppo"], "chain": times[method] if method else 0.0, "method": method}
     return out
 
 
@@ -70,30 +78,43 @@ def rescaled_paths(record: Path, speedups: dict[str, dict[str, float]]) -> dict[
     """Per task, the critical path after every policy of the record is re-scaled by its method's speed-up on that task
     (`speedups[task][method]`; the references by PPO's): the slowest reference then and now, the longest chain then
     (`chain`, of `method_then`) and the longest now (`chain_now`, of `method`, at `method_speedup`)."""
-    manifests = sorted(record.glob("manifest_*.json"))
-    pairs = [path.stem.removeprefix("manifest_").rsplit("_", 1) for path in manifests]
-    missing = sorted(f"{task} {method}" for task, method in pairs if method not in speedups.get(task, {}))
+    times = record_times(record)
+    missing = sorted(f"{t} {m}" for t in times for m in times[t] if m not in speedups.get(t, {}))
     if missing:
         raise SystemExit(f"no speed-up for {', '.join(missing)}: the A/B record must measure every method of the grid")
     out: dict[str, dict] = {}
-    for path, (task, method) in zip(manifests, pairs, strict=True):
-        members = json.loads(path.read_text())["members"]
-        row = out.setdefault(task, {"reference": 0.0, "reference_now": 0.0, "chain": 0.0, "chain_now": 0.0})
-        if method == "ppo":
-            row["reference"] = max(m["wall_seconds"] for m in members if m["role"] == "reference")
-            row["reference_now"] = row["reference"] / speedups[task]["ppo"]
-            continue
-        chains: dict[str, float] = {}
-        for m in members:
-            if m["role"] == "novel":
-                chains[m["chain"]] = chains.get(m["chain"], 0.0) + m["wall_seconds"]
-        then = max(chains.values(), default=0.0)
-        if then > row["chain"]:  # the longest chain then, of any method
-            row["chain"], row["method_then"] = then, method
-        now = then / speedups[task][method]
-        if now > row["chain_now"]:
-            row["chain_now"], row["method"], row["method_speedup"] = now, method, speedups[task][method]
+    for task, seconds in times.items():
+        now = {m: s / speedups[task][m] for m, s in seconds.items() if m != "ppo"}
+        method_then, method = max(now, key=lambda m: seconds[m]), max(now, key=lambda m: now[m])
+        out[task] = {
+            "reference": seconds["ppo"],
+            "reference_now": seconds["ppo"] / speedups[task]["ppo"],
+            "chain": seconds[method_then],
+            "method_then": method_then,
+            "chain_now": now[method],
+            "method": method,
+            "method_speedup": speedups[task][method],
+        }
     return out
+
+
+def conclusion(critical: float, wall_factor: float, record_wall: float) -> list[str]:
+    """The projection's closing lines: the longest critical path at 1M steps and the wall time it projects."""
+    return [
+        "",
+        f"Longest critical path at 1M steps: **{critical:.1f} minutes**; with the record's wall / critical-path factor "
+        f"({wall_factor:.2f}) the projected wall time is **{critical * wall_factor:.1f} minutes** on 16 cores "
+        f"(the record itself: {record_wall * SCALE / 60:.1f}). An estimate: the speed-ups were measured on the 2-core "
+        "machine, one process at a time, and are applied to policies that ran 16 at once.",
+    ]
+
+
+def write(out: Path, lines: list[str], record: dict) -> None:
+    """The projection as markdown (also printed) and JSON."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    out.with_suffix(".md").write_text(text)
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
 
 
 def chain_ab_main(args: argparse.Namespace, command: str) -> int:
@@ -142,22 +163,13 @@ def chain_ab_main(args: argparse.Namespace, command: str) -> int:
             f"| {task} | {p['reference']:.1f} | {speedups[task]['ppo']:.2f} | {p['chain']:.1f} | {p['method']} | "
             f"{p['method_speedup']:.2f} | {p['then_s']:.1f} | {p['now_s']:.1f} | {p['now_1m_min']:.1f} |"
         )
-    lines += [
-        "",
-        f"Longest critical path at 1M steps: **{critical:.1f} minutes**; with the record's wall / critical-path factor "
-        f"({wall_factor:.2f}) the projected wall time is **{critical * wall_factor:.1f} minutes** on 16 cores "
-        f"(the record itself: {summary['sweep']['wall_seconds'] * SCALE / 60:.1f}). An estimate: the speed-ups were "
-        "measured on the 2-core machine, one process at a time, and are applied to policies that ran 16 at once.",
-    ]
+    lines += conclusion(critical, wall_factor, summary["sweep"]["wall_seconds"])
     if band is not None:
         lines += [
             "",
             f"With every speed-up at its 95% CI's fast end, then at its slow end: **{band[0]:.1f} to {band[1]:.1f} "
             "minutes** of wall time (a band, not a CI of the projection: the ends are taken together).",
         ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.with_suffix(".md").write_text(text)
     record = {
         "chain_ab": args.chain_ab,
         "wall_1m_min_band": band,
@@ -166,7 +178,7 @@ def chain_ab_main(args: argparse.Namespace, command: str) -> int:
         "critical_1m_min": critical,
         "wall_1m_min": critical * wall_factor,
     }
-    args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    write(args.out, lines, record)
     return 0
 
 
@@ -242,16 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {task} | {r['reference']:.1f} | {r['chain']:.1f} | {r['method']} | {r['ppo_speedup']:.2f} | "
             f"{r['method_scale']:.2f} | {r['then_s']:.1f} | {r['now_s']:.1f} | {r['now_1m_min']:.1f} |"
         )
-    lines += [
-        "",
-        f"Longest critical path at 1M steps: **{critical:.1f} minutes**; with the record's wall / critical-path factor "
-        f"({wall_factor:.2f}) the projected wall time is **{critical * wall_factor:.1f} minutes** on 16 cores "
-        f"(the record itself: {summary['sweep']['wall_seconds'] * SCALE / 60:.1f}). An estimate: the speed-up was "
-        "measured on the 2-core machine, one process at a time, and is applied to policies that ran 16 at once.",
-    ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.with_suffix(".md").write_text(text)
+    lines += conclusion(critical, wall_factor, summary["sweep"]["wall_seconds"])
     record = {
         "ab": ab_names,
         "methods": args.methods,
@@ -260,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         "critical_1m_min": critical,
         "wall_1m_min": critical * wall_factor,
     }
-    args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    write(args.out, lines, record)
     return 0
 
 

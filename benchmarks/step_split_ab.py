@@ -39,6 +39,20 @@ def run_split(checkout: Path, out: Path, iterations: int, tasks: list[str]) -> d
     return json.loads(out.with_suffix(".json").read_text())["us_per_step"]
 
 
+def revision(checkout: Path) -> str:
+    """The short commit hash a checkout is at."""
+    return subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def check_checkouts(ap: argparse.ArgumentParser, *checkouts: Path) -> None:
+    """Refuse (as a usage error) a checkout without its own `.venv`."""
+    for checkout in checkouts:
+        if not (checkout / ".venv/bin/python").exists():
+            ap.error(f"{checkout} has no .venv: run scripts/setup.sh there first")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("before", type=Path, help="the checkout measured as the base")
@@ -51,15 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
     tasks = args.env or list(TASKS)
-    for checkout in (args.before, args.after):
-        if not (checkout / ".venv/bin/python").exists():
-            ap.error(f"{checkout} has no .venv: run scripts/setup.sh there first")
-    revs = {
-        name: subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=c, capture_output=True, text=True
-        ).stdout.strip()
-        for name, c in (("before", args.before), ("after", args.after))
-    }
+    check_checkouts(ap, args.before, args.after)
+    revs = {"before": revision(args.before), "after": revision(args.after)}
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
